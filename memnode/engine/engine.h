@@ -1,0 +1,40 @@
+// The memory node's request engine: pool, namespaces, allocator and the
+// execution of every request frame. No sockets here (see ../server.cpp), so
+// the in-process transport and the TCP server run exactly the same code.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "net/frame_handler.h"
+
+namespace dex::memnode {
+
+struct EngineOptions {
+    uint64_t pool_bytes = 64ull << 20;
+    std::string token;          // "" = no token required
+    bool try_hugepages = true;
+    bool touch_pool = true;     // pre-fault every page so the size is real
+};
+
+class Engine final : public net::FrameHandler {
+public:
+    explicit Engine(const EngineOptions& opts);  // throws std::runtime_error if the pool cannot be allocated
+    ~Engine() override;
+
+    void handle(net::ClientSession& session, const net::FrameHeader& hdr, const uint8_t* payload,
+                uint16_t& status, std::vector<uint8_t>& response) override;
+    void session_closed(net::ClientSession& session) override;
+
+    uint64_t incarnation() const;
+    uint64_t pool_bytes() const;
+    uint64_t used_bytes() const;
+    bool hugepages() const;
+    net::NodeStats stats() const;
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace dex::memnode

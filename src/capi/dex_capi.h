@@ -1,0 +1,183 @@
+/*
+ * dex_capi.h — the C interface between the PostgreSQL glue (extension/, C)
+ * and the C++ core (src/). Nothing here includes PostgreSQL headers, and no
+ * C++ exception ever leaves these functions: every call returns 0 on success
+ * or a DEX_ERR_* code with *err filled in (message, and a hint when there is
+ * one). The caller releases its own resources, then ereport()s.
+ *
+ * Not thread-safe per handle: one PostgreSQL backend is single-threaded.
+ */
+#ifndef DEX_CAPI_H
+#define DEX_CAPI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Same numbers as dex::ErrorCode (src/common/error.h). */
+#define DEX_OK 0
+#define DEX_ERR_UNREACHABLE 1
+#define DEX_ERR_TIMEOUT 2
+#define DEX_ERR_LOST_MEMORY 3
+#define DEX_ERR_PROTOCOL 4
+#define DEX_ERR_OUT_OF_SPACE 5
+#define DEX_ERR_INTERRUPTED 6
+#define DEX_ERR_AUTH 7
+#define DEX_ERR_CORRUPT 8
+#define DEX_ERR_INVALID 9
+#define DEX_ERR_NOT_FOUND 10
+#define DEX_ERR_REMOTE 11
+
+typedef struct DexError
+{
+	int			code;
+	char		message[512];
+	char		hint[256];
+} DexError;
+
+/* Key classes: same as dex::KeyClass (src/tree/key.h). */
+#define DEX_KEY_NEG_INF 0
+#define DEX_KEY_VALUE 1
+#define DEX_KEY_NULL 2
+#define DEX_KEY_POS_INF 3
+
+/* Byte-for-byte the same as dex::EntryKey. Order: cls, value, block, offnum. */
+typedef struct DexKey
+{
+	uint64_t	value;			/* order-preserving image: int64 v -> v ^ (1<<63) */
+	uint32_t	block;			/* heap TID */
+	uint16_t	offnum;
+	uint8_t		cls;			/* DEX_KEY_* */
+	uint8_t		pad;			/* must be 0 */
+} DexKey;
+
+#define DEX_NS_TAG_LEN 64
+
+typedef struct DexNsInfo
+{
+	uint64_t	ns;
+	uint64_t	root;
+	uint64_t	bytes_allocated;
+	uint8_t		tag[DEX_NS_TAG_LEN];
+} DexNsInfo;
+
+typedef struct DexNodeStats
+{
+	uint64_t	incarnation;
+	uint64_t	pool_bytes;
+	uint64_t	used_bytes;
+	uint64_t	connections;
+	uint64_t	requests;
+	uint64_t	offloads;
+	uint64_t	namespaces;
+} DexNodeStats;
+
+/* Instance-wide counters (a snapshot of dex::Stats). */
+typedef struct DexStatsSnapshot
+{
+	uint64_t	index_ops, remote_reads, remote_writes, remote_atomics, remote_rpcs,
+				round_trips, bytes_read, bytes_written, cache_hits, cache_misses,
+				admissions, evictions, coolings, restarts, lock_steals;
+} DexStatsSnapshot;
+
+typedef struct DexTreeInfo
+{
+	uint64_t	entries;		/* leaf entries */
+	uint64_t	leaves;
+	uint64_t	inner_nodes;
+	uint32_t	height;			/* levels, 1 = root is a leaf */
+	uint64_t	root;			/* GAddr */
+} DexTreeInfo;
+
+/* ---- process-wide setup -------------------------------------------- */
+
+/*
+ * (Re)configure the memory nodes. `memnodes` is the dex.memnodes GUC:
+ * comma-separated "tcp://host:port". Existing connections to nodes whose
+ * address is unchanged are kept. Does not connect.
+ */
+int			dex_configure(const char *memnodes, const char *token,
+						  int connect_timeout_ms, int op_timeout_ms, DexError *err);
+int			dex_memnode_count(void);
+const char *dex_memnode_address(int node);
+
+/* Interrupt hook: returns nonzero when a network wait must be abandoned. */
+void		dex_set_interrupt_check(int (*fn) (void));
+
+/* Counters: place them in shared memory (size bytes at `mem`), or NULL. */
+size_t		dex_stats_shmem_size(void);
+void		dex_stats_attach(void *mem, int initialize);
+void		dex_stats_read(DexStatsSnapshot *out);
+void		dex_stats_reset(void);
+
+/* Drop all connections (backend exit). */
+void		dex_disconnect_all(void);
+
+/* ---- memory nodes and namespaces (one namespace per index) ---------- */
+
+int			dex_memnode_stats(int node, DexNodeStats *out, DexError *err);
+/* Connects if needed and returns the node's incarnation. */
+int			dex_memnode_incarnation(int node, uint64_t *incarnation, DexError *err);
+int			dex_ns_create(int node, const uint8_t tag[DEX_NS_TAG_LEN],
+						  uint64_t *ns, uint64_t *incarnation, DexError *err);
+int			dex_ns_drop(int node, uint64_t ns, uint64_t *bytes_freed, DexError *err);
+/* *out is malloc()ed; free with dex_free(). */
+int			dex_ns_list(int node, DexNsInfo **out, int *n, DexError *err);
+void		dex_free(void *p);
+
+/* ---- trees ------------------------------------------------------------ */
+
+typedef struct DexTree DexTree;
+
+/*
+ * Open the tree in namespace `ns` on memory node `node`. `incarnation` is the
+ * one recorded when the tree was built; if the node's differs, fails with
+ * DEX_ERR_LOST_MEMORY naming `index_name` (hint: REINDEX INDEX <name>).
+ */
+int			dex_tree_open(int node, uint64_t ns, uint64_t incarnation,
+						  const char *index_name, DexTree **out, DexError *err);
+void		dex_tree_close(DexTree *tree);
+/* Re-validate the incarnation (cheap: no round trip while connected). */
+int			dex_tree_validate(DexTree *tree, DexError *err);
+
+/* Create an empty tree (one empty leaf as root). */
+int			dex_tree_init_empty(DexTree *tree, DexError *err);
+
+/* Bottom-up bulk load: keys strictly ascending (compare order above). */
+typedef struct DexBulk DexBulk;
+int			dex_bulk_begin(DexTree *tree, double fill_factor, DexBulk **out, DexError *err);
+int			dex_bulk_add(DexBulk *bulk, const DexKey *key, DexError *err);
+int			dex_bulk_finish(DexBulk *bulk, DexError *err);	/* frees bulk */
+void		dex_bulk_abort(DexBulk *bulk);	/* frees bulk */
+
+/* Write-through: on return the entry is in remote memory. */
+int			dex_tree_insert(DexTree *tree, const DexKey *key, DexError *err);
+/* Delete exact entries; `keys` sorted ascending. *deleted = how many existed. */
+int			dex_tree_delete(DexTree *tree, const DexKey *keys, int n,
+							uint64_t *deleted, DexError *err);
+
+/*
+ * Range scan over entries k with lo <= k <= hi (inclusive EntryKey bounds;
+ * express strict bounds with extreme TIDs). Entries come a leaf at a time in
+ * ascending order, or descending if `backward`. dex_scan_next sets *n = 0 at
+ * the end; *entries stays valid until the next call on the scan.
+ */
+typedef struct DexScan DexScan;
+int			dex_scan_begin(DexTree *tree, const DexKey *lo, const DexKey *hi,
+						   int backward, DexScan **out, DexError *err);
+int			dex_scan_next(DexScan *scan, const DexKey **entries, int *n, DexError *err);
+void		dex_scan_end(DexScan *scan);
+
+/* Verify the whole tree (order, fences, levels, siblings, reachability). */
+int			dex_tree_check(DexTree *tree, DexTreeInfo *info, DexError *err);
+/* Count entries/nodes by walking the levels (no invariant checks). */
+int			dex_tree_info(DexTree *tree, DexTreeInfo *info, DexError *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif							/* DEX_CAPI_H */

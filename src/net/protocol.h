@@ -1,0 +1,106 @@
+// Wire protocol between compute side and dex-memnode (TCP; the in-process
+// transport uses the same frames so unit tests exercise the same decoder).
+//
+// All integers little-endian (x86_64 / aarch64 native order). A request:
+//
+//   FrameHeader { magic, op, count, payload_len, seq }  then payload_len bytes
+//
+// and the memory node answers each request with exactly one response frame
+// (same seq, status 0 = OK), in order. A BATCH carries `count` sub-operations
+// back to back, each `SubOpHeader` + payload; they execute in order and the
+// response payload is the concatenation of their result payloads (READ: the
+// bytes, CAS/FAA: the old 8-byte value, WRITE: nothing).
+//
+// Errors: status != 0 and the payload is a UTF-8 message. For kStatusProtocol,
+// kStatusBounds, kStatusAlign and kStatusAuth the server closes the connection
+// after sending the reply ("bad input never crashes or corrupts it").
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+namespace dex::net {
+
+constexpr uint32_t kRequestMagic = 0x44455851;   // "DEXQ"
+constexpr uint32_t kResponseMagic = 0x44455852;  // "DEXR"
+constexpr uint32_t kProtocolVersion = 1;
+constexpr uint32_t kMaxPayload = 16u << 20;      // 16 MiB: larger frames are malformed
+constexpr uint32_t kMaxBatch = 256;              // sub-operations per BATCH
+constexpr uint32_t kMaxTokenLen = 4096;
+constexpr size_t kNamespaceTagLen = 64;          // opaque owner tag stored with a namespace
+constexpr uint64_t kPoolReservedBytes = 4096;    // offsets below this are never allocated (0 = null)
+
+enum Op : uint16_t {
+    // handshake (must be first on a connection)
+    kOpHello = 1,        // req: u32 version, u32 token_len, token  resp: HelloReply
+    // one-sided verbs, emulated
+    kOpRead = 10,        // req: u64 offset, u32 len, u32 pad     resp: len bytes
+    kOpWrite = 11,       // req: u64 offset, u32 len, u32 pad, data resp: -
+    kOpCas = 12,         // req: u64 offset, u64 expected, u64 desired  resp: u64 old
+    kOpFaa = 13,         // req: u64 offset, u64 add                 resp: u64 old
+    kOpBatch = 14,       // req: `count` x (SubOpHeader + payload)   resp: concatenated results
+    // two-sided RPCs
+    kOpAlloc = 20,       // req: u64 ns, u64 bytes                   resp: u64 offset
+    kOpFree = 21,        // req: u64 ns, u64 offset, u64 bytes       resp: -
+    kOpNsCreate = 22,    // req: tag[64]                             resp: u64 ns
+    kOpNsDrop = 23,      // req: u64 ns                              resp: u64 bytes_freed
+    kOpNsList = 24,      // req: -                                   resp: u32 n, n x NsInfo
+    kOpGetRoot = 25,     // req: u64 ns                              resp: u64 root (GAddr as stored)
+    kOpSetRoot = 26,     // req: u64 ns, u64 expected, u64 desired   resp: u64 old (CAS semantics)
+    kOpStats = 27,       // req: -                                   resp: NodeStats
+    kOpClientAlive = 28, // req: u32 client_id, u32 pad              resp: u64 (1 alive, 0 gone)
+};
+
+enum Status : uint16_t {
+    kStatusOk = 0,
+    kStatusProtocol = 1,   // malformed frame (closes connection)
+    kStatusBounds = 2,     // address range outside the pool (closes)
+    kStatusAlign = 3,      // atomic not 8-byte aligned (closes)
+    kStatusAuth = 4,       // bad token / no HELLO first (closes)
+    kStatusNoSpace = 5,    // pool exhausted
+    kStatusNoNamespace = 6,
+    kStatusInternal = 7,
+};
+
+#pragma pack(push, 1)
+struct FrameHeader {
+    uint32_t magic;
+    uint16_t op;           // request: Op; response: Status
+    uint16_t count;        // BATCH: number of sub-ops; otherwise 0
+    uint32_t payload_len;
+    uint32_t seq;
+};
+static_assert(sizeof(FrameHeader) == 16);
+
+struct SubOpHeader {       // inside a BATCH: op is kOpRead/kOpWrite/kOpCas/kOpFaa only
+    uint16_t op;
+    uint16_t pad;
+    uint32_t payload_len;
+};
+static_assert(sizeof(SubOpHeader) == 8);
+
+struct HelloReply {
+    uint64_t incarnation;  // random at memnode start; changes on restart
+    uint64_t pool_bytes;
+    uint32_t client_id;    // this connection's id, used as remote-lock owner (never 0)
+    uint32_t version;
+};
+
+struct NsInfo {
+    uint64_t ns;
+    uint64_t root;
+    uint64_t bytes_allocated;
+    uint8_t tag[kNamespaceTagLen];
+};
+
+struct NodeStats {
+    uint64_t incarnation;
+    uint64_t pool_bytes;
+    uint64_t used_bytes;
+    uint64_t connections;  // currently open
+    uint64_t requests;     // frames served since start
+    uint64_t offloads;     // offloaded traversals (reserved)
+    uint64_t namespaces;
+};
+#pragma pack(pop)
+
+}  // namespace dex::net

@@ -1,0 +1,77 @@
+// The transport interface: everything the tree needs from remote memory.
+//
+// One Transport = one connection to one memory node. Implementations: TCP
+// (tcp_transport.h), in-process (inproc_transport.h, unit tests), and later
+// rdma-core verbs. The tree never sees which one it has. Every operation is
+// counted in dex::stats() by the implementation (see common/stats.h).
+//
+// Addresses passed here are pool offsets on this memory node (gaddr_offset()).
+// All calls throw dex::Error on failure (timeout, interrupt, lost connection,
+// remote error); after a kProtocol/kTimeout/kInterrupted error the connection is
+// closed and the next call reconnects (the incarnation is re-checked then).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "net/protocol.h"
+
+namespace dex {
+
+struct RemoteOp {
+    enum Kind : uint8_t { kRead, kWrite, kCas, kFaa } kind;
+    uint64_t offset = 0;
+    void* buf = nullptr;          // kRead: destination; kWrite: source (const in practice)
+    uint32_t len = 0;             // kRead/kWrite byte count
+    uint64_t compare = 0;         // kCas: expected
+    uint64_t swap_or_add = 0;     // kCas: desired; kFaa: addend
+    uint64_t result = 0;          // kCas/kFaa: old value (out)
+};
+
+class Transport {
+public:
+    virtual ~Transport() = default;
+
+    // Connection facts from the handshake.
+    virtual uint64_t incarnation() = 0;   // connects if needed
+    virtual uint32_t client_id() = 0;     // remote-lock owner id of this connection
+    virtual const std::string& address() const = 0;  // "tcp://host:port" etc., for messages
+
+    // One-sided verbs.
+    virtual void read(uint64_t offset, void* dst, uint32_t len) = 0;
+    virtual void write(uint64_t offset, const void* src, uint32_t len) = 0;
+    virtual uint64_t cas(uint64_t offset, uint64_t expected, uint64_t desired) = 0;  // returns old
+    virtual uint64_t faa(uint64_t offset, uint64_t add) = 0;                          // returns old
+    // Several verbs in one round trip, executed in order.
+    virtual void batch(RemoteOp* ops, size_t n) = 0;
+
+    // Two-sided RPC: op is one of the kOp* RPC codes; payload/response as in net/protocol.h.
+    virtual std::vector<uint8_t> rpc(net::Op op, const void* payload, uint32_t len) = 0;
+};
+
+// Called while waiting on the network, every few milliseconds. Returns true if
+// the wait must be abandoned (query cancel, statement_timeout, backend exit):
+// the transport then closes the connection and throws ErrorCode::kInterrupted.
+// It must not longjmp or throw. Default: never interrupts.
+using InterruptCheck = bool (*)();
+void set_interrupt_check(InterruptCheck fn);
+bool interrupt_requested();  // consults the hook unless interrupts are held
+
+// While an InterruptHold is alive (e.g. a remote lock is held), interrupts are
+// not honoured; only the op timeout ends a wait. Keeps the tree consistent.
+class InterruptHold {
+public:
+    InterruptHold();
+    ~InterruptHold();
+    InterruptHold(const InterruptHold&) = delete;
+    InterruptHold& operator=(const InterruptHold&) = delete;
+};
+
+struct TransportOptions {
+    int connect_timeout_ms = 5000;
+    int op_timeout_ms = 30000;
+    std::string token;  // shared secret sent in HELLO ("" = none)
+};
+
+}  // namespace dex
