@@ -1,0 +1,49 @@
+# dex — PGXS entry point.
+#   make            builds the C++ core (CMake, into build/) and the extension
+#   make install    installs dex.so, the SQL files and dex-memnode (into pg_config --bindir)
+#   make test       everything: apt deps, build, unit tests, regression + shell tests
+#                   (scripts/test-all.sh; see README.md)
+#   make installcheck  pg_regress against a running server (scripts/test-all.sh sets it up)
+
+MODULE_big = dex
+OBJS = $(patsubst %.c,%.o,$(sort $(wildcard extension/*.c)))
+DATA = extension/dex.control $(wildcard extension/dex--*.sql)
+PGFILEDESC = "dex - B+-tree index on disaggregated memory"
+
+REGRESS = dex_build dex_dml dex_lifecycle dex_errors dex_differential
+REGRESS_OPTS = --inputdir=. --outputdir=results --dbname=dex_regression
+
+DEX_BUILD_DIR ?= build
+DEX_CORE_LIB = $(DEX_BUILD_DIR)/libdexcore.a
+DEX_MEMNODE = $(DEX_BUILD_DIR)/memnode/dex-memnode
+CMAKE_BUILD_TYPE ?= RelWithDebInfo
+
+PG_CPPFLAGS = -I$(srcdir)/src/capi
+SHLIB_LINK = $(DEX_CORE_LIB) -lstdc++ -lpthread
+SHLIB_PREREQS = dex-core
+SCRIPTS_built = $(DEX_MEMNODE)
+EXTRA_CLEAN = results regression.diffs regression.out
+
+# The extension is plain C plus a static C++ library; no LLVM bitcode for JIT.
+# (override: Makefile.global's own assignment must not win.)
+override with_llvm = no
+
+PG_CONFIG ?= pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)
+
+.PHONY: dex-core test check-unit
+dex-core:
+	cmake -S $(srcdir) -B $(DEX_BUILD_DIR) -DCMAKE_BUILD_TYPE=$(CMAKE_BUILD_TYPE) >/dev/null
+	cmake --build $(DEX_BUILD_DIR) -j$(shell nproc) --target dexcore dex-memnode
+
+$(DEX_MEMNODE): dex-core
+all: dex-core
+
+check-unit:
+	cmake -S $(srcdir) -B $(DEX_BUILD_DIR) -DCMAKE_BUILD_TYPE=$(CMAKE_BUILD_TYPE) >/dev/null
+	cmake --build $(DEX_BUILD_DIR) -j$(shell nproc)
+	cd $(DEX_BUILD_DIR) && ctest --output-on-failure
+
+test:
+	bash scripts/test-all.sh

@@ -1,0 +1,133 @@
+# Shared shell helpers for the demo, the test suite and the benchmarks.
+# Source it; it defines functions only (plus defaults below).
+#
+# Everything runs as an unprivileged user: PostgreSQL refuses to run as root,
+# and dex-memnode has no reason to. When invoked as root we use the `postgres`
+# system user (created by Debian's postgresql packages).
+
+DEX_ROOT=${DEX_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
+DEX_RUN_USER=${DEX_RUN_USER:-postgres}
+DEX_WORK=${DEX_WORK:-/tmp/dex-work}
+PG_BIN=${PG_BIN:-$(pg_config --bindir 2>/dev/null || echo /usr/lib/postgresql/15/bin)}
+
+DEX_APT_PACKAGES="build-essential cmake g++ pkg-config libgtest-dev libgmock-dev libboost-dev \
+postgresql-15 postgresql-server-dev-15 postgresql-contrib-15 gnuplot-nox procps iproute2 python3"
+
+log() { printf '\n\033[1m== %s\033[0m\n' "$*" >&2; }
+die() { printf 'ERROR: %s\n' "$*" >&2; exit 1; }
+
+as_user() {
+    if [ "$(id -u)" = 0 ]; then runuser -u "$DEX_RUN_USER" -- "$@"; else "$@"; fi
+}
+
+# Like as_user, but the process image is replaced (no intermediate parent), so
+# $! is the server's own pid and signals reach it directly.
+exec_as_user() {
+    if [ "$(id -u)" = 0 ]; then
+        setpriv --reuid="$DEX_RUN_USER" --regid="$DEX_RUN_USER" --init-groups -- "$@"
+    else
+        "$@"
+    fi
+}
+
+maybe_sudo() {
+    if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+# Install the Debian packages we need, only if something is missing.
+install_deps() {
+    local missing=()
+    for p in $DEX_APT_PACKAGES; do
+        dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+    done
+    if [ ${#missing[@]} -gt 0 ]; then
+        log "installing packages: ${missing[*]}"
+        maybe_sudo env DEBIAN_FRONTEND=noninteractive apt-get update -q
+        maybe_sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+    fi
+    # The Debian server package starts a cluster on 5432; we use our own scratch clusters.
+    PG_BIN=$(pg_config --bindir)
+    id "$DEX_RUN_USER" >/dev/null 2>&1 || die "user $DEX_RUN_USER does not exist"
+}
+
+# Build the core, the memory node and the extension, and install them.
+build_install() {
+    log "building dex"
+    make -C "$DEX_ROOT" -s -j"$(nproc)" >/dev/null || die "build failed"
+    log "installing dex into $(pg_config --pkglibdir)"
+    maybe_sudo make -C "$DEX_ROOT" -s install >/dev/null || die "install failed"
+}
+
+free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
+prepare_workdir() {
+    mkdir -p "$DEX_WORK"
+    chmod 755 "$DEX_WORK"
+    [ "$(id -u)" = 0 ] && chown "$DEX_RUN_USER" "$DEX_WORK"
+    return 0
+}
+
+# start_memnode NAME PORT MEMORY [extra flags...] -> pid in $DEX_WORK/NAME.pid, log in NAME.log
+start_memnode() {
+    local name=$1 port=$2 mem=$3; shift 3
+    prepare_workdir
+    local logf="$DEX_WORK/$name.log"
+    exec_as_user "$PG_BIN/dex-memnode" --listen "127.0.0.1:$port" --memory "$mem" "$@" >"$logf" 2>&1 &
+    echo $! >"$DEX_WORK/$name.pid"
+    for _ in $(seq 1 100); do
+        grep -q "listening" "$logf" 2>/dev/null && return 0
+        kill -0 "$(cat "$DEX_WORK/$name.pid")" 2>/dev/null || { cat "$logf" >&2; die "dex-memnode $name failed to start"; }
+        sleep 0.1
+    done
+    cat "$logf" >&2; die "dex-memnode $name did not start listening"
+}
+
+stop_memnode() {
+    local name=$1 sig=${2:-TERM}
+    local pidf="$DEX_WORK/$name.pid"
+    [ -f "$pidf" ] || return 0
+    local pid; pid=$(cat "$pidf")
+    case $sig in STOP|CONT) kill -"$sig" "$pid"; return 0 ;; esac  # pause/resume, keep the pid file
+    kill -"$sig" "$pid" 2>/dev/null || true
+    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    rm -f "$pidf"
+}
+
+# start_cluster NAME PGPORT MEMNODE_URLS [extra postgresql.conf lines...]
+start_cluster() {
+    local name=$1 port=$2 memnodes=$3; shift 3
+    prepare_workdir
+    local data="$DEX_WORK/$name"
+    rm -rf "$data"
+    as_user "$PG_BIN/initdb" -D "$data" -A trust -U postgres --no-sync >"$DEX_WORK/$name-initdb.log" 2>&1 \
+        || { cat "$DEX_WORK/$name-initdb.log"; die "initdb failed"; }
+    {
+        echo "port = $port"
+        echo "listen_addresses = ''"
+        echo "unix_socket_directories = '$DEX_WORK'"
+        echo "shared_preload_libraries = 'dex'"
+        echo "dex.memnodes = '$memnodes'"
+        echo "dex.cache_size = '64MB'"
+        echo "fsync = off"
+        echo "max_connections = 50"
+        echo "shared_buffers = '256MB'"
+        echo "log_min_messages = warning"
+        for line in "$@"; do echo "$line"; done
+    } | as_user tee -a "$data/postgresql.conf" >/dev/null
+    as_user "$PG_BIN/pg_ctl" -D "$data" -l "$DEX_WORK/$name-server.log" -w -t 60 start >/dev/null \
+        || { cat "$DEX_WORK/$name-server.log"; die "PostgreSQL $name failed to start"; }
+}
+
+stop_cluster() {
+    local name=$1
+    [ -d "$DEX_WORK/$name" ] || return 0
+    as_user "$PG_BIN/pg_ctl" -D "$DEX_WORK/$name" -m fast -w stop >/dev/null 2>&1 || true
+}
+
+# psql against a scratch cluster: dpsql PGPORT [psql args...]
+dpsql() {
+    local port=$1; shift
+    "$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$DEX_WORK" -p "$port" -U postgres "$@"
+}

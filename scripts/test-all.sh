@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Runs every dex test: C++ unit tests (ctest), the pg_regress suites against a
+# scratch cluster with a memory node, and the shell tests in scripts/tests/
+# (memory-node restart, timeouts and cancel, concurrent backends, crashes).
+#
+# Works on a fresh Debian 12 machine as root (or a user with sudo): installs
+# the packages it needs, builds, installs into the system PostgreSQL 15, and
+# runs PostgreSQL and dex-memnode as the unprivileged `postgres` user.
+set -uo pipefail
+source "$(dirname "$0")/lib.sh"
+
+DEX_WORK=${DEX_WORK:-$(mktemp -d /tmp/dex-test.XXXXXX)}
+export DEX_WORK
+passed=0; failed=0; failures=()
+record() {  # record NAME STATUS
+    if [ "$2" = 0 ]; then passed=$((passed + 1)); echo "ok: $1";
+    else failed=$((failed + 1)); failures+=("$1"); echo "FAILED: $1"; fi
+}
+cleanup() {
+    stop_cluster regress
+    stop_memnode regress-mem
+    pkill -u "$DEX_RUN_USER" -f "$DEX_WORK" 2>/dev/null || true
+}
+trap cleanup EXIT
+
+install_deps
+build_install
+
+log "C++ unit tests (ctest)"
+cmake --build "$DEX_ROOT/build" -j"$(nproc)" >/dev/null || die "unit test build failed"
+(cd "$DEX_ROOT/build" && ctest --output-on-failure --timeout 300)
+record "ctest" $?
+
+log "pg_regress suites"
+mport=$(free_port); pport=$(free_port)
+start_memnode regress-mem "$mport" 1GB --threads 2
+start_cluster regress "$pport" "tcp://127.0.0.1:$mport"
+make -C "$DEX_ROOT" -s installcheck PGHOST="$DEX_WORK" PGPORT="$pport" PGUSER=postgres
+rc=$?
+[ $rc = 0 ] || { [ -f "$DEX_ROOT/regression.diffs" ] && head -200 "$DEX_ROOT/regression.diffs"; }
+record "pg_regress" $rc
+stop_cluster regress
+stop_memnode regress-mem
+
+for t in "$DEX_ROOT"/scripts/tests/t_*.sh; do
+    [ -e "$t" ] || continue
+    name=$(basename "$t" .sh)
+    log "shell test $name"
+    DEX_WORK="$DEX_WORK/$name" bash "$t"
+    record "$name" $?
+done
+
+log "summary"
+for f in "${failures[@]+"${failures[@]}"}"; do echo "failed: $f"; done
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]
