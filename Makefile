@@ -8,10 +8,11 @@
 MODULE_big = dex
 OBJS = $(patsubst %.c,%.o,$(sort $(wildcard extension/*.c)))
 DATA = extension/dex.control $(wildcard extension/dex--*.sql)
+MODULEDIR = extension
 PGFILEDESC = "dex - B+-tree index on disaggregated memory"
 
 REGRESS = dex_build dex_dml dex_lifecycle dex_errors dex_differential
-REGRESS_OPTS = --inputdir=. --outputdir=results --dbname=dex_regression
+REGRESS_OPTS = --dbname=dex_regression
 
 DEX_BUILD_DIR ?= build
 DEX_CORE_LIB = $(DEX_BUILD_DIR)/libdexcore.a

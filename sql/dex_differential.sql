@@ -47,8 +47,8 @@ BEGIN
       WHEN 4 THEN format('SELECT k, v FROM %%s WHERE k = ANY (ARRAY[%s, %s, %s, NULL])', a, b, a + 3)
       WHEN 5 THEN format('SELECT k, v FROM %%s WHERE k IS NULL AND v < %s', abs(a))
       WHEN 6 THEN format('SELECT k, v FROM %%s WHERE k < %s ORDER BY k, v LIMIT 20', a)
-      WHEN 7 THEN format('SELECT k FROM %%s WHERE k IS NOT NULL ORDER BY k DESC LIMIT %s', 1 + abs(a) %% 50)
-      WHEN 8 THEN format('SELECT k FROM %%s ORDER BY k LIMIT 30 OFFSET %s', abs(a) %% 100)
+      WHEN 7 THEN format('SELECT k FROM %%s WHERE k IS NOT NULL ORDER BY k DESC LIMIT %s', 1 + abs(a) % 50)
+      WHEN 8 THEN format('SELECT k FROM %%s ORDER BY k LIMIT 30 OFFSET %s', abs(a) % 100)
       WHEN 9 THEN format('SELECT count(*) FROM %%s WHERE k > %s', a)
       ELSE format('SELECT k FROM %%s WHERE k > %s AND k < %s AND k > %s', a, b, a + 10)
     END;

@@ -31,6 +31,7 @@ public:
     uint64_t used_bytes() const;
     bool hugepages() const;
     net::NodeStats stats() const;
+    static std::string op_name(uint16_t op);  // "READ", "ALLOC", ... or "op N" (for logs)
 
 private:
     struct Impl;

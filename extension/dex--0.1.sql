@@ -1,0 +1,185 @@
+/* extension/dex--0.1.sql */
+
+-- complain if script is sourced in psql, rather than via CREATE EXTENSION
+\echo Use "CREATE EXTENSION dex" to load this file. \quit
+
+CREATE FUNCTION dexhandler(internal)
+RETURNS index_am_handler
+AS 'MODULE_PATHNAME'
+LANGUAGE C;
+
+CREATE ACCESS METHOD dex TYPE INDEX HANDLER dexhandler;
+COMMENT ON ACCESS METHOD dex IS 'B+-tree in remote memory';
+
+-- Operator families and classes. Strategy numbers and support function 1
+-- are exactly btree's, so the planner treats dex as an ordered index.
+
+CREATE OPERATOR FAMILY integer_ops USING dex;
+CREATE OPERATOR CLASS int2_ops
+    DEFAULT FOR TYPE int2 USING dex FAMILY integer_ops AS
+        OPERATOR 1 <,
+        OPERATOR 2 <=,
+        OPERATOR 3 =,
+        OPERATOR 4 >=,
+        OPERATOR 5 >,
+        FUNCTION 1 (int2, int2) btint2cmp(int2, int2);
+
+CREATE OPERATOR CLASS int4_ops
+    DEFAULT FOR TYPE int4 USING dex FAMILY integer_ops AS
+        OPERATOR 1 <,
+        OPERATOR 2 <=,
+        OPERATOR 3 =,
+        OPERATOR 4 >=,
+        OPERATOR 5 >,
+        FUNCTION 1 (int4, int4) btint4cmp(int4, int4);
+
+CREATE OPERATOR CLASS int8_ops
+    DEFAULT FOR TYPE int8 USING dex FAMILY integer_ops AS
+        OPERATOR 1 <,
+        OPERATOR 2 <=,
+        OPERATOR 3 =,
+        OPERATOR 4 >=,
+        OPERATOR 5 >,
+        FUNCTION 1 (int8, int8) btint8cmp(int8, int8);
+
+ALTER OPERATOR FAMILY integer_ops USING dex ADD
+    OPERATOR 1 < (int2, int4),
+    OPERATOR 2 <= (int2, int4),
+    OPERATOR 3 = (int2, int4),
+    OPERATOR 4 >= (int2, int4),
+    OPERATOR 5 > (int2, int4),
+    FUNCTION 1 (int2, int4) btint24cmp(int2, int4);
+
+ALTER OPERATOR FAMILY integer_ops USING dex ADD
+    OPERATOR 1 < (int2, int8),
+    OPERATOR 2 <= (int2, int8),
+    OPERATOR 3 = (int2, int8),
+    OPERATOR 4 >= (int2, int8),
+    OPERATOR 5 > (int2, int8),
+    FUNCTION 1 (int2, int8) btint28cmp(int2, int8);
+
+ALTER OPERATOR FAMILY integer_ops USING dex ADD
+    OPERATOR 1 < (int4, int2),
+    OPERATOR 2 <= (int4, int2),
+    OPERATOR 3 = (int4, int2),
+    OPERATOR 4 >= (int4, int2),
+    OPERATOR 5 > (int4, int2),
+    FUNCTION 1 (int4, int2) btint42cmp(int4, int2);
+
+ALTER OPERATOR FAMILY integer_ops USING dex ADD
+    OPERATOR 1 < (int4, int8),
+    OPERATOR 2 <= (int4, int8),
+    OPERATOR 3 = (int4, int8),
+    OPERATOR 4 >= (int4, int8),
+    OPERATOR 5 > (int4, int8),
+    FUNCTION 1 (int4, int8) btint48cmp(int4, int8);
+
+ALTER OPERATOR FAMILY integer_ops USING dex ADD
+    OPERATOR 1 < (int8, int2),
+    OPERATOR 2 <= (int8, int2),
+    OPERATOR 3 = (int8, int2),
+    OPERATOR 4 >= (int8, int2),
+    OPERATOR 5 > (int8, int2),
+    FUNCTION 1 (int8, int2) btint82cmp(int8, int2);
+
+ALTER OPERATOR FAMILY integer_ops USING dex ADD
+    OPERATOR 1 < (int8, int4),
+    OPERATOR 2 <= (int8, int4),
+    OPERATOR 3 = (int8, int4),
+    OPERATOR 4 >= (int8, int4),
+    OPERATOR 5 > (int8, int4),
+    FUNCTION 1 (int8, int4) btint84cmp(int8, int4);
+
+CREATE OPERATOR FAMILY date_ops USING dex;
+CREATE OPERATOR CLASS date_ops
+    DEFAULT FOR TYPE date USING dex FAMILY date_ops AS
+        OPERATOR 1 <,
+        OPERATOR 2 <=,
+        OPERATOR 3 =,
+        OPERATOR 4 >=,
+        OPERATOR 5 >,
+        FUNCTION 1 (date, date) date_cmp(date, date);
+
+CREATE OPERATOR FAMILY timestamp_ops USING dex;
+CREATE OPERATOR CLASS timestamp_ops
+    DEFAULT FOR TYPE timestamp USING dex FAMILY timestamp_ops AS
+        OPERATOR 1 <,
+        OPERATOR 2 <=,
+        OPERATOR 3 =,
+        OPERATOR 4 >=,
+        OPERATOR 5 >,
+        FUNCTION 1 (timestamp, timestamp) timestamp_cmp(timestamp, timestamp);
+
+CREATE OPERATOR FAMILY timestamptz_ops USING dex;
+CREATE OPERATOR CLASS timestamptz_ops
+    DEFAULT FOR TYPE timestamptz USING dex FAMILY timestamptz_ops AS
+        OPERATOR 1 <,
+        OPERATOR 2 <=,
+        OPERATOR 3 =,
+        OPERATOR 4 >=,
+        OPERATOR 5 >,
+        FUNCTION 1 (timestamptz, timestamptz) timestamptz_cmp(timestamptz, timestamptz);
+
+CREATE OPERATOR FAMILY oid_ops USING dex;
+CREATE OPERATOR CLASS oid_ops
+    DEFAULT FOR TYPE oid USING dex FAMILY oid_ops AS
+        OPERATOR 1 <,
+        OPERATOR 2 <=,
+        OPERATOR 3 =,
+        OPERATOR 4 >=,
+        OPERATOR 5 >,
+        FUNCTION 1 (oid, oid) btoidcmp(oid, oid);
+
+-- SQL functions
+
+CREATE FUNCTION dex_check(index regclass,
+    OUT entries bigint, OUT leaves bigint, OUT inner_nodes bigint, OUT height int)
+RETURNS record
+AS 'MODULE_PATHNAME', 'dex_sql_check'
+LANGUAGE C STRICT;
+
+CREATE FUNCTION dex_index_info(index regclass,
+    OUT memnode text, OUT namespace bigint, OUT incarnation text, OUT root bigint,
+    OUT entries bigint, OUT leaves bigint, OUT inner_nodes bigint, OUT height int,
+    OUT bytes bigint)
+RETURNS record
+AS 'MODULE_PATHNAME', 'dex_sql_index_info'
+LANGUAGE C STRICT;
+
+CREATE FUNCTION dex_stats(
+    OUT index_ops bigint, OUT remote_reads bigint, OUT remote_writes bigint,
+    OUT remote_atomics bigint, OUT remote_rpcs bigint, OUT round_trips bigint,
+    OUT bytes_read bigint, OUT bytes_written bigint, OUT cache_hits bigint,
+    OUT cache_misses bigint, OUT admissions bigint, OUT evictions bigint,
+    OUT coolings bigint, OUT restarts bigint, OUT lock_steals bigint)
+RETURNS record
+AS 'MODULE_PATHNAME', 'dex_sql_stats'
+LANGUAGE C STRICT VOLATILE;
+
+CREATE FUNCTION dex_stats_reset()
+RETURNS void
+AS 'MODULE_PATHNAME', 'dex_sql_stats_reset'
+LANGUAGE C STRICT VOLATILE;
+
+CREATE FUNCTION dex_memnodes(
+    OUT address text, OUT incarnation text, OUT pool_bytes bigint,
+    OUT used_bytes bigint, OUT connections bigint, OUT requests bigint,
+    OUT offloads bigint, OUT namespaces bigint, OUT reachable boolean)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'dex_sql_memnodes'
+LANGUAGE C STRICT VOLATILE;
+
+CREATE FUNCTION dex_orphans(
+    OUT memnode text, OUT namespace bigint, OUT bytes bigint,
+    OUT database oid, OUT index oid, OUT relfilenode oid, OUT reason text)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'dex_sql_orphans'
+LANGUAGE C STRICT VOLATILE;
+
+CREATE FUNCTION dex_free_orphans(OUT namespaces bigint, OUT bytes bigint)
+RETURNS record
+AS 'MODULE_PATHNAME', 'dex_sql_free_orphans'
+LANGUAGE C STRICT VOLATILE;
+
+REVOKE ALL ON FUNCTION dex_free_orphans() FROM PUBLIC;
+REVOKE ALL ON FUNCTION dex_stats_reset() FROM PUBLIC;

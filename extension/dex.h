@@ -1,0 +1,227 @@
+/*
+ * dex.h — shared declarations of the dex index access method (PostgreSQL
+ * glue). The B+-tree itself lives in remote memory and is reached only
+ * through the C API in src/capi/dex_capi.h.
+ */
+#ifndef DEX_H
+#define DEX_H
+
+#include "postgres.h"
+
+#include "access/amapi.h"
+#include "access/genam.h"
+#include "nodes/pathnodes.h"
+#include "storage/block.h"
+#include "storage/bufpage.h"
+#include "common/relpath.h"
+#include "storage/itemptr.h"
+#include "utils/relcache.h"
+
+#include "dex_capi.h"
+
+/* ---- version compatibility --------------------------------------------- */
+
+#if PG_VERSION_NUM >= 160000
+#define DEX_REL_NUMBER(rel)		((rel)->rd_locator.relNumber)
+#define DEX_REL_SPC(rel)		((rel)->rd_locator.spcOid)
+#else
+#define DEX_REL_NUMBER(rel)		((rel)->rd_node.relNode)
+#define DEX_REL_SPC(rel)		((rel)->rd_node.spcNode)
+#endif
+
+#if PG_VERSION_NUM < 160000
+#define InitMaterializedSRF(fcinfo, flags) SetSingleFuncCall(fcinfo, flags)
+#endif
+
+/* ---- metapage (block 0 of the index relation) --------------------------- */
+
+#define DEX_METAPAGE_BLKNO	0
+#define DEX_MAGIC			0x44455831	/* "DEX1" */
+#define DEX_VERSION			1
+#define DEX_PAGE_ID			0xFF83		/* in the special space */
+
+/* meta flags */
+#define DEX_META_INIT_FORK	0x0001	/* written by ambuildempty: no remote tree */
+
+#define DEX_ADDR_LEN		128
+
+typedef struct DexMetaPageData
+{
+	uint32		magic;
+	uint32		version;
+	uint32		flags;
+	int32		node;			/* memory node index at build time */
+	uint64		ns;				/* namespace id, 0 = none */
+	uint64		incarnation;	/* memory node incarnation at build time */
+	char		address[DEX_ADDR_LEN];	/* memory node address (for messages) */
+} DexMetaPageData;
+
+typedef struct DexPageOpaqueData
+{
+	uint16		flags;
+	uint16		page_id;		/* DEX_PAGE_ID */
+} DexPageOpaqueData;
+
+#define DexPageGetMeta(page) ((DexMetaPageData *) PageGetContents(page))
+
+/* ---- namespace tag (64 bytes, ownership of remote memory) --------------- */
+
+#define DEX_TAG_MAGIC "pgdx"
+#define DEX_TAG_VERSION 1
+
+typedef struct DexNsTag
+{
+	char		magic[4];		/* "pgdx" */
+	uint32		tag_version;
+	uint64		sysid;			/* GetSystemIdentifier() */
+	uint32		dboid;
+	uint32		indexoid;
+	uint32		relfilenode;
+	uint32		spcoid;
+	char		pad[DEX_NS_TAG_LEN - 32];
+} DexNsTag;
+
+StaticAssertDecl(sizeof(DexNsTag) == DEX_NS_TAG_LEN, "DexNsTag must be 64 bytes");
+
+/* ---- reloptions ------------------------------------------------------- */
+
+typedef struct DexOptions
+{
+	int32		vl_len_;		/* varlena header (do not touch directly!) */
+	int			fillfactor;
+} DexOptions;
+
+#define DEX_DEFAULT_FILLFACTOR 90
+#define DEX_MIN_FILLFACTOR 10
+
+/* ---- build phases (progress reporting) ------------------------------- */
+
+#define DEX_PHASE_SCAN		2
+#define DEX_PHASE_SORT		3
+#define DEX_PHASE_LOAD		4
+#define DEX_PHASE_META		5
+
+/* ---- scan opaque ------------------------------------------------------- */
+
+typedef struct DexRange
+{
+	DexKey		lo;
+	DexKey		hi;
+} DexRange;
+
+typedef enum DexScanPos
+{
+	DEX_POS_START,				/* nothing returned yet in current direction */
+	DEX_POS_AT,					/* last returned entry is curkey */
+	DEX_POS_END					/* ran off the end in curdir */
+} DexScanPos;
+
+typedef struct DexScanOpaqueData
+{
+	DexTree    *tree;
+	Oid			atttype;		/* base type of the indexed column */
+	MemoryContext scancxt;		/* holds this struct; deleted by amendscan */
+	MemoryContext keycxt;		/* ranges; reset by each key preparation */
+
+	/* set up by dex_prepare_keys (amrescan) */
+	bool		keys_ready;
+	bool		empty;			/* contradictory keys */
+	int			nranges;
+	DexRange   *ranges;			/* ascending, non-overlapping */
+
+	/* running state */
+	bool		started;
+	ScanDirection dir;			/* direction of the running core scan */
+	int			range_idx;		/* current range index */
+	DexScan    *dscan;			/* running core scan or NULL */
+	const DexKey *batch;
+	int			nbatch;
+	int			batch_pos;
+	DexScanPos	pos;
+	DexKey		curkey;
+	int			cur_range;
+
+	MemoryContextCallback cb;	/* ends the core scan on context reset */
+} DexScanOpaqueData;
+
+typedef DexScanOpaqueData *DexScanOpaque;
+
+/* ---- dexutils.c ------------------------------------------------------- */
+
+extern Oid	dex_column_basetype(Relation index);
+extern bool dex_type_supported(Oid typid);
+extern int64 dex_datum_to_int64(Datum d, Oid typid);
+extern void dex_make_value_key(DexKey *key, int64 v, uint32 block, uint16 off);
+extern void dex_make_null_key(DexKey *key, uint32 block, uint16 off);
+extern void dex_make_key(DexKey *key, Relation index, Datum value, bool isnull,
+						 ItemPointer tid);
+extern int	dex_key_cmp(const DexKey *a, const DexKey *b);
+extern bool dex_key_prev(DexKey *k);
+extern bool dex_key_next(DexKey *k);
+extern void dex_key_to_tid(const DexKey *k, ItemPointer tid);
+
+extern void dex_write_metapage(Relation index, ForkNumber fork,
+							   const DexMetaPageData *meta);
+extern void dex_read_metapage(Relation index, DexMetaPageData *meta);
+extern DexTree *dex_get_tree(Relation index);
+extern void dex_forget_tree(int node, uint64 ns);
+extern void dex_forget_all_trees(void);
+extern void dex_make_tag(DexNsTag *tag, Oid indexoid, Oid relfilenode, Oid spcoid);
+extern bool dex_parse_tag(const uint8_t *raw, DexNsTag *tag);
+extern void dex_check_index_relation(Relation index);
+
+/* ---- dexguc.c --------------------------------------------------------- */
+
+extern bool dex_preloaded;
+extern char *dex_memnodes_guc;
+extern void dex_require_preload(void);
+extern void dex_ensure_configured(void);
+extern int	dex_try_configure(DexError *err);
+extern bool dex_interrupts_suppressed;
+
+/* ---- dexerror.c ------------------------------------------------------- */
+
+extern void dex_report_error(int rc, const DexError *err, Relation index) pg_attribute_noreturn();
+extern void dex_report_error_name(int rc, const DexError *err, const char *indexname) pg_attribute_noreturn();
+
+/* ---- dexxact.c -------------------------------------------------------- */
+
+extern void dex_xact_init(void);
+extern void dex_register_created(int node, uint64 ns);
+extern void dex_register_drop(int node, uint64 ns);
+extern void dex_register_index_drop(Oid indexoid);
+extern bool dex_ns_is_pending(int node, uint64 ns);
+
+/* ---- access method entry points ------------------------------------- */
+
+extern IndexBuildResult *dexbuild(Relation heap, Relation index,
+								  struct IndexInfo *indexInfo);
+extern void dexbuildempty(Relation index);
+extern char *dexbuildphasename(int64 phasenum);
+extern bool dexinsert(Relation index, Datum *values, bool *isnull,
+					  ItemPointer ht_ctid, Relation heapRel,
+					  IndexUniqueCheck checkUnique,
+					  bool indexUnchanged,
+					  struct IndexInfo *indexInfo);
+extern IndexBulkDeleteResult *dexbulkdelete(IndexVacuumInfo *info,
+											IndexBulkDeleteResult *stats,
+											IndexBulkDeleteCallback callback,
+											void *callback_state);
+extern IndexBulkDeleteResult *dexvacuumcleanup(IndexVacuumInfo *info,
+											   IndexBulkDeleteResult *stats);
+extern void dexcostestimate(PlannerInfo *root, IndexPath *path,
+							double loop_count, Cost *indexStartupCost,
+							Cost *indexTotalCost, Selectivity *indexSelectivity,
+							double *indexCorrelation, double *indexPages);
+extern bytea *dexoptions(Datum reloptions, bool validate);
+extern bool dexvalidate(Oid opclassoid);
+extern IndexScanDesc dexbeginscan(Relation r, int nkeys, int norderbys);
+extern void dexrescan(IndexScanDesc scan, ScanKey scankey, int nscankeys,
+					  ScanKey orderbys, int norderbys);
+extern bool dexgettuple(IndexScanDesc scan, ScanDirection dir);
+extern int64 dexgetbitmap(IndexScanDesc scan, TIDBitmap *tbm);
+extern void dexendscan(IndexScanDesc scan);
+
+extern void dex_init_reloptions(void);
+
+#endif							/* DEX_H */

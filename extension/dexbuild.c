@@ -1,0 +1,350 @@
+/*
+ * dexbuild.c — CREATE INDEX / REINDEX: create a namespace on a memory node,
+ * sort the heap's (key, TID) pairs with a PostgreSQL tuplesort, bulk-load the
+ * remote tree bottom-up, then write the metapage. Also ambuildempty.
+ */
+#include "dex.h"
+
+#include "access/tableam.h"
+#include "access/xlog.h"
+#include "access/tupdesc.h"
+#include "catalog/index.h"
+#include "catalog/pg_operator_d.h"
+#include "catalog/pg_type.h"
+#include "commands/progress.h"
+#include "executor/tuptable.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "utils/backend_progress.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/tuplesort.h"
+#include "storage/bufmgr.h"
+#include "utils/builtins.h"
+
+typedef struct DexBuildState
+{
+	Oid			atttype;
+	TupleDesc	sortdesc;
+	TupleTableSlot *slot;		/* virtual: input to the sort */
+	TupleTableSlot *outslot;	/* minimal tuple: output of the sort */
+	Tuplesortstate *sort;
+	double		indtuples;
+	MemoryContext tmpcxt;
+
+	/* core handles, released by the reset callback on error */
+	DexTree    *tree;
+	DexBulk    *bulk;
+	MemoryContextCallback cb;
+} DexBuildState;
+
+static void
+dex_build_release(void *arg)
+{
+	DexBuildState *bs = (DexBuildState *) arg;
+
+	if (bs->bulk)
+		dex_bulk_abort(bs->bulk);
+	bs->bulk = NULL;
+	if (bs->tree)
+		dex_tree_close(bs->tree);
+	bs->tree = NULL;
+}
+
+static void
+dex_build_callback(Relation index, ItemPointer tid, Datum *values,
+				   bool *isnull, bool tupleIsAlive, void *state)
+{
+	DexBuildState *bs = (DexBuildState *) state;
+	MemoryContext old = MemoryContextSwitchTo(bs->tmpcxt);
+	ItemPointerData tidcopy = *tid;
+
+	ExecClearTuple(bs->slot);
+	if (isnull[0])
+	{
+		bs->slot->tts_values[0] = (Datum) 0;
+		bs->slot->tts_isnull[0] = true;
+	}
+	else
+	{
+		bs->slot->tts_values[0] = Int64GetDatum(dex_datum_to_int64(values[0], bs->atttype));
+		bs->slot->tts_isnull[0] = false;
+	}
+	bs->slot->tts_values[1] = PointerGetDatum(&tidcopy);
+	bs->slot->tts_isnull[1] = false;
+	ExecStoreVirtualTuple(bs->slot);
+	tuplesort_puttupleslot(bs->sort, bs->slot);
+	ExecClearTuple(bs->slot);
+	bs->indtuples += 1;
+
+	MemoryContextSwitchTo(old);
+	MemoryContextReset(bs->tmpcxt);
+}
+
+/*
+ * Namespaces on the memory nodes that were owned by earlier builds of the same
+ * index OID (REINDEX, TRUNCATE, VACUUM FULL, CLUSTER keep the OID): free them
+ * when this transaction commits.
+ */
+static void
+dex_register_superseded(Relation index, int newnode, uint64 newns)
+{
+	int			count = dex_memnode_count();
+	int			node;
+	uint64		sysid = GetSystemIdentifier();
+
+	for (node = 0; node < count; node++)
+	{
+		DexNsInfo  *list = NULL;
+		int			n = 0;
+		int			rc;
+		int			i;
+		DexError	err;
+
+		memset(&err, 0, sizeof(err));
+		rc = dex_ns_list(node, &list, &n, &err);
+		if (rc != DEX_OK)
+		{
+			if (node == newnode)
+				dex_report_error(rc, &err, NULL);
+			/* another node: leave its namespaces; dex_orphans() finds them */
+			ereport(WARNING,
+					(errmsg("could not list namespaces on memory node \"%s\": %s",
+							dex_memnode_address(node), err.message)));
+			continue;
+		}
+		for (i = 0; i < n; i++)
+		{
+			DexNsTag	tag;
+
+			if (!dex_parse_tag(list[i].tag, &tag))
+				continue;
+			if (tag.sysid != sysid || tag.dboid != MyDatabaseId ||
+				tag.indexoid != RelationGetRelid(index))
+				continue;
+			if (node == newnode && list[i].ns == newns)
+				continue;
+			dex_register_drop(node, list[i].ns);
+		}
+		dex_free(list);
+	}
+}
+
+IndexBuildResult *
+dexbuild(Relation heap, Relation index, IndexInfo *indexInfo)
+{
+	IndexBuildResult *result;
+	DexBuildState *bs;
+	MemoryContext buildcxt;
+	MemoryContext oldcxt;
+	DexNsTag	tag;
+	DexMetaPageData meta;
+	DexError	err;
+	int			rc;
+	uint64		ns = 0;
+	uint64		incarnation = 0;
+	const int	node = 0;
+	AttrNumber	attnums[2] = {1, 2};
+	Oid			sortops[2] = {Int8LessOperator, TIDLessOperator};
+	Oid			collations[2] = {InvalidOid, InvalidOid};
+	bool		nullsfirst[2] = {false, false};
+	double		reltuples;
+	double		done = 0;
+	DexOptions *opts;
+	double		fillfactor;
+
+	dex_ensure_configured();
+
+	if (indexInfo->ii_NumIndexAttrs != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("dex indexes support only one key column")));
+	if (RelationGetNumberOfBlocks(index) != 0)
+		elog(ERROR, "index \"%s\" already contains data",
+			 RelationGetRelationName(index));
+
+	buildcxt = AllocSetContextCreate(CurrentMemoryContext, "dex build",
+									 ALLOCSET_DEFAULT_SIZES);
+	oldcxt = MemoryContextSwitchTo(buildcxt);
+
+	bs = palloc0(sizeof(DexBuildState));
+	bs->atttype = dex_column_basetype(index);
+	if (!dex_type_supported(bs->atttype))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("dex does not support data type %s",
+						format_type_be(bs->atttype))));
+	bs->cb.func = dex_build_release;
+	bs->cb.arg = bs;
+	MemoryContextRegisterResetCallback(buildcxt, &bs->cb);
+
+	/* 1. namespace; from here on an abort frees it */
+	dex_make_tag(&tag, RelationGetRelid(index), DEX_REL_NUMBER(index),
+				 DEX_REL_SPC(index));
+	memset(&err, 0, sizeof(err));
+	rc = dex_ns_create(node, (const uint8_t *) &tag, &ns, &incarnation, &err);
+	if (rc != DEX_OK)
+		dex_report_error(rc, &err, NULL);
+	dex_register_created(node, ns);
+
+	/* earlier namespaces of this index are freed at commit */
+	dex_register_superseded(index, node, ns);
+
+	rc = dex_tree_open(node, ns, incarnation, RelationGetRelationName(index),
+					   &bs->tree, &err);
+	if (rc != DEX_OK)
+		dex_report_error(rc, &err, index);
+
+	/* 2. scan the heap into a sort over (int8 key NULLS LAST, tid) */
+	bs->sortdesc = CreateTemplateTupleDesc(2);
+	TupleDescInitEntry(bs->sortdesc, 1, "key", INT8OID, -1, 0);
+	TupleDescInitEntry(bs->sortdesc, 2, "tid", TIDOID, -1, 0);
+	bs->slot = MakeSingleTupleTableSlot(bs->sortdesc, &TTSOpsVirtual);
+	bs->outslot = MakeSingleTupleTableSlot(bs->sortdesc, &TTSOpsMinimalTuple);
+	bs->sort = tuplesort_begin_heap(bs->sortdesc, 2, attnums, sortops,
+									collations, nullsfirst,
+									maintenance_work_mem, NULL, TUPLESORT_NONE);
+	bs->tmpcxt = AllocSetContextCreate(buildcxt, "dex build tuple",
+									   ALLOCSET_DEFAULT_SIZES);
+
+	pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE, DEX_PHASE_SCAN);
+	reltuples = table_index_build_scan(heap, index, indexInfo, true, true,
+									   dex_build_callback, bs, NULL);
+
+	pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE, DEX_PHASE_SORT);
+	tuplesort_performsort(bs->sort);
+
+	/* 3. bottom-up load */
+	{
+		const int	index_params[] = {
+			PROGRESS_CREATEIDX_SUBPHASE,
+			PROGRESS_CREATEIDX_TUPLES_TOTAL,
+			PROGRESS_CREATEIDX_TUPLES_DONE
+		};
+		const int64 vals[] = {DEX_PHASE_LOAD, (int64) bs->indtuples, 0};
+
+		pgstat_progress_update_multi_param(3, index_params, vals);
+	}
+
+	opts = (DexOptions *) index->rd_options;
+	fillfactor = (opts ? opts->fillfactor : DEX_DEFAULT_FILLFACTOR) / 100.0;
+
+	if (bs->indtuples == 0)
+	{
+		rc = dex_tree_init_empty(bs->tree, &err);
+		if (rc != DEX_OK)
+			dex_report_error(rc, &err, index);
+	}
+	else
+	{
+		rc = dex_bulk_begin(bs->tree, fillfactor, &bs->bulk, &err);
+		if (rc != DEX_OK)
+		{
+			bs->bulk = NULL;
+			dex_report_error(rc, &err, index);
+		}
+		while (tuplesort_gettupleslot(bs->sort, true, false, bs->outslot, NULL))
+		{
+			DexKey		key;
+			bool		isnull;
+			Datum		d;
+			ItemPointer tid;
+
+			tid = (ItemPointer) DatumGetPointer(slot_getattr(bs->outslot, 2, &isnull));
+			d = slot_getattr(bs->outslot, 1, &isnull);
+			if (isnull)
+				dex_make_null_key(&key, ItemPointerGetBlockNumberNoCheck(tid),
+								  ItemPointerGetOffsetNumberNoCheck(tid));
+			else
+				dex_make_value_key(&key, DatumGetInt64(d),
+								   ItemPointerGetBlockNumberNoCheck(tid),
+								   ItemPointerGetOffsetNumberNoCheck(tid));
+			rc = dex_bulk_add(bs->bulk, &key, &err);
+			if (rc != DEX_OK)
+			{
+				dex_bulk_abort(bs->bulk);
+				bs->bulk = NULL;
+				dex_report_error(rc, &err, index);
+			}
+			done += 1;
+			if (((int64) done) % 1024 == 0)
+			{
+				pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE,
+											 (int64) done);
+				CHECK_FOR_INTERRUPTS();
+			}
+		}
+		rc = dex_bulk_finish(bs->bulk, &err);
+		bs->bulk = NULL;		/* freed by finish in any case */
+		if (rc != DEX_OK)
+			dex_report_error(rc, &err, index);
+		pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE, (int64) done);
+	}
+	tuplesort_end(bs->sort);
+	bs->sort = NULL;
+	ExecDropSingleTupleTableSlot(bs->slot);
+	ExecDropSingleTupleTableSlot(bs->outslot);
+	bs->slot = bs->outslot = NULL;
+
+	/* 4. metapage */
+	pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE, DEX_PHASE_META);
+	memset(&meta, 0, sizeof(meta));
+	meta.magic = DEX_MAGIC;
+	meta.version = DEX_VERSION;
+	meta.flags = 0;
+	meta.node = node;
+	meta.ns = ns;
+	meta.incarnation = incarnation;
+	strlcpy(meta.address, dex_memnode_address(node) ? dex_memnode_address(node) : "",
+			sizeof(meta.address));
+	dex_write_metapage(index, MAIN_FORKNUM, &meta);
+
+	MemoryContextSwitchTo(oldcxt);
+	MemoryContextDelete(buildcxt);	/* closes the tree handle */
+
+	result = (IndexBuildResult *) palloc(sizeof(IndexBuildResult));
+	result->heap_tuples = reltuples;
+	result->index_tuples = done;
+	return result;
+}
+
+/*
+ * Init fork of an unlogged index: a metapage without a remote tree. After a
+ * crash the main fork is reset to this, and every use of the index raises
+ * "lost its remote memory" with HINT REINDEX (the remote namespace of the old
+ * relfilenode is freed by that REINDEX).
+ */
+void
+dexbuildempty(Relation index)
+{
+	DexMetaPageData meta;
+
+	memset(&meta, 0, sizeof(meta));
+	meta.magic = DEX_MAGIC;
+	meta.version = DEX_VERSION;
+	meta.flags = DEX_META_INIT_FORK;
+	meta.node = -1;
+	meta.ns = 0;
+	meta.incarnation = 0;
+	dex_write_metapage(index, INIT_FORKNUM, &meta);
+}
+
+char *
+dexbuildphasename(int64 phasenum)
+{
+	switch (phasenum)
+	{
+		case PROGRESS_CREATEIDX_SUBPHASE_INITIALIZE:
+			return "initializing";
+		case DEX_PHASE_SCAN:
+			return "scanning table";
+		case DEX_PHASE_SORT:
+			return "sorting";
+		case DEX_PHASE_LOAD:
+			return "building remote tree";
+		case DEX_PHASE_META:
+			return "writing metapage";
+		default:
+			return NULL;
+	}
+}

@@ -1,0 +1,479 @@
+/*
+ * dexfuncs.c — SQL-callable functions: dex_check, dex_index_info, dex_stats,
+ * dex_stats_reset, dex_memnodes, dex_orphans, dex_free_orphans.
+ */
+#include "dex.h"
+
+#include "access/htup_details.h"
+#include "access/relation.h"
+#include "access/xlog.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_am.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "storage/bufmgr.h"
+#include "storage/lmgr.h"
+#include "utils/builtins.h"
+#include "utils/rel.h"
+#include "utils/syscache.h"
+#include "utils/tuplestore.h"
+
+PG_FUNCTION_INFO_V1(dex_sql_check);
+PG_FUNCTION_INFO_V1(dex_sql_index_info);
+PG_FUNCTION_INFO_V1(dex_sql_stats);
+PG_FUNCTION_INFO_V1(dex_sql_stats_reset);
+PG_FUNCTION_INFO_V1(dex_sql_memnodes);
+PG_FUNCTION_INFO_V1(dex_sql_orphans);
+PG_FUNCTION_INFO_V1(dex_sql_free_orphans);
+
+static TupleDesc
+dex_result_desc(FunctionCallInfo fcinfo)
+{
+	TupleDesc	tupdesc;
+
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	return BlessTupleDesc(tupdesc);
+}
+
+static Relation
+dex_open_index_arg(Oid relid)
+{
+	Relation	rel = relation_open(relid, AccessShareLock);
+
+	dex_check_index_relation(rel);
+	return rel;
+}
+
+static char *
+dex_hex64(uint64 v)
+{
+	return psprintf("%016" INT64_MODIFIER "x", v);
+}
+
+/* dex_check(regclass) -> (entries, leaves, inner_nodes, height) */
+Datum
+dex_sql_check(PG_FUNCTION_ARGS)
+{
+	Oid			relid = PG_GETARG_OID(0);
+	TupleDesc	tupdesc;
+	Relation	rel;
+	DexTree    *tree;
+	DexTreeInfo info;
+	DexError	err;
+	int			rc;
+	Datum		values[4];
+	bool		nulls[4] = {false, false, false, false};
+
+	dex_require_preload();
+	tupdesc = dex_result_desc(fcinfo);
+	rel = dex_open_index_arg(relid);
+	tree = dex_get_tree(rel);
+
+	memset(&info, 0, sizeof(info));
+	memset(&err, 0, sizeof(err));
+	rc = dex_tree_check(tree, &info, &err);
+	if (rc != DEX_OK)
+	{
+		if (rc == DEX_ERR_CORRUPT)
+			ereport(ERROR,
+					(errcode(ERRCODE_INDEX_CORRUPTED),
+					 errmsg("index \"%s\" is corrupted: %s",
+							RelationGetRelationName(rel), err.message),
+					 err.hint[0] ? errhint("%s", err.hint) :
+					 errhint("REINDEX INDEX %s",
+							 quote_identifier(RelationGetRelationName(rel)))));
+		dex_report_error(rc, &err, rel);
+	}
+	relation_close(rel, AccessShareLock);
+
+	values[0] = Int64GetDatum((int64) info.entries);
+	values[1] = Int64GetDatum((int64) info.leaves);
+	values[2] = Int64GetDatum((int64) info.inner_nodes);
+	values[3] = Int32GetDatum((int32) info.height);
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+}
+
+/*
+ * dex_index_info(regclass) -> (memnode, namespace, incarnation, root,
+ *                              entries, leaves, inner_nodes, height, bytes)
+ */
+Datum
+dex_sql_index_info(PG_FUNCTION_ARGS)
+{
+	Oid			relid = PG_GETARG_OID(0);
+	TupleDesc	tupdesc;
+	Relation	rel;
+	DexTree    *tree;
+	DexTreeInfo info;
+	DexMetaPageData meta;
+	DexError	err;
+	int			rc;
+	Datum		values[9];
+	bool		nulls[9];
+	DexNsInfo  *list = NULL;
+	int			n = 0;
+	int			i;
+	int			node = -1;
+
+	dex_require_preload();
+	tupdesc = dex_result_desc(fcinfo);
+	rel = dex_open_index_arg(relid);
+	tree = dex_get_tree(rel);
+	dex_read_metapage(rel, &meta);
+
+	memset(&info, 0, sizeof(info));
+	memset(&err, 0, sizeof(err));
+	rc = dex_tree_info(tree, &info, &err);
+	if (rc != DEX_OK)
+		dex_report_error(rc, &err, rel);
+
+	memset(nulls, 0, sizeof(nulls));
+	values[0] = CStringGetTextDatum(meta.address);
+	values[1] = Int64GetDatum((int64) meta.ns);
+	values[2] = CStringGetTextDatum(dex_hex64(meta.incarnation));
+	values[3] = Int64GetDatum((int64) info.root);
+	values[4] = Int64GetDatum((int64) info.entries);
+	values[5] = Int64GetDatum((int64) info.leaves);
+	values[6] = Int64GetDatum((int64) info.inner_nodes);
+	values[7] = Int32GetDatum((int32) info.height);
+	nulls[8] = true;
+
+	for (i = 0; i < dex_memnode_count(); i++)
+		if (dex_memnode_address(i) && strcmp(dex_memnode_address(i), meta.address) == 0)
+			node = i;
+	if (node < 0 && meta.node < dex_memnode_count())
+		node = meta.node;
+	if (node >= 0)
+	{
+		rc = dex_ns_list(node, &list, &n, &err);
+		if (rc != DEX_OK)
+			dex_report_error(rc, &err, rel);
+		for (i = 0; i < n; i++)
+			if (list[i].ns == meta.ns)
+			{
+				values[8] = Int64GetDatum((int64) list[i].bytes_allocated);
+				nulls[8] = false;
+			}
+		dex_free(list);
+	}
+	relation_close(rel, AccessShareLock);
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+}
+
+Datum
+dex_sql_stats(PG_FUNCTION_ARGS)
+{
+	TupleDesc	tupdesc;
+	DexStatsSnapshot s;
+	Datum		values[15];
+	bool		nulls[15];
+
+	dex_require_preload();
+	tupdesc = dex_result_desc(fcinfo);
+	memset(&s, 0, sizeof(s));
+	dex_stats_read(&s);
+	memset(nulls, 0, sizeof(nulls));
+	values[0] = Int64GetDatum((int64) s.index_ops);
+	values[1] = Int64GetDatum((int64) s.remote_reads);
+	values[2] = Int64GetDatum((int64) s.remote_writes);
+	values[3] = Int64GetDatum((int64) s.remote_atomics);
+	values[4] = Int64GetDatum((int64) s.remote_rpcs);
+	values[5] = Int64GetDatum((int64) s.round_trips);
+	values[6] = Int64GetDatum((int64) s.bytes_read);
+	values[7] = Int64GetDatum((int64) s.bytes_written);
+	values[8] = Int64GetDatum((int64) s.cache_hits);
+	values[9] = Int64GetDatum((int64) s.cache_misses);
+	values[10] = Int64GetDatum((int64) s.admissions);
+	values[11] = Int64GetDatum((int64) s.evictions);
+	values[12] = Int64GetDatum((int64) s.coolings);
+	values[13] = Int64GetDatum((int64) s.restarts);
+	values[14] = Int64GetDatum((int64) s.lock_steals);
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+}
+
+Datum
+dex_sql_stats_reset(PG_FUNCTION_ARGS)
+{
+	dex_require_preload();
+	dex_stats_reset();
+	PG_RETURN_VOID();
+}
+
+/*
+ * dex_memnodes() -> (address, incarnation, pool_bytes, used_bytes,
+ *                    connections, requests, offloads, namespaces, reachable)
+ * An unreachable node is a row with reachable = false and NULLs.
+ */
+Datum
+dex_sql_memnodes(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	int			count;
+	int			i;
+
+	dex_ensure_configured();
+	InitMaterializedSRF(fcinfo, 0);
+
+	count = dex_memnode_count();
+	for (i = 0; i < count; i++)
+	{
+		DexNodeStats st;
+		DexError	err;
+		Datum		values[9];
+		bool		nulls[9];
+		int			rc;
+		const char *addr = dex_memnode_address(i);
+
+		memset(&st, 0, sizeof(st));
+		memset(&err, 0, sizeof(err));
+		memset(nulls, 0, sizeof(nulls));
+		rc = dex_memnode_stats(i, &st, &err);
+		if (rc == DEX_ERR_INTERRUPTED)
+			dex_report_error(rc, &err, NULL);
+
+		values[0] = CStringGetTextDatum(addr ? addr : "");
+		if (rc == DEX_OK)
+		{
+			values[1] = CStringGetTextDatum(dex_hex64(st.incarnation));
+			values[2] = Int64GetDatum((int64) st.pool_bytes);
+			values[3] = Int64GetDatum((int64) st.used_bytes);
+			values[4] = Int64GetDatum((int64) st.connections);
+			values[5] = Int64GetDatum((int64) st.requests);
+			values[6] = Int64GetDatum((int64) st.offloads);
+			values[7] = Int64GetDatum((int64) st.namespaces);
+			values[8] = BoolGetDatum(true);
+		}
+		else
+		{
+			int			c;
+
+			for (c = 1; c <= 7; c++)
+				nulls[c] = true;
+			values[8] = BoolGetDatum(false);
+		}
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
+}
+
+/* ---- orphans --------------------------------------------------------- */
+
+typedef struct DexOrphan
+{
+	int			node;
+	uint64		ns;
+	uint64		bytes;
+	Oid			dboid;
+	Oid			indexoid;
+	Oid			relfilenode;
+	const char *reason;
+} DexOrphan;
+
+/*
+ * Is namespace (node, ns) owned by index `indexoid` of this database?
+ * Returns NULL when owned (or busy: being built, rebuilt or dropped by
+ * another transaction), else the reason it is an orphan.
+ */
+static const char *
+dex_orphan_reason_local(int node, uint64 ns, Oid indexoid)
+{
+	HeapTuple	tup;
+	const char *reason = NULL;
+
+	if (dex_ns_is_pending(node, ns))
+		return NULL;			/* this transaction will settle it */
+
+	/*
+	 * A transaction that creates, rebuilds or drops the index holds a lock
+	 * on it (CREATE INDEX locks the new OID before it is visible to us).
+	 */
+	if (!ConditionalLockRelationOid(indexoid, AccessShareLock))
+		return NULL;
+
+	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(indexoid));
+	if (!HeapTupleIsValid(tup))
+		reason = "index does not exist";
+	else
+	{
+		Form_pg_class form = (Form_pg_class) GETSTRUCT(tup);
+		bool		isdex = false;
+
+		if (form->relkind == RELKIND_INDEX)
+		{
+			HeapTuple	amtup = SearchSysCache1(AMOID, ObjectIdGetDatum(form->relam));
+
+			if (HeapTupleIsValid(amtup))
+			{
+				isdex = strcmp(NameStr(((Form_pg_am) GETSTRUCT(amtup))->amname), "dex") == 0;
+				ReleaseSysCache(amtup);
+			}
+		}
+		ReleaseSysCache(tup);
+
+		if (!isdex)
+			reason = "not a dex index";
+		else
+		{
+			Relation	rel = relation_open(indexoid, NoLock);
+
+			if (RelationGetNumberOfBlocks(rel) == 0)
+				reason = NULL;	/* not built yet (CREATE INDEX CONCURRENTLY) */
+			else
+			{
+				DexMetaPageData meta;
+				const char *addr = dex_memnode_address(node);
+
+				dex_read_metapage(rel, &meta);
+				if (meta.ns == ns &&
+					((addr && strcmp(meta.address, addr) == 0) || meta.node == node))
+					reason = NULL;
+				else
+					reason = "superseded";
+			}
+			relation_close(rel, NoLock);
+		}
+	}
+	UnlockRelationOid(indexoid, AccessShareLock);
+	return reason;
+}
+
+static List *
+dex_collect_orphans(void)
+{
+	List	   *result = NIL;
+	int			count;
+	int			node;
+	uint64		sysid = GetSystemIdentifier();
+
+	dex_ensure_configured();
+	count = dex_memnode_count();
+	for (node = 0; node < count; node++)
+	{
+		DexNsInfo  *list = NULL;
+		int			n = 0;
+		int			i;
+		DexError	err;
+		int			rc;
+
+		memset(&err, 0, sizeof(err));
+		rc = dex_ns_list(node, &list, &n, &err);
+		if (rc != DEX_OK)
+		{
+			if (rc == DEX_ERR_INTERRUPTED)
+				dex_report_error(rc, &err, NULL);
+			ereport(WARNING,
+					(errmsg("could not list namespaces on memory node \"%s\": %s",
+							dex_memnode_address(node), err.message)));
+			continue;
+		}
+		PG_TRY();
+		{
+			for (i = 0; i < n; i++)
+			{
+				DexNsTag	tag;
+				const char *reason = NULL;
+
+				if (!dex_parse_tag(list[i].tag, &tag))
+					continue;	/* not made by PostgreSQL dex */
+				if (tag.sysid != sysid)
+					continue;	/* another cluster's: not ours to judge */
+				if (tag.dboid != MyDatabaseId)
+				{
+					if (SearchSysCacheExists1(DATABASEOID, ObjectIdGetDatum(tag.dboid)))
+						continue;	/* can't see its catalogs */
+					reason = "database does not exist";
+				}
+				else
+					reason = dex_orphan_reason_local(node, list[i].ns, tag.indexoid);
+
+				if (reason)
+				{
+					DexOrphan  *o = palloc0(sizeof(DexOrphan));
+
+					o->node = node;
+					o->ns = list[i].ns;
+					o->bytes = list[i].bytes_allocated;
+					o->dboid = tag.dboid;
+					o->indexoid = tag.indexoid;
+					o->relfilenode = tag.relfilenode;
+					o->reason = reason;
+					result = lappend(result, o);
+				}
+			}
+		}
+		PG_FINALLY();
+		{
+			dex_free(list);
+		}
+		PG_END_TRY();
+	}
+	return result;
+}
+
+Datum
+dex_sql_orphans(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	List	   *orphans;
+	ListCell   *lc;
+
+	dex_require_preload();
+	InitMaterializedSRF(fcinfo, 0);
+	orphans = dex_collect_orphans();
+	foreach(lc, orphans)
+	{
+		DexOrphan  *o = (DexOrphan *) lfirst(lc);
+		Datum		values[7];
+		bool		nulls[7] = {false, false, false, false, false, false, false};
+		const char *addr = dex_memnode_address(o->node);
+
+		values[0] = CStringGetTextDatum(addr ? addr : "");
+		values[1] = Int64GetDatum((int64) o->ns);
+		values[2] = Int64GetDatum((int64) o->bytes);
+		values[3] = ObjectIdGetDatum(o->dboid);
+		values[4] = ObjectIdGetDatum(o->indexoid);
+		values[5] = ObjectIdGetDatum(o->relfilenode);
+		values[6] = CStringGetTextDatum(o->reason);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
+}
+
+/* dex_free_orphans() -> (namespaces, bytes) */
+Datum
+dex_sql_free_orphans(PG_FUNCTION_ARGS)
+{
+	TupleDesc	tupdesc;
+	List	   *orphans;
+	ListCell   *lc;
+	int64		count = 0;
+	int64		bytes = 0;
+	Datum		values[2];
+	bool		nulls[2] = {false, false};
+
+	dex_require_preload();
+	tupdesc = dex_result_desc(fcinfo);
+	orphans = dex_collect_orphans();
+	foreach(lc, orphans)
+	{
+		DexOrphan  *o = (DexOrphan *) lfirst(lc);
+		DexError	err;
+		uint64		freed = 0;
+		int			rc;
+
+		memset(&err, 0, sizeof(err));
+		dex_forget_tree(o->node, o->ns);
+		rc = dex_ns_drop(o->node, o->ns, &freed, &err);
+		if (rc == DEX_ERR_NOT_FOUND)
+			continue;			/* freed concurrently */
+		if (rc != DEX_OK)
+			dex_report_error(rc, &err, NULL);
+		count++;
+		bytes += (int64) freed;
+	}
+	values[0] = Int64GetDatum(count);
+	values[1] = Int64GetDatum(bytes);
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+}

@@ -1,0 +1,269 @@
+/*
+ * dexguc.c — _PG_init, GUCs, shared memory for the core's counters, the
+ * interrupt hook, and lazy (re)configuration of the core.
+ */
+#include "dex.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "storage/ipc.h"
+#include "storage/shmem.h"
+#include "storage/lwlock.h"
+#include "utils/guc.h"
+
+PG_MODULE_MAGIC;
+
+void		_PG_init(void);
+
+bool		dex_preloaded = false;
+bool		dex_interrupts_suppressed = false;
+
+char	   *dex_memnodes_guc = NULL;
+static char *dex_token_file = NULL;
+static int	dex_cache_size_kb = 64 * 1024;
+static int	dex_connect_timeout_ms = 5000;
+static int	dex_op_timeout_ms = 30000;
+
+static bool dex_config_dirty = true;
+
+#if PG_VERSION_NUM >= 150000
+static shmem_request_hook_type prev_shmem_request_hook = NULL;
+#endif
+static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+
+static void
+dex_guc_assign_string(const char *newval, void *extra)
+{
+	dex_config_dirty = true;
+}
+
+static void
+dex_guc_assign_int(int newval, void *extra)
+{
+	dex_config_dirty = true;
+}
+
+/*
+ * Called by the core while it waits on the network. Must not ereport or
+ * longjmp: it only looks at the flags.
+ */
+static int
+dex_interrupt_check(void)
+{
+	if (dex_interrupts_suppressed)
+		return 0;
+	return (InterruptPending && (QueryCancelPending || ProcDiePending)) ? 1 : 0;
+}
+
+void
+dex_require_preload(void)
+{
+	if (!dex_preloaded)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("dex must be loaded via shared_preload_libraries"),
+				 errhint("Add dex to shared_preload_libraries in postgresql.conf and restart the server.")));
+}
+
+/*
+ * Read the token file with plain libc (no ereport), so this can also run in
+ * transaction callbacks. Returns malloc'ed string or NULL with err set.
+ */
+static char *
+dex_read_token(DexError *err)
+{
+	FILE	   *f;
+	char	   *buf;
+	size_t		n;
+	size_t		cap = 4096;
+
+	if (dex_token_file == NULL || dex_token_file[0] == '\0')
+	{
+		buf = malloc(1);
+		if (buf)
+			buf[0] = '\0';
+		return buf;
+	}
+	f = fopen(dex_token_file, "r");
+	if (f == NULL)
+	{
+		err->code = DEX_ERR_INVALID;
+		snprintf(err->message, sizeof(err->message),
+				 "could not open dex.token_file \"%s\": %s",
+				 dex_token_file, strerror(errno));
+		snprintf(err->hint, sizeof(err->hint),
+				 "Check the setting of dex.token_file.");
+		return NULL;
+	}
+	buf = malloc(cap + 1);
+	if (buf == NULL)
+	{
+		fclose(f);
+		err->code = DEX_ERR_INVALID;
+		snprintf(err->message, sizeof(err->message), "out of memory");
+		err->hint[0] = '\0';
+		return NULL;
+	}
+	n = fread(buf, 1, cap, f);
+	fclose(f);
+	buf[n] = '\0';
+	/* strip trailing whitespace / newline */
+	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' ||
+					 buf[n - 1] == ' ' || buf[n - 1] == '\t'))
+		buf[--n] = '\0';
+	return buf;
+}
+
+static void dex_before_shmem_exit(int code, Datum arg);
+static bool exit_callback_registered = false;
+
+/* Configure the core if the GUCs changed; never ereports. */
+int
+dex_try_configure(DexError *err)
+{
+	char	   *token;
+	int			rc;
+
+	if (!dex_config_dirty)
+		return DEX_OK;
+
+	token = dex_read_token(err);
+	if (token == NULL)
+		return err->code;
+
+	if (!exit_callback_registered)
+	{
+		before_shmem_exit(dex_before_shmem_exit, (Datum) 0);
+		exit_callback_registered = true;
+	}
+
+	/* node numbering may change: cached tree handles are invalid */
+	dex_forget_all_trees();
+
+	rc = dex_configure(dex_memnodes_guc ? dex_memnodes_guc : "",
+					   token, dex_connect_timeout_ms, dex_op_timeout_ms, err);
+	memset(token, 0, strlen(token));
+	free(token);
+	if (rc == DEX_OK)
+		dex_config_dirty = false;
+	return rc;
+}
+
+void
+dex_ensure_configured(void)
+{
+	DexError	err;
+	int			rc;
+
+	dex_require_preload();
+	memset(&err, 0, sizeof(err));
+	rc = dex_try_configure(&err);
+	if (rc != DEX_OK)
+		dex_report_error(rc, &err, NULL);
+}
+
+static void
+dex_shmem_request(void)
+{
+#if PG_VERSION_NUM >= 150000
+	if (prev_shmem_request_hook)
+		prev_shmem_request_hook();
+#endif
+	RequestAddinShmemSpace(MAXALIGN(dex_stats_shmem_size()));
+}
+
+static void
+dex_shmem_startup(void)
+{
+	bool		found;
+	void	   *mem;
+
+	if (prev_shmem_startup_hook)
+		prev_shmem_startup_hook();
+
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	mem = ShmemInitStruct("dex stats", MAXALIGN(dex_stats_shmem_size()), &found);
+	dex_stats_attach(mem, found ? 0 : 1);
+	LWLockRelease(AddinShmemInitLock);
+}
+
+static void
+dex_before_shmem_exit(int code, Datum arg)
+{
+	dex_forget_all_trees();
+	dex_disconnect_all();
+}
+
+void
+_PG_init(void)
+{
+	DefineCustomStringVariable("dex.memnodes",
+							   "Memory nodes holding dex indexes (comma-separated tcp://host:port).",
+							   NULL,
+							   &dex_memnodes_guc,
+							   "tcp://127.0.0.1:7400",
+							   PGC_SUSET,
+							   0,
+							   NULL, dex_guc_assign_string, NULL);
+	DefineCustomIntVariable("dex.cache_size",
+							"Size of the shared dex node cache.",
+							NULL,
+							&dex_cache_size_kb,
+							64 * 1024, 0, INT_MAX / 2,
+							PGC_POSTMASTER,
+							GUC_UNIT_KB,
+							NULL, NULL, NULL);
+	DefineCustomStringVariable("dex.token_file",
+							   "File containing the token presented to memory nodes.",
+							   NULL,
+							   &dex_token_file,
+							   "",
+							   PGC_SIGHUP,
+							   GUC_SUPERUSER_ONLY,
+							   NULL, dex_guc_assign_string, NULL);
+	DefineCustomIntVariable("dex.connect_timeout",
+							"Timeout for connecting to a memory node.",
+							NULL,
+							&dex_connect_timeout_ms,
+							5000, 1, INT_MAX,
+							PGC_SUSET,
+							GUC_UNIT_MS,
+							NULL, dex_guc_assign_int, NULL);
+	DefineCustomIntVariable("dex.op_timeout",
+							"Timeout for a single remote memory operation.",
+							NULL,
+							&dex_op_timeout_ms,
+							30000, 1, INT_MAX,
+							PGC_SUSET,
+							GUC_UNIT_MS,
+							NULL, dex_guc_assign_int, NULL);
+
+#if PG_VERSION_NUM >= 150000
+	MarkGUCPrefixReserved("dex");
+#else
+	EmitWarningsOnPlaceholders("dex");
+#endif
+
+	dex_init_reloptions();
+
+	if (!process_shared_preload_libraries_in_progress)
+		return;
+
+	dex_preloaded = true;
+
+#if PG_VERSION_NUM >= 150000
+	prev_shmem_request_hook = shmem_request_hook;
+	shmem_request_hook = dex_shmem_request;
+#else
+	dex_shmem_request();
+#endif
+	prev_shmem_startup_hook = shmem_startup_hook;
+	shmem_startup_hook = dex_shmem_startup;
+
+	dex_set_interrupt_check(dex_interrupt_check);
+	dex_xact_init();
+}

@@ -1,0 +1,199 @@
+/*
+ * dexvacuum.c — VACUUM: walk all entries in key order, ask the heap callback
+ * which TIDs are dead, delete those entries in sorted chunks.
+ *
+ * No core lock is held while the callback runs: the core returns a copy of
+ * one leaf at a time and holds nothing between dex_scan_next calls. Deletes
+ * are issued with the scan closed; the scan then resumes after the last key
+ * seen.
+ */
+#include "dex.h"
+
+#include "commands/vacuum.h"
+#include "miscadmin.h"
+#include "storage/bufmgr.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+
+#define DEX_VACUUM_CHUNK 8192
+
+typedef struct DexVacuumState
+{
+	DexScan    *dscan;
+	MemoryContextCallback cb;
+} DexVacuumState;
+
+static void
+dex_vacuum_release(void *arg)
+{
+	DexVacuumState *vs = (DexVacuumState *) arg;
+
+	if (vs->dscan)
+		dex_scan_end(vs->dscan);
+	vs->dscan = NULL;
+}
+
+static void
+dex_delete_chunk(Relation index, DexTree *tree, DexKey *dead, int ndead,
+				 IndexBulkDeleteResult *stats)
+{
+	int			done = 0;
+
+	while (done < ndead)
+	{
+		int			n = Min(ndead - done, 1024);
+		uint64		deleted = 0;
+		DexError	err;
+		int			rc;
+
+		memset(&err, 0, sizeof(err));
+		rc = dex_tree_delete(tree, dead + done, n, &deleted, &err);
+		if (rc != DEX_OK)
+			dex_report_error(rc, &err, index);
+		stats->tuples_removed += (double) deleted;
+		done += n;
+		vacuum_delay_point();
+	}
+}
+
+IndexBulkDeleteResult *
+dexbulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
+			  IndexBulkDeleteCallback callback, void *callback_state)
+{
+	Relation	index = info->index;
+	DexTree    *tree;
+	MemoryContext cxt;
+	MemoryContext old;
+	DexVacuumState *vs;
+	DexKey		lo,
+				hi,
+				last;
+	DexKey	   *dead;
+	int			ndead = 0;
+	bool		more = true;
+	bool		have_last = false;
+	double		live = 0;
+
+	if (stats == NULL)
+		stats = (IndexBulkDeleteResult *) palloc0(sizeof(IndexBulkDeleteResult));
+
+	tree = dex_get_tree(index);
+
+	cxt = AllocSetContextCreate(CurrentMemoryContext, "dex vacuum",
+								ALLOCSET_DEFAULT_SIZES);
+	old = MemoryContextSwitchTo(cxt);
+	vs = palloc0(sizeof(DexVacuumState));
+	vs->cb.func = dex_vacuum_release;
+	vs->cb.arg = vs;
+	MemoryContextRegisterResetCallback(cxt, &vs->cb);
+	dead = palloc(sizeof(DexKey) * DEX_VACUUM_CHUNK);
+
+	memset(&lo, 0, sizeof(lo));
+	lo.cls = DEX_KEY_NEG_INF;
+	memset(&hi, 0, sizeof(hi));
+	hi.cls = DEX_KEY_POS_INF;
+
+	while (more)
+	{
+		DexError	err;
+		int			rc;
+		bool		restart = false;
+
+		memset(&err, 0, sizeof(err));
+		if (have_last)
+		{
+			lo = last;
+			if (!dex_key_next(&lo))
+				break;
+		}
+		rc = dex_scan_begin(tree, &lo, &hi, 0, &vs->dscan, &err);
+		if (rc != DEX_OK)
+		{
+			vs->dscan = NULL;
+			dex_report_error(rc, &err, index);
+		}
+
+		for (;;)
+		{
+			const DexKey *entries = NULL;
+			int			n = 0;
+			int			i;
+
+			rc = dex_scan_next(vs->dscan, &entries, &n, &err);
+			if (rc != DEX_OK)
+			{
+				dex_scan_end(vs->dscan);
+				vs->dscan = NULL;
+				dex_report_error(rc, &err, index);
+			}
+			if (n == 0)
+			{
+				more = false;
+				break;
+			}
+			for (i = 0; i < n; i++)
+			{
+				ItemPointerData tid;
+
+				dex_key_to_tid(&entries[i], &tid);
+				if (callback(&tid, callback_state))
+					dead[ndead++] = entries[i];
+				else
+					live += 1;
+				last = entries[i];
+				have_last = true;
+				if (ndead == DEX_VACUUM_CHUNK)
+				{
+					/* lose the rest of this batch: rescanned after `last` */
+					restart = true;
+					break;
+				}
+			}
+			if (restart)
+				break;
+			vacuum_delay_point();
+		}
+		dex_scan_end(vs->dscan);
+		vs->dscan = NULL;
+
+		if (ndead > 0)
+		{
+			dex_delete_chunk(index, tree, dead, ndead, stats);
+			ndead = 0;
+		}
+	}
+
+	MemoryContextSwitchTo(old);
+	MemoryContextDelete(cxt);
+
+	stats->num_index_tuples = live;
+	stats->num_pages = RelationGetNumberOfBlocks(index);
+	stats->estimated_count = false;
+	return stats;
+}
+
+IndexBulkDeleteResult *
+dexvacuumcleanup(IndexVacuumInfo *info, IndexBulkDeleteResult *stats)
+{
+	if (info->analyze_only)
+		return stats;
+
+	if (stats == NULL)
+	{
+		DexTree    *tree = dex_get_tree(info->index);
+		DexTreeInfo ti;
+		DexError	err;
+		int			rc;
+
+		memset(&err, 0, sizeof(err));
+		memset(&ti, 0, sizeof(ti));
+		rc = dex_tree_info(tree, &ti, &err);
+		if (rc != DEX_OK)
+			dex_report_error(rc, &err, info->index);
+		stats = (IndexBulkDeleteResult *) palloc0(sizeof(IndexBulkDeleteResult));
+		stats->num_index_tuples = (double) ti.entries;
+		stats->estimated_count = false;
+	}
+	stats->num_pages = RelationGetNumberOfBlocks(info->index);
+	return stats;
+}

@@ -1,0 +1,181 @@
+/*
+ * dexvalidate.c — amvalidate: dex operator families follow btree's rules
+ * (strategies 1..5 for every type pair, support function 1 = the btree
+ * three-way comparison returning int4).
+ */
+#include "dex.h"
+
+#include "access/amvalidate.h"
+#include "access/htup_details.h"
+#include "access/stratnum.h"
+#include "catalog/pg_amop.h"
+#include "catalog/pg_amproc.h"
+#include "catalog/pg_opclass.h"
+#include "catalog/pg_opfamily.h"
+#include "catalog/pg_type.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/regproc.h"
+#include "utils/syscache.h"
+
+#define DEX_ALL_STRATEGIES (((1 << BTMaxStrategyNumber) - 1) << 1)
+
+bool
+dexvalidate(Oid opclassoid)
+{
+	bool		result = true;
+	HeapTuple	classtup;
+	Form_pg_opclass classform;
+	Oid			opfamilyoid;
+	Oid			opcintype;
+	char	   *opclassname;
+	HeapTuple	familytup;
+	Form_pg_opfamily familyform;
+	char	   *opfamilyname;
+	CatCList   *proclist,
+			   *oprlist;
+	List	   *grouplist;
+	ListCell   *lc;
+	bool		found_own = false;
+	int			i;
+
+	classtup = SearchSysCache1(CLAOID, ObjectIdGetDatum(opclassoid));
+	if (!HeapTupleIsValid(classtup))
+		elog(ERROR, "cache lookup failed for operator class %u", opclassoid);
+	classform = (Form_pg_opclass) GETSTRUCT(classtup);
+	opfamilyoid = classform->opcfamily;
+	opcintype = classform->opcintype;
+	opclassname = NameStr(classform->opcname);
+
+	familytup = SearchSysCache1(OPFAMILYOID, ObjectIdGetDatum(opfamilyoid));
+	if (!HeapTupleIsValid(familytup))
+		elog(ERROR, "cache lookup failed for operator family %u", opfamilyoid);
+	familyform = (Form_pg_opfamily) GETSTRUCT(familytup);
+	opfamilyname = NameStr(familyform->opfname);
+
+	if (!dex_type_supported(getBaseType(opcintype)))
+	{
+		ereport(INFO,
+				(errcode(ERRCODE_INVALID_OBJECT_DEFINITION),
+				 errmsg("operator class \"%s\" of access method %s is for unsupported type %s",
+						opclassname, "dex", format_type_be(opcintype))));
+		result = false;
+	}
+
+	oprlist = SearchSysCacheList1(AMOPSTRATEGY, ObjectIdGetDatum(opfamilyoid));
+	proclist = SearchSysCacheList1(AMPROCNUM, ObjectIdGetDatum(opfamilyoid));
+
+	for (i = 0; i < proclist->n_members; i++)
+	{
+		HeapTuple	proctup = &proclist->members[i]->tuple;
+		Form_pg_amproc procform = (Form_pg_amproc) GETSTRUCT(proctup);
+
+		if (procform->amprocnum != 1)
+		{
+			ereport(INFO,
+					(errcode(ERRCODE_INVALID_OBJECT_DEFINITION),
+					 errmsg("operator family \"%s\" of access method %s contains function %s with invalid support number %d",
+							opfamilyname, "dex",
+							format_procedure(procform->amproc),
+							procform->amprocnum)));
+			result = false;
+			continue;
+		}
+		if (!check_amproc_signature(procform->amproc, INT4OID, true, 2, 2,
+									procform->amproclefttype,
+									procform->amprocrighttype))
+		{
+			ereport(INFO,
+					(errcode(ERRCODE_INVALID_OBJECT_DEFINITION),
+					 errmsg("operator family \"%s\" of access method %s contains function %s with wrong signature for support number %d",
+							opfamilyname, "dex",
+							format_procedure(procform->amproc),
+							procform->amprocnum)));
+			result = false;
+		}
+	}
+
+	for (i = 0; i < oprlist->n_members; i++)
+	{
+		HeapTuple	oprtup = &oprlist->members[i]->tuple;
+		Form_pg_amop oprform = (Form_pg_amop) GETSTRUCT(oprtup);
+
+		if (oprform->amopstrategy < 1 ||
+			oprform->amopstrategy > BTMaxStrategyNumber)
+		{
+			ereport(INFO,
+					(errcode(ERRCODE_INVALID_OBJECT_DEFINITION),
+					 errmsg("operator family \"%s\" of access method %s contains operator %s with invalid strategy number %d",
+							opfamilyname, "dex",
+							format_operator(oprform->amopopr),
+							oprform->amopstrategy)));
+			result = false;
+		}
+		if (oprform->amoppurpose != AMOP_SEARCH)
+		{
+			ereport(INFO,
+					(errcode(ERRCODE_INVALID_OBJECT_DEFINITION),
+					 errmsg("operator family \"%s\" of access method %s contains invalid ORDER BY specification for operator %s",
+							opfamilyname, "dex",
+							format_operator(oprform->amopopr))));
+			result = false;
+		}
+		if (!check_amop_signature(oprform->amopopr, BOOLOID,
+								  oprform->amoplefttype,
+								  oprform->amoprighttype))
+		{
+			ereport(INFO,
+					(errcode(ERRCODE_INVALID_OBJECT_DEFINITION),
+					 errmsg("operator family \"%s\" of access method %s contains operator %s with wrong signature",
+							opfamilyname, "dex",
+							format_operator(oprform->amopopr))));
+			result = false;
+		}
+	}
+
+	grouplist = identify_opfamily_groups(oprlist, proclist);
+	foreach(lc, grouplist)
+	{
+		OpFamilyOpFuncGroup *group = (OpFamilyOpFuncGroup *) lfirst(lc);
+
+		if (group->lefttype == opcintype && group->righttype == opcintype)
+			found_own = true;
+
+		if ((group->operatorset & DEX_ALL_STRATEGIES) != DEX_ALL_STRATEGIES)
+		{
+			ereport(INFO,
+					(errcode(ERRCODE_INVALID_OBJECT_DEFINITION),
+					 errmsg("operator family \"%s\" of access method %s is missing operator(s) for types %s and %s",
+							opfamilyname, "dex",
+							format_type_be(group->lefttype),
+							format_type_be(group->righttype))));
+			result = false;
+		}
+		if ((group->functionset & (((uint64) 1) << 1)) == 0)
+		{
+			ereport(INFO,
+					(errcode(ERRCODE_INVALID_OBJECT_DEFINITION),
+					 errmsg("operator family \"%s\" of access method %s is missing support function for types %s and %s",
+							opfamilyname, "dex",
+							format_type_be(group->lefttype),
+							format_type_be(group->righttype))));
+			result = false;
+		}
+	}
+
+	if (!found_own)
+	{
+		ereport(INFO,
+				(errcode(ERRCODE_INVALID_OBJECT_DEFINITION),
+				 errmsg("operator class \"%s\" of access method %s is missing operator(s) for its own type %s",
+						opclassname, "dex", format_type_be(opcintype))));
+		result = false;
+	}
+
+	ReleaseCatCacheList(proclist);
+	ReleaseCatCacheList(oprlist);
+	ReleaseSysCache(familytup);
+	ReleaseSysCache(classtup);
+
+	return result;
+}

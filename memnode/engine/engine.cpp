@@ -1,0 +1,657 @@
+// dex-memnode request engine: pool, allocator, namespaces, verbs and RPCs.
+//
+// Thread safety: handle() may be called concurrently from any number of
+// threads (one ClientSession per connection, used by one thread at a time).
+// One-sided verbs touch only pool memory (memcpy / __atomic builtins, exactly
+// as RDMA would: concurrent torn reads are allowed). Allocator and namespace
+// state live under `mu`; live client ids under `clients_mu`.
+#include "engine/engine.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <random>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <unordered_set>
+
+namespace dex::memnode {
+
+using namespace dex::net;
+
+namespace {
+
+constexpr uint64_t kGranule = 1024;  // allocation granularity = node size
+constexpr uint64_t kHugePage = 2ull << 20;
+
+bool is_fatal(uint16_t status) {
+    return status == kStatusProtocol || status == kStatusBounds || status == kStatusAlign ||
+           status == kStatusAuth;
+}
+
+const char* op_name(uint16_t op) {
+    switch (op) {
+        case kOpHello: return "HELLO";
+        case kOpRead: return "READ";
+        case kOpWrite: return "WRITE";
+        case kOpCas: return "CAS";
+        case kOpFaa: return "FAA";
+        case kOpBatch: return "BATCH";
+        case kOpAlloc: return "ALLOC";
+        case kOpFree: return "FREE";
+        case kOpNsCreate: return "NS_CREATE";
+        case kOpNsDrop: return "NS_DROP";
+        case kOpNsList: return "NS_LIST";
+        case kOpGetRoot: return "GET_ROOT";
+        case kOpSetRoot: return "SET_ROOT";
+        case kOpStats: return "STATS";
+        case kOpClientAlive: return "CLIENT_ALIVE";
+        default: return nullptr;
+    }
+}
+
+std::string op_label(uint16_t op) {
+    const char* n = op_name(op);
+    return n ? std::string(n) : "op " + std::to_string(op);
+}
+
+// Bounds-checked little-endian reader over a request payload.
+struct Cursor {
+    const uint8_t* p;
+    size_t n;
+    template <class T>
+    bool get(T& v) {
+        if (n < sizeof(T)) return false;
+        std::memcpy(&v, p, sizeof(T));
+        p += sizeof(T);
+        n -= sizeof(T);
+        return true;
+    }
+    bool skip(size_t k, const uint8_t** at) {
+        if (n < k) return false;
+        *at = p;
+        p += k;
+        n -= k;
+        return true;
+    }
+};
+
+template <class T>
+void put(std::vector<uint8_t>& out, const T& v) {
+    size_t o = out.size();
+    out.resize(o + sizeof(T));
+    std::memcpy(out.data() + o, &v, sizeof(T));
+}
+
+// Request failure: status + message.
+struct Fail {
+    uint16_t status;
+    std::string msg;
+};
+
+std::string hex(uint64_t v) {
+    char b[32];
+    std::snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(v));
+    return b;
+}
+
+bool token_equal(const std::string& a, const uint8_t* b, size_t blen) {
+    // Constant time in the lengths' maximum; never reads out of bounds.
+    size_t n = a.size() > blen ? a.size() : blen;
+    volatile uint8_t diff = static_cast<uint8_t>(a.size() != blen);
+    for (size_t i = 0; i < n; i++) {
+        uint8_t x = i < a.size() ? static_cast<uint8_t>(a[i]) : 0;
+        uint8_t y = i < blen ? b[i] : 0;
+        diff = diff | static_cast<uint8_t>(x ^ y);
+    }
+    return diff == 0;
+}
+
+struct Namespace {
+    uint64_t id = 0;
+    uint8_t tag[kNamespaceTagLen] = {};
+    uint64_t root = 0;
+    std::map<uint64_t, uint64_t> extents;  // offset -> length: everything taken from the pool
+    uint64_t bytes = 0;                    // sum of extents
+    std::set<uint64_t> free_blocks;        // 1 KiB blocks FREEd inside extents, reused by ALLOC(1024)
+};
+
+// A parsed one-sided verb (standalone or inside a BATCH).
+struct Verb {
+    uint16_t op;
+    uint64_t off;
+    uint32_t len;
+    const uint8_t* data;  // WRITE payload
+    uint64_t a, b;        // CAS: expected, desired; FAA: add
+};
+
+}  // namespace
+
+struct Engine::Impl {
+    EngineOptions opts;
+    uint8_t* pool = nullptr;
+    size_t map_len = 0;
+    uint64_t pool_bytes = 0;   // addressable bytes (bounds)
+    uint64_t alloc_end = 0;    // allocator limit (floor to granule)
+    bool huge = false;
+    uint64_t incarnation = 0;
+
+    mutable std::mutex mu;  // allocator + namespaces
+    std::map<uint64_t, uint64_t> free_by_off;                // offset -> length
+    std::set<std::pair<uint64_t, uint64_t>> free_by_size;    // (length, offset)
+    uint64_t free_total = 0;
+    uint64_t used = 0;
+    std::map<uint64_t, Namespace> nss;
+    uint64_t next_ns = 1;
+
+    mutable std::mutex clients_mu;
+    std::unordered_set<uint32_t> live;
+    uint32_t next_client = 1;
+
+    std::atomic<uint64_t> requests{0};
+
+    // ---- pool -----------------------------------------------------------
+    void map_pool() {
+        pool_bytes = opts.pool_bytes;
+        if (pool_bytes < kPoolReservedBytes + kGranule)
+            throw std::runtime_error("pool of " + std::to_string(pool_bytes) + " bytes is too small (minimum " +
+                                     std::to_string(kPoolReservedBytes + kGranule) + ")");
+        if (pool_bytes > (1ull << 48))
+            throw std::runtime_error("pool of " + std::to_string(pool_bytes) +
+                                     " bytes exceeds the 48-bit address space of a memory node");
+        void* p = MAP_FAILED;
+        if (opts.try_hugepages) {
+            size_t len = (pool_bytes + kHugePage - 1) / kHugePage * kHugePage;
+            p = mmap(nullptr, len, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB | (opts.touch_pool ? MAP_POPULATE : 0),
+                     -1, 0);
+            if (p != MAP_FAILED) {
+                map_len = len;
+                huge = true;
+            }
+        }
+        if (p == MAP_FAILED) {
+            size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+            size_t len = (pool_bytes + page - 1) / page * page;
+            p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            if (p == MAP_FAILED)
+                throw std::runtime_error("could not allocate a pool of " + std::to_string(pool_bytes) +
+                                         " bytes: " + std::strerror(errno));
+            map_len = len;
+#ifdef MADV_HUGEPAGE
+            if (opts.try_hugepages) madvise(p, len, MADV_HUGEPAGE);  // transparent huge pages if available
+#endif
+        }
+        pool = static_cast<uint8_t*>(p);
+        if (opts.touch_pool) {
+            // Pre-fault every page so the pool's size is real memory now, not at first use.
+            size_t step = huge ? kHugePage : static_cast<size_t>(sysconf(_SC_PAGESIZE));
+            for (size_t i = 0; i < map_len; i += step) reinterpret_cast<volatile uint8_t*>(pool)[i] = 0;
+        }
+        alloc_end = pool_bytes / kGranule * kGranule;
+        free_insert(kPoolReservedBytes, alloc_end - kPoolReservedBytes);
+    }
+
+    // ---- global extent allocator (caller holds mu) ------------------------
+    void free_insert(uint64_t off, uint64_t len) {
+        free_by_off.emplace(off, len);
+        free_by_size.emplace(len, off);
+        free_total += len;
+    }
+    void free_erase(std::map<uint64_t, uint64_t>::iterator it) {
+        free_by_size.erase({it->second, it->first});
+        free_total -= it->second;
+        free_by_off.erase(it);
+    }
+    // Best fit (smallest extent that fits, lowest offset among equals).
+    bool global_alloc(uint64_t len, uint64_t& off) {
+        auto s = free_by_size.lower_bound({len, 0});
+        if (s == free_by_size.end()) return false;
+        uint64_t elen = s->first, eoff = s->second;
+        free_erase(free_by_off.find(eoff));
+        if (elen > len) free_insert(eoff + len, elen - len);
+        off = eoff;
+        used += len;
+        return true;
+    }
+    void global_free(uint64_t off, uint64_t len) {
+        used -= len;
+        auto next = free_by_off.lower_bound(off);
+        if (next != free_by_off.end() && next->first == off + len) {
+            len += next->second;
+            free_erase(next);
+        }
+        auto it = free_by_off.lower_bound(off);
+        if (it != free_by_off.begin()) {
+            auto prev = std::prev(it);
+            if (prev->first + prev->second == off) {
+                off = prev->first;
+                len += prev->second;
+                free_erase(prev);
+            }
+        }
+        free_insert(off, len);
+    }
+    uint64_t largest_free() const { return free_by_size.empty() ? 0 : free_by_size.rbegin()->first; }
+
+    Namespace& ns_get(uint64_t id) {
+        auto it = nss.find(id);
+        if (it == nss.end()) throw Fail{kStatusNoNamespace, "namespace " + std::to_string(id) + " does not exist"};
+        return it->second;
+    }
+
+    // ---- verbs -----------------------------------------------------------
+    void check_range(uint16_t op, uint64_t off, uint64_t len) const {
+        if (len > kMaxPayload)
+            throw Fail{kStatusBounds, op_label(op) + " of " + std::to_string(len) + " bytes exceeds the " +
+                                          std::to_string(kMaxPayload) + "-byte limit"};
+        if (off < kPoolReservedBytes || off > pool_bytes || len > pool_bytes - off)
+            throw Fail{kStatusBounds, op_label(op) + " of [" + hex(off) + ", +" + std::to_string(len) +
+                                          ") is outside the pool (valid offsets " + hex(kPoolReservedBytes) +
+                                          ".." + hex(pool_bytes) + ")"};
+    }
+    void check_atomic(uint16_t op, uint64_t off) const {
+        check_range(op, off, 8);
+        if (off % 8 != 0) throw Fail{kStatusAlign, op_label(op) + " at " + hex(off) + " is not 8-byte aligned"};
+    }
+    // Parses one verb's payload (exactly `c.n` bytes) and validates it.
+    void parse_verb(uint16_t op, Cursor c, Verb& v) const {
+        v.op = op;
+        v.off = v.a = v.b = 0;
+        v.len = 0;
+        v.data = nullptr;
+        bool ok = true;
+        switch (op) {
+            case kOpRead:
+            case kOpWrite: {
+                uint32_t pad;
+                ok = c.get(v.off) && c.get(v.len) && c.get(pad);
+                if (ok && op == kOpWrite) ok = c.skip(v.len, &v.data);
+                break;
+            }
+            case kOpCas: ok = c.get(v.off) && c.get(v.a) && c.get(v.b); break;
+            case kOpFaa: ok = c.get(v.off) && c.get(v.a); break;
+            default: throw Fail{kStatusProtocol, "unknown verb " + std::to_string(op)};
+        }
+        if (!ok || c.n != 0)
+            throw Fail{kStatusProtocol, op_label(op) + ": payload has the wrong length"};
+        if (op == kOpCas || op == kOpFaa)
+            check_atomic(op, v.off);
+        else
+            check_range(op, v.off, v.len);
+    }
+    uint32_t result_len(const Verb& v) const {
+        return v.op == kOpRead ? v.len : (v.op == kOpWrite ? 0 : 8);
+    }
+    // Executes a validated verb, appending its result at `out` (result_len bytes).
+    void exec_verb(const Verb& v, uint8_t* out) {
+        uint8_t* p = pool + v.off;
+        switch (v.op) {
+            case kOpRead:
+                if (v.len == 8 && v.off % 8 == 0) {
+                    uint64_t x = __atomic_load_n(reinterpret_cast<uint64_t*>(p), __ATOMIC_ACQUIRE);
+                    std::memcpy(out, &x, 8);
+                } else {
+                    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+                    std::memcpy(out, p, v.len);
+                }
+                break;
+            case kOpWrite:
+                if (v.len == 8 && v.off % 8 == 0) {
+                    uint64_t x;
+                    std::memcpy(&x, v.data, 8);
+                    __atomic_store_n(reinterpret_cast<uint64_t*>(p), x, __ATOMIC_RELEASE);
+                } else {
+                    std::memcpy(p, v.data, v.len);
+                    __atomic_thread_fence(__ATOMIC_RELEASE);
+                }
+                break;
+            case kOpCas: {
+                uint64_t exp = v.a;
+                __atomic_compare_exchange_n(reinterpret_cast<uint64_t*>(p), &exp, v.b, false, __ATOMIC_SEQ_CST,
+                                            __ATOMIC_SEQ_CST);
+                std::memcpy(out, &exp, 8);
+                break;
+            }
+            case kOpFaa: {
+                uint64_t old = __atomic_fetch_add(reinterpret_cast<uint64_t*>(p), v.a, __ATOMIC_SEQ_CST);
+                std::memcpy(out, &old, 8);
+                break;
+            }
+        }
+    }
+
+    void do_verb(const FrameHeader& hdr, const uint8_t* payload, std::vector<uint8_t>& resp) {
+        Verb v;
+        parse_verb(hdr.op, Cursor{payload, hdr.payload_len}, v);
+        resp.resize(result_len(v));
+        exec_verb(v, resp.data());
+    }
+
+    void do_batch(const FrameHeader& hdr, const uint8_t* payload, std::vector<uint8_t>& resp) {
+        if (hdr.count > kMaxBatch)
+            throw Fail{kStatusProtocol, "BATCH of " + std::to_string(hdr.count) + " sub-operations exceeds the limit of " +
+                                            std::to_string(kMaxBatch)};
+        Verb verbs[kMaxBatch];
+        Cursor c{payload, hdr.payload_len};
+        uint64_t total = 0;
+        for (uint32_t i = 0; i < hdr.count; i++) {
+            SubOpHeader sh;
+            const uint8_t* body;
+            if (!c.get(sh) || !c.skip(sh.payload_len, &body))
+                throw Fail{kStatusProtocol, "BATCH sub-operation " + std::to_string(i) + " is truncated"};
+            if (sh.op != kOpRead && sh.op != kOpWrite && sh.op != kOpCas && sh.op != kOpFaa)
+                throw Fail{kStatusProtocol, "BATCH sub-operation " + std::to_string(i) + ": " + op_label(sh.op) +
+                                                " is not allowed in a batch"};
+            try {
+                parse_verb(sh.op, Cursor{body, sh.payload_len}, verbs[i]);
+            } catch (Fail& f) {
+                f.msg = "BATCH sub-operation " + std::to_string(i) + ": " + f.msg;
+                throw;
+            }
+            total += result_len(verbs[i]);
+        }
+        if (c.n != 0)
+            throw Fail{kStatusProtocol, "BATCH has " + std::to_string(c.n) + " trailing bytes after " +
+                                            std::to_string(hdr.count) + " sub-operations"};
+        if (total > kMaxPayload)
+            throw Fail{kStatusProtocol, "BATCH response of " + std::to_string(total) + " bytes exceeds the limit"};
+        resp.resize(total);
+        uint8_t* out = resp.data();
+        for (uint32_t i = 0; i < hdr.count; i++) {
+            exec_verb(verbs[i], out);
+            out += result_len(verbs[i]);
+        }
+    }
+
+    // ---- handshake -------------------------------------------------------
+    void do_hello(ClientSession& s, const FrameHeader& hdr, const uint8_t* payload, std::vector<uint8_t>& resp) {
+        Cursor c{payload, hdr.payload_len};
+        uint32_t version, tlen;
+        const uint8_t* tok;
+        if (!c.get(version) || !c.get(tlen) || tlen > kMaxTokenLen || !c.skip(tlen, &tok) || c.n != 0)
+            throw Fail{kStatusProtocol, "HELLO: malformed payload"};
+        if (version != kProtocolVersion)
+            throw Fail{kStatusProtocol, "HELLO: protocol version " + std::to_string(version) +
+                                            " is not supported (this memory node speaks version " +
+                                            std::to_string(kProtocolVersion) + ")"};
+        if (!opts.token.empty() && !token_equal(opts.token, tok, tlen))
+            throw Fail{kStatusAuth, "authentication failed: wrong token"};
+        uint32_t id;
+        {
+            std::lock_guard<std::mutex> g(clients_mu);
+            do {
+                id = next_client++;
+            } while (id == 0 || live.count(id));
+            live.insert(id);
+        }
+        s.client_id = id;
+        HelloReply r{};
+        r.incarnation = incarnation;
+        r.pool_bytes = pool_bytes;
+        r.client_id = id;
+        r.version = kProtocolVersion;
+        put(resp, r);
+    }
+
+    // ---- RPCs ------------------------------------------------------------
+    void exact(const FrameHeader& hdr, uint32_t want) const {
+        if (hdr.payload_len != want)
+            throw Fail{kStatusProtocol, op_label(hdr.op) + ": payload of " + std::to_string(hdr.payload_len) +
+                                            " bytes, expected " + std::to_string(want)};
+    }
+
+    void do_rpc(const FrameHeader& hdr, const uint8_t* payload, std::vector<uint8_t>& resp) {
+        Cursor c{payload, hdr.payload_len};
+        switch (hdr.op) {
+            case kOpAlloc: {
+                exact(hdr, 16);
+                uint64_t ns = 0, bytes = 0;
+                c.get(ns);
+                c.get(bytes);
+                if (bytes == 0) throw Fail{kStatusProtocol, "ALLOC of 0 bytes"};
+                std::lock_guard<std::mutex> g(mu);
+                Namespace& n = ns_get(ns);
+                uint64_t off = 0;
+                if (bytes <= kGranule && !n.free_blocks.empty()) {
+                    off = *n.free_blocks.begin();
+                    n.free_blocks.erase(n.free_blocks.begin());
+                } else {
+                    uint64_t len = bytes > alloc_end ? 0 : (bytes + kGranule - 1) / kGranule * kGranule;
+                    if (len == 0 || !global_alloc(len, off))
+                        throw Fail{kStatusNoSpace,
+                                   "out of space: requested " + std::to_string(bytes) + " bytes, " +
+                                       std::to_string(free_total) + " bytes free (largest free extent " +
+                                       std::to_string(largest_free()) + "), pool " + std::to_string(pool_bytes) +
+                                       " bytes"};
+                    n.extents.emplace(off, len);
+                    n.bytes += len;
+                }
+                put(resp, off);
+                return;
+            }
+            case kOpFree: {
+                exact(hdr, 24);
+                uint64_t ns = 0, off = 0, bytes = 0;
+                c.get(ns);
+                c.get(off);
+                c.get(bytes);
+                if (bytes == 0) throw Fail{kStatusProtocol, "FREE of 0 bytes"};
+                std::lock_guard<std::mutex> g(mu);
+                Namespace& n = ns_get(ns);
+                uint64_t len = bytes > alloc_end ? alloc_end : (bytes + kGranule - 1) / kGranule * kGranule;
+                auto it = n.extents.upper_bound(off);
+                bool owned = it != n.extents.begin() && bytes <= alloc_end;
+                if (owned) {
+                    --it;
+                    owned = off % kGranule == 0 && off + len <= it->first + it->second;
+                }
+                if (!owned)
+                    throw Fail{kStatusBounds, "FREE of [" + hex(off) + ", +" + std::to_string(bytes) +
+                                                  ") names memory namespace " + std::to_string(ns) +
+                                                  " does not own"};
+                if (off == it->first && len == it->second && len > kGranule) {
+                    // A whole extent: back to the pool.
+                    n.free_blocks.erase(n.free_blocks.lower_bound(off), n.free_blocks.lower_bound(off + len));
+                    n.bytes -= len;
+                    n.extents.erase(it);
+                    global_free(off, len);
+                    return;
+                }
+                for (uint64_t b = off; b < off + len; b += kGranule)
+                    if (n.free_blocks.count(b))
+                        throw Fail{kStatusBounds, "FREE of [" + hex(off) + ", +" + std::to_string(bytes) +
+                                                      "): block " + hex(b) + " is already free"};
+                for (uint64_t b = off; b < off + len; b += kGranule) n.free_blocks.insert(b);
+                return;
+            }
+            case kOpNsCreate: {
+                exact(hdr, kNamespaceTagLen);
+                std::lock_guard<std::mutex> g(mu);
+                uint64_t id = next_ns++;
+                Namespace& n = nss[id];
+                n.id = id;
+                std::memcpy(n.tag, payload, kNamespaceTagLen);
+                put(resp, id);
+                return;
+            }
+            case kOpNsDrop: {
+                exact(hdr, 8);
+                uint64_t ns = 0;
+                c.get(ns);
+                std::lock_guard<std::mutex> g(mu);
+                Namespace& n = ns_get(ns);
+                uint64_t freed = n.bytes;
+                for (auto& [off, len] : n.extents) global_free(off, len);
+                nss.erase(ns);
+                put(resp, freed);
+                return;
+            }
+            case kOpNsList: {
+                exact(hdr, 0);
+                std::lock_guard<std::mutex> g(mu);
+                uint64_t max_n = (kMaxPayload - 4) / sizeof(NsInfo);
+                uint32_t cnt = static_cast<uint32_t>(nss.size() < max_n ? nss.size() : max_n);
+                put(resp, cnt);
+                uint32_t i = 0;
+                for (auto& [id, n] : nss) {
+                    if (i++ == cnt) break;
+                    NsInfo info{};
+                    info.ns = id;
+                    info.root = n.root;
+                    info.bytes_allocated = n.bytes;
+                    std::memcpy(info.tag, n.tag, kNamespaceTagLen);
+                    put(resp, info);
+                }
+                return;
+            }
+            case kOpGetRoot: {
+                exact(hdr, 8);
+                uint64_t ns = 0;
+                c.get(ns);
+                std::lock_guard<std::mutex> g(mu);
+                put(resp, ns_get(ns).root);
+                return;
+            }
+            case kOpSetRoot: {
+                exact(hdr, 24);
+                uint64_t ns = 0, expected = 0, desired = 0;
+                c.get(ns);
+                c.get(expected);
+                c.get(desired);
+                std::lock_guard<std::mutex> g(mu);
+                Namespace& n = ns_get(ns);
+                uint64_t old = n.root;
+                if (old == expected) n.root = desired;
+                put(resp, old);
+                return;
+            }
+            case kOpStats: {
+                exact(hdr, 0);
+                put(resp, stats());
+                return;
+            }
+            case kOpClientAlive: {
+                exact(hdr, 8);
+                uint32_t id = 0, pad = 0;
+                c.get(id);
+                c.get(pad);
+                uint64_t alive;
+                {
+                    std::lock_guard<std::mutex> g(clients_mu);
+                    alive = id != 0 && live.count(id) ? 1 : 0;
+                }
+                put(resp, alive);
+                return;
+            }
+            default:
+                throw Fail{kStatusProtocol, "unknown op " + std::to_string(hdr.op)};
+        }
+    }
+
+    net::NodeStats stats() const {
+        net::NodeStats s{};
+        s.incarnation = incarnation;
+        s.pool_bytes = pool_bytes;
+        {
+            std::lock_guard<std::mutex> g(mu);
+            s.used_bytes = used;
+            s.namespaces = nss.size();
+        }
+        {
+            std::lock_guard<std::mutex> g(clients_mu);
+            s.connections = live.size();
+        }
+        s.requests = requests.load(std::memory_order_relaxed);
+        s.offloads = 0;
+        return s;
+    }
+
+    void dispatch(ClientSession& s, const FrameHeader& hdr, const uint8_t* payload, std::vector<uint8_t>& resp) {
+        if (hdr.magic != kRequestMagic) throw Fail{kStatusProtocol, "bad frame magic " + hex(hdr.magic)};
+        if (hdr.payload_len > kMaxPayload)
+            throw Fail{kStatusProtocol, "frame payload of " + std::to_string(hdr.payload_len) +
+                                            " bytes exceeds the limit of " + std::to_string(kMaxPayload)};
+        if (hdr.payload_len > 0 && payload == nullptr) throw Fail{kStatusProtocol, "missing payload"};
+        if (hdr.count != 0 && hdr.op != kOpBatch)
+            throw Fail{kStatusProtocol, op_label(hdr.op) + " with a non-zero sub-operation count"};
+        if (s.client_id == 0) {
+            if (hdr.op != kOpHello)
+                throw Fail{kStatusAuth, op_label(hdr.op) + " before HELLO: the handshake must come first"};
+            do_hello(s, hdr, payload, resp);
+            return;
+        }
+        switch (hdr.op) {
+            case kOpHello: throw Fail{kStatusProtocol, "duplicate HELLO"};
+            case kOpRead:
+            case kOpWrite:
+            case kOpCas:
+            case kOpFaa: do_verb(hdr, payload, resp); return;
+            case kOpBatch: do_batch(hdr, payload, resp); return;
+            default: do_rpc(hdr, payload, resp); return;
+        }
+    }
+};
+
+Engine::Engine(const EngineOptions& opts) : impl_(std::make_unique<Impl>()) {
+    impl_->opts = opts;
+    impl_->map_pool();
+    std::random_device rd;
+    uint64_t inc = 0;
+    while (inc == 0) inc = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+    impl_->incarnation = inc;
+}
+
+Engine::~Engine() {
+    if (impl_ && impl_->pool) munmap(impl_->pool, impl_->map_len);
+}
+
+void Engine::handle(ClientSession& session, const FrameHeader& hdr, const uint8_t* payload, uint16_t& status,
+                    std::vector<uint8_t>& response) {
+    response.clear();
+    status = kStatusOk;
+    impl_->requests.fetch_add(1, std::memory_order_relaxed);
+    auto fail = [&](uint16_t st, const std::string& msg) {
+        status = st;
+        response.assign(msg.begin(), msg.end());
+        if (is_fatal(st)) session.close_after_reply = true;
+    };
+    try {
+        impl_->dispatch(session, hdr, payload, response);
+    } catch (const Fail& f) {
+        fail(f.status, f.msg);
+    } catch (const std::bad_alloc&) {
+        fail(kStatusInternal, "memory node is out of process memory");
+    } catch (const std::exception& e) {
+        fail(kStatusInternal, std::string("internal error: ") + e.what());
+    } catch (...) {
+        fail(kStatusInternal, "internal error");
+    }
+}
+
+void Engine::session_closed(ClientSession& session) {
+    if (session.client_id != 0) {
+        std::lock_guard<std::mutex> g(impl_->clients_mu);
+        impl_->live.erase(session.client_id);
+    }
+    session.client_id = 0;
+}
+
+uint64_t Engine::incarnation() const { return impl_->incarnation; }
+uint64_t Engine::pool_bytes() const { return impl_->pool_bytes; }
+uint64_t Engine::used_bytes() const {
+    std::lock_guard<std::mutex> g(impl_->mu);
+    return impl_->used;
+}
+bool Engine::hugepages() const { return impl_->huge; }
+net::NodeStats Engine::stats() const { return impl_->stats(); }
+std::string Engine::op_name(uint16_t op) { return op_label(op); }
+
+}  // namespace dex::memnode

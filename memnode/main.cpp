@@ -1,0 +1,201 @@
+// dex-memnode: command line, then run_server().
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <cctype>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "engine/engine.h"
+#include "net/protocol.h"
+#include "server.h"
+
+using namespace dex::memnode;
+
+namespace {
+
+void usage(FILE* f) {
+    std::fprintf(f,
+                 "Usage: dex-memnode [options]\n"
+                 "\n"
+                 "The dex memory node: holds B+-tree nodes of dex indexes in a memory pool\n"
+                 "served over TCP.\n"
+                 "\n"
+                 "Options:\n"
+                 "  --listen HOST:PORT   address to listen on (default 127.0.0.1:7400; port 0 = any)\n"
+                 "  --memory SIZE        pool size, e.g. 512k, 64MB, 2GB (default 1GB)\n"
+                 "  --threads N          worker threads (default 2)\n"
+                 "  --token-file PATH    shared secret clients must present (file contents,\n"
+                 "                       trailing whitespace stripped); required unless HOST is\n"
+                 "                       a loopback address\n"
+                 "  --no-hugepages       do not try MAP_HUGETLB for the pool\n"
+                 "  --verbose            log every connection open/close\n"
+                 "  --help               show this help\n");
+}
+
+[[noreturn]] void die_usage(const std::string& msg) {
+    std::fprintf(stderr, "dex-memnode: %s\n", msg.c_str());
+    usage(stderr);
+    std::exit(2);
+}
+
+[[noreturn]] void die(const std::string& msg, int code = 1) {
+    std::fprintf(stderr, "dex-memnode: %s\n", msg.c_str());
+    std::exit(code);
+}
+
+bool parse_size(const std::string& s, uint64_t& out) {
+    size_t i = 0;
+    while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) i++;
+    if (i == 0 || i > 15) return false;
+    uint64_t v = std::stoull(s.substr(0, i));
+    std::string suf;
+    for (size_t k = i; k < s.size(); k++) suf += static_cast<char>(std::tolower(static_cast<unsigned char>(s[k])));
+    uint64_t mul;
+    if (suf.empty() || suf == "b") mul = 1;
+    else if (suf == "k" || suf == "kb" || suf == "kib") mul = 1ull << 10;
+    else if (suf == "m" || suf == "mb" || suf == "mib") mul = 1ull << 20;
+    else if (suf == "g" || suf == "gb" || suf == "gib") mul = 1ull << 30;
+    else if (suf == "t" || suf == "tb" || suf == "tib") mul = 1ull << 40;
+    else return false;
+    if (v > (~0ull) / mul) return false;
+    out = v * mul;
+    return true;
+}
+
+std::string human(uint64_t b) {
+    char buf[64];
+    if (b >= (1ull << 30) && b % (1ull << 30) == 0) std::snprintf(buf, sizeof buf, "%llu GiB", (unsigned long long)(b >> 30));
+    else if (b >= (1ull << 20) && b % (1ull << 20) == 0) std::snprintf(buf, sizeof buf, "%llu MiB", (unsigned long long)(b >> 20));
+    else if (b >= (1ull << 10) && b % (1ull << 10) == 0) std::snprintf(buf, sizeof buf, "%llu KiB", (unsigned long long)(b >> 10));
+    else std::snprintf(buf, sizeof buf, "%llu bytes", (unsigned long long)b);
+    return buf;
+}
+
+// True if every address `host` resolves to is a loopback address.
+bool is_loopback(const std::string& host) {
+    if (host.empty()) return false;
+    addrinfo hints{};
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE;
+    addrinfo* res = nullptr;
+    if (getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0) return false;
+    bool all = res != nullptr;
+    for (addrinfo* ai = res; ai; ai = ai->ai_next) {
+        if (ai->ai_family == AF_INET) {
+            auto* a = reinterpret_cast<sockaddr_in*>(ai->ai_addr);
+            if ((ntohl(a->sin_addr.s_addr) >> 24) != 127) all = false;
+        } else if (ai->ai_family == AF_INET6) {
+            auto* a = reinterpret_cast<sockaddr_in6*>(ai->ai_addr);
+            if (!IN6_IS_ADDR_LOOPBACK(&a->sin6_addr)) all = false;
+        } else {
+            all = false;
+        }
+    }
+    freeaddrinfo(res);
+    return all;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    ServerOptions sopts;
+    EngineOptions eopts;
+    eopts.pool_bytes = 1ull << 30;
+    std::string listen = "127.0.0.1:7400", token_file;
+
+    for (int i = 1; i < argc; i++) {
+        std::string a = argv[i], val;
+        bool has_val = false;
+        size_t eq = a.find('=');
+        if (a.rfind("--", 0) == 0 && eq != std::string::npos) {
+            val = a.substr(eq + 1);
+            a = a.substr(0, eq);
+            has_val = true;
+        }
+        auto value = [&]() -> std::string {
+            if (has_val) return val;
+            if (i + 1 >= argc) die_usage("option " + a + " needs a value");
+            return argv[++i];
+        };
+        if (a == "--help" || a == "-h") {
+            usage(stdout);
+            return 0;
+        } else if (a == "--listen") {
+            listen = value();
+        } else if (a == "--memory") {
+            std::string v = value();
+            if (!parse_size(v, eopts.pool_bytes)) die_usage("invalid --memory size \"" + v + "\" (examples: 512k, 64MB, 2GB)");
+        } else if (a == "--threads") {
+            std::string v = value();
+            char* end = nullptr;
+            long n = std::strtol(v.c_str(), &end, 10);
+            if (v.empty() || *end || n < 1 || n > 256) die_usage("invalid --threads \"" + v + "\" (1..256)");
+            sopts.threads = static_cast<int>(n);
+        } else if (a == "--token-file") {
+            token_file = value();
+        } else if (a == "--verbose" && !has_val) {
+            sopts.verbose = true;
+        } else if (a == "--no-hugepages" && !has_val) {
+            eopts.try_hugepages = false;
+        } else {
+            die_usage("unknown option \"" + std::string(argv[i]) + "\"");
+        }
+    }
+
+    // HOST:PORT, [v6]:PORT or :PORT (all interfaces)
+    std::string lhost, lport;
+    if (!listen.empty() && listen[0] == '[') {
+        size_t c = listen.find("]:");
+        if (c == std::string::npos) die_usage("invalid --listen \"" + listen + "\" (expected HOST:PORT)");
+        lhost = listen.substr(1, c - 1);
+        lport = listen.substr(c + 2);
+    } else {
+        size_t c = listen.rfind(':');
+        if (c == std::string::npos || listen.find(':') != c)
+            die_usage("invalid --listen \"" + listen + "\" (expected HOST:PORT)");
+        lhost = listen.substr(0, c);
+        lport = listen.substr(c + 1);
+    }
+    if (lport.empty() || lport.size() > 5 || lport.find_first_not_of("0123456789") != std::string::npos ||
+        std::stoi(lport) > 65535)
+        die_usage("invalid port in --listen \"" + listen + "\"");
+    sopts.host = lhost;
+    sopts.port = lport;
+
+    if (!token_file.empty()) {
+        std::ifstream f(token_file, std::ios::binary);
+        if (!f) die("cannot read --token-file " + token_file + ": " + std::strerror(errno));
+        std::stringstream ss;
+        ss << f.rdbuf();
+        std::string tok = ss.str();
+        while (!tok.empty() && std::isspace(static_cast<unsigned char>(tok.back()))) tok.pop_back();
+        if (tok.empty()) die("--token-file " + token_file + " is empty");
+        if (tok.size() > dex::net::kMaxTokenLen)
+            die("--token-file " + token_file + " holds more than " + std::to_string(dex::net::kMaxTokenLen) + " bytes");
+        eopts.token = tok;
+    } else if (!is_loopback(lhost)) {
+        die("refusing to listen on non-loopback address \"" + (lhost.empty() ? std::string("*") : lhost) +
+                "\" without authentication: pass --token-file PATH (a file holding a shared secret; "
+                "set dex.token_file to the same secret on the PostgreSQL side)",
+            2);
+    }
+
+    std::unique_ptr<Engine> engine;
+    try {
+        engine = std::make_unique<Engine>(eopts);
+    } catch (const std::exception& e) {
+        die(std::string("cannot start: ") + e.what());
+    }
+    char info[256];
+    std::snprintf(info, sizeof info, "pool %s, hugepages %s, incarnation 0x%016llx, threads %d%s",
+                  human(engine->pool_bytes()).c_str(), engine->hugepages() ? "yes" : "no",
+                  static_cast<unsigned long long>(engine->incarnation()), sopts.threads,
+                  eopts.token.empty() ? "" : ", token required");
+    return run_server(*engine, sopts, info);
+}

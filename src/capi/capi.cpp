@@ -1,0 +1,515 @@
+// C API (dex_capi.h): a process-global client over the memory nodes and thin
+// wrappers around dex::tree::BTree. No exception leaves this file.
+#include "capi/dex_capi.h"
+
+#include <atomic>
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "common/stats.h"
+#include "net/protocol.h"
+#include "transport/remote_memory.h"
+#include "transport/tcp_transport.h"
+#include "tree/btree.h"
+#include "tree/key.h"
+
+using dex::Error;
+using dex::ErrorCode;
+
+static_assert(sizeof(DexKey) == sizeof(dex::EntryKey), "DexKey must match dex::EntryKey");
+static_assert(offsetof(DexKey, value) == offsetof(dex::EntryKey, value));
+static_assert(offsetof(DexKey, block) == offsetof(dex::EntryKey, block));
+static_assert(offsetof(DexKey, offnum) == offsetof(dex::EntryKey, offnum));
+static_assert(offsetof(DexKey, cls) == offsetof(dex::EntryKey, cls));
+static_assert(offsetof(DexKey, pad) == offsetof(dex::EntryKey, pad));
+static_assert(DEX_KEY_NEG_INF == dex::kNegInf && DEX_KEY_VALUE == dex::kValue && DEX_KEY_NULL == dex::kNull &&
+              DEX_KEY_POS_INF == dex::kPosInf);
+static_assert(DEX_ERR_REMOTE == static_cast<int>(ErrorCode::kRemote) &&
+              DEX_ERR_LOST_MEMORY == static_cast<int>(ErrorCode::kLostMemory) &&
+              DEX_ERR_INVALID == static_cast<int>(ErrorCode::kInvalid));
+static_assert(sizeof(DexNsInfo) == sizeof(dex::net::NsInfo) && DEX_NS_TAG_LEN == dex::net::kNamespaceTagLen);
+
+namespace {
+
+struct Client {
+    std::mutex mu;
+    std::vector<std::string> addrs;
+    dex::TransportOptions opts;
+    dex::RemoteMemory mem{std::vector<std::unique_ptr<dex::Transport>>{}};
+};
+
+Client& client() {
+    static Client* c = new Client();  // never destroyed: backends exit without running our destructors safely
+    return *c;
+}
+
+std::atomic<int (*)(void)> g_interrupt_fn{nullptr};
+bool interrupt_trampoline() {
+    int (*fn)(void) = g_interrupt_fn.load(std::memory_order_acquire);
+    return fn != nullptr && fn() != 0;
+}
+
+void copy_str(char* dst, size_t cap, const std::string& s) {
+    size_t n = s.size() < cap - 1 ? s.size() : cap - 1;
+    std::memcpy(dst, s.data(), n);
+    dst[n] = '\0';
+}
+
+int fail(DexError* err, int code, const std::string& msg, const std::string& hint = {}) {
+    if (err) {
+        err->code = code;
+        copy_str(err->message, sizeof err->message, msg);
+        copy_str(err->hint, sizeof err->hint, hint);
+    }
+    return code;
+}
+
+template <class F>
+int guarded(DexError* err, F&& f) {
+    if (err) {
+        err->code = DEX_OK;
+        err->message[0] = '\0';
+        err->hint[0] = '\0';
+    }
+    try {
+        f();
+        return DEX_OK;
+    } catch (const Error& e) {
+        int code = static_cast<int>(e.code());
+        if (code <= 0 || code > DEX_ERR_REMOTE) code = DEX_ERR_REMOTE;
+        return fail(err, code, e.what(), e.hint());
+    } catch (const std::bad_alloc&) {
+        return fail(err, DEX_ERR_REMOTE, "dex: out of local memory");
+    } catch (const std::exception& e) {
+        return fail(err, DEX_ERR_REMOTE, std::string("dex internal error: ") + e.what());
+    } catch (...) {
+        return fail(err, DEX_ERR_REMOTE, "dex internal error: unknown exception");
+    }
+}
+
+std::string trim(const std::string& s) {
+    size_t b = s.find_first_not_of(" \t\r\n"), e = s.find_last_not_of(" \t\r\n");
+    return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
+}
+
+std::vector<std::string> parse_memnodes(const char* list) {
+    std::vector<std::string> out;
+    std::string s = list ? list : "";
+    if (trim(s).empty()) return out;
+    size_t start = 0;
+    for (;;) {
+        size_t comma = s.find(',', start);
+        std::string item = trim(s.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+        if (item.empty())
+            throw Error(ErrorCode::kInvalid, "empty entry in dex.memnodes \"" + s + "\"",
+                        "Separate memory nodes with single commas.");
+        size_t scheme = item.find("://");
+        if (scheme == std::string::npos || item.compare(0, scheme, "tcp") != 0)
+            throw Error(ErrorCode::kInvalid,
+                        "unsupported transport \"" + item + "\" in dex.memnodes: only tcp:// is available in this build",
+                        "Write each memory node as tcp://host:port.");
+        std::string hp = item.substr(scheme + 3);
+        size_t colon = hp.rfind(':');
+        bool ok = colon != std::string::npos && colon > 0 && colon + 1 < hp.size() && colon + 6 >= hp.size();
+        if (ok)
+            for (size_t i = colon + 1; i < hp.size(); i++)
+                if (hp[i] < '0' || hp[i] > '9') ok = false;
+        if (ok) {
+            long port = std::strtol(hp.c_str() + colon + 1, nullptr, 10);
+            ok = port > 0 && port < 65536;
+        }
+        if (!ok)
+            throw Error(ErrorCode::kInvalid, "invalid memory node address \"" + item + "\" in dex.memnodes",
+                        "Write each memory node as tcp://host:port.");
+        out.push_back(item);
+        if (comma == std::string::npos) break;
+        start = comma + 1;
+    }
+    return out;
+}
+
+dex::Transport& node_transport(int node) {
+    if (node < 0) throw Error(ErrorCode::kInvalid, "invalid memory node number " + std::to_string(node));
+    return client().mem.node(static_cast<uint32_t>(node));
+}
+
+uint64_t u64_of(const std::vector<uint8_t>& r, const char* what) {
+    if (r.size() < 8) throw Error(ErrorCode::kProtocol, std::string(what) + ": short response from memory node");
+    uint64_t v;
+    std::memcpy(&v, r.data(), 8);
+    return v;
+}
+
+dex::EntryKey to_key(const DexKey* k) {
+    dex::EntryKey e;
+    std::memcpy(&e, k, sizeof e);
+    return e;
+}
+
+void fill_info(DexTreeInfo* out, const dex::tree::TreeInfo& i) {
+    if (!out) return;
+    out->entries = i.entries;
+    out->leaves = i.leaves;
+    out->inner_nodes = i.inner_nodes;
+    out->height = i.height;
+    out->root = i.root;
+}
+
+}  // namespace
+
+struct DexTree {
+    int node = 0;
+    uint64_t ns = 0;
+    uint64_t incarnation = 0;
+    std::string name;
+    int op_timeout_ms = 0;
+    std::unique_ptr<dex::tree::BTree> tree;
+
+    // The node's incarnation must still be the one the tree was built in. Cheap
+    // while connected; a reconnect (inside any operation) re-reads it, so we
+    // check before and after every operation.
+    void validate() {
+        dex::Transport& t = node_transport(node);
+        uint64_t inc = t.incarnation();
+        if (inc != incarnation)
+            throw Error(ErrorCode::kLostMemory,
+                        "index \"" + name + "\" lost its remote memory (memory node " + t.address() +
+                            " restarted: incarnation " + std::to_string(inc) + ", expected " +
+                            std::to_string(incarnation) + ")",
+                        "REINDEX INDEX " + name);
+    }
+    dex::tree::BTree& bt() {
+        int want = client().opts.op_timeout_ms;
+        if (!tree) {
+            tree = std::make_unique<dex::tree::BTree>(client().mem, static_cast<uint32_t>(node), ns);
+            op_timeout_ms = 0;
+        }
+        // Scans and bulk loads hold references to the BTree: adjust it in place.
+        if (want > 0 && want != op_timeout_ms) {
+            tree->set_op_timeout(want);
+            op_timeout_ms = want;
+        }
+        return *tree;
+    }
+    template <class F>
+    void run(F&& f) {
+        validate();
+        f(bt());
+        validate();
+    }
+};
+
+struct DexBulk {
+    DexTree* tree = nullptr;
+    std::unique_ptr<dex::tree::BTree::BulkLoader> loader;
+};
+
+struct DexScan {
+    DexTree* tree = nullptr;
+    std::unique_ptr<dex::tree::BTree::Scan> scan;
+    std::vector<dex::EntryKey> buf;
+};
+
+extern "C" {
+
+int dex_configure(const char* memnodes, const char* token, int connect_timeout_ms, int op_timeout_ms,
+                  DexError* err) {
+    return guarded(err, [&] {
+        Client& c = client();
+        std::lock_guard<std::mutex> g(c.mu);
+        std::vector<std::string> addrs = parse_memnodes(memnodes);
+        dex::TransportOptions o;
+        if (connect_timeout_ms > 0) o.connect_timeout_ms = connect_timeout_ms;
+        if (op_timeout_ms > 0) o.op_timeout_ms = op_timeout_ms;
+        o.token = token ? token : "";
+        bool opts_changed = o.connect_timeout_ms != c.opts.connect_timeout_ms ||
+                            o.op_timeout_ms != c.opts.op_timeout_ms || o.token != c.opts.token;
+        for (size_t i = 0; i < addrs.size(); i++) {
+            bool keep = !opts_changed && i < c.addrs.size() && c.addrs[i] == addrs[i] && i < c.mem.node_count();
+            if (keep) {
+                try {
+                    c.mem.node(static_cast<uint32_t>(i));
+                } catch (const Error&) {
+                    keep = false;
+                }
+            }
+            if (!keep) c.mem.replace_node(static_cast<uint32_t>(i), std::make_unique<dex::TcpTransport>(addrs[i], o));
+        }
+        for (size_t i = addrs.size(); i < c.mem.node_count(); i++) c.mem.replace_node(static_cast<uint32_t>(i), nullptr);
+        c.addrs = std::move(addrs);
+        c.opts = o;
+    });
+}
+
+int dex_memnode_count(void) { return static_cast<int>(client().addrs.size()); }
+
+const char* dex_memnode_address(int node) {
+    Client& c = client();
+    if (node < 0 || static_cast<size_t>(node) >= c.addrs.size()) return nullptr;
+    return c.addrs[static_cast<size_t>(node)].c_str();
+}
+
+void dex_set_interrupt_check(int (*fn)(void)) {
+    g_interrupt_fn.store(fn, std::memory_order_release);
+    dex::set_interrupt_check(fn ? &interrupt_trampoline : nullptr);
+}
+
+size_t dex_stats_shmem_size(void) { return sizeof(dex::Stats); }
+
+void dex_stats_attach(void* mem, int initialize) {
+    if (!mem) {
+        dex::set_stats(nullptr);
+        return;
+    }
+    if (initialize) new (mem) dex::Stats();
+    dex::set_stats(static_cast<dex::Stats*>(mem));
+}
+
+void dex_stats_read(DexStatsSnapshot* out) {
+    if (!out) return;
+    dex::Stats& s = dex::stats();
+    auto ld = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
+    out->index_ops = ld(s.index_ops);
+    out->remote_reads = ld(s.remote_reads);
+    out->remote_writes = ld(s.remote_writes);
+    out->remote_atomics = ld(s.remote_atomics);
+    out->remote_rpcs = ld(s.remote_rpcs);
+    out->round_trips = ld(s.round_trips);
+    out->bytes_read = ld(s.bytes_read);
+    out->bytes_written = ld(s.bytes_written);
+    out->cache_hits = ld(s.cache_hits);
+    out->cache_misses = ld(s.cache_misses);
+    out->admissions = ld(s.admissions);
+    out->evictions = ld(s.evictions);
+    out->coolings = ld(s.coolings);
+    out->restarts = ld(s.restarts);
+    out->lock_steals = ld(s.lock_steals);
+}
+
+void dex_stats_reset(void) { dex::stats().reset(); }
+
+void dex_disconnect_all(void) {
+    try {
+        Client& c = client();
+        std::lock_guard<std::mutex> g(c.mu);
+        for (size_t i = 0; i < c.mem.node_count(); i++) {
+            try {
+                if (auto* t = dynamic_cast<dex::TcpTransport*>(&c.mem.node(static_cast<uint32_t>(i)))) t->disconnect();
+            } catch (...) {
+            }
+        }
+    } catch (...) {
+    }
+}
+
+int dex_memnode_stats(int node, DexNodeStats* out, DexError* err) {
+    return guarded(err, [&] {
+        auto r = node_transport(node).rpc(dex::net::kOpStats, nullptr, 0);
+        if (r.size() < sizeof(dex::net::NodeStats))
+            throw Error(ErrorCode::kProtocol, "STATS: short response from memory node");
+        dex::net::NodeStats s;
+        std::memcpy(&s, r.data(), sizeof s);
+        if (out) {
+            out->incarnation = s.incarnation;
+            out->pool_bytes = s.pool_bytes;
+            out->used_bytes = s.used_bytes;
+            out->connections = s.connections;
+            out->requests = s.requests;
+            out->offloads = s.offloads;
+            out->namespaces = s.namespaces;
+        }
+    });
+}
+
+int dex_memnode_incarnation(int node, uint64_t* incarnation, DexError* err) {
+    return guarded(err, [&] {
+        uint64_t inc = node_transport(node).incarnation();
+        if (incarnation) *incarnation = inc;
+    });
+}
+
+int dex_ns_create(int node, const uint8_t tag[DEX_NS_TAG_LEN], uint64_t* ns, uint64_t* incarnation, DexError* err) {
+    return guarded(err, [&] {
+        uint8_t t[DEX_NS_TAG_LEN] = {};
+        if (tag) std::memcpy(t, tag, DEX_NS_TAG_LEN);
+        dex::Transport& tr = node_transport(node);
+        uint64_t inc = tr.incarnation();
+        uint64_t id = u64_of(tr.rpc(dex::net::kOpNsCreate, t, sizeof t), "NS_CREATE");
+        if (tr.incarnation() != inc)
+            throw Error(ErrorCode::kLostMemory, "memory node " + tr.address() + " restarted while creating a namespace");
+        if (ns) *ns = id;
+        if (incarnation) *incarnation = inc;
+    });
+}
+
+int dex_ns_drop(int node, uint64_t ns, uint64_t* bytes_freed, DexError* err) {
+    return guarded(err, [&] {
+        uint64_t freed = u64_of(node_transport(node).rpc(dex::net::kOpNsDrop, &ns, 8), "NS_DROP");
+        if (bytes_freed) *bytes_freed = freed;
+    });
+}
+
+int dex_ns_list(int node, DexNsInfo** out, int* n, DexError* err) {
+    if (out) *out = nullptr;
+    if (n) *n = 0;
+    return guarded(err, [&] {
+        auto r = node_transport(node).rpc(dex::net::kOpNsList, nullptr, 0);
+        if (r.size() < 4) throw Error(ErrorCode::kProtocol, "NS_LIST: short response from memory node");
+        uint32_t cnt;
+        std::memcpy(&cnt, r.data(), 4);
+        if (r.size() < 4 + static_cast<size_t>(cnt) * sizeof(dex::net::NsInfo))
+            throw Error(ErrorCode::kProtocol, "NS_LIST: truncated response from memory node");
+        auto* arr = static_cast<DexNsInfo*>(std::malloc((cnt ? cnt : 1) * sizeof(DexNsInfo)));
+        if (!arr) throw std::bad_alloc();
+        for (uint32_t i = 0; i < cnt; i++) {
+            dex::net::NsInfo info;
+            std::memcpy(&info, r.data() + 4 + i * sizeof info, sizeof info);
+            arr[i].ns = info.ns;
+            arr[i].root = info.root;
+            arr[i].bytes_allocated = info.bytes_allocated;
+            std::memcpy(arr[i].tag, info.tag, DEX_NS_TAG_LEN);
+        }
+        if (out)
+            *out = arr;
+        else
+            std::free(arr);
+        if (n) *n = static_cast<int>(cnt);
+    });
+}
+
+void dex_free(void* p) { std::free(p); }
+
+int dex_tree_open(int node, uint64_t ns, uint64_t incarnation, const char* index_name, DexTree** out,
+                  DexError* err) {
+    if (out) *out = nullptr;
+    return guarded(err, [&] {
+        if (!out) throw Error(ErrorCode::kInvalid, "dex_tree_open: out is NULL");
+        auto t = std::make_unique<DexTree>();
+        t->node = node;
+        t->ns = ns;
+        t->incarnation = incarnation;
+        t->name = index_name ? index_name : "?";
+        t->validate();
+        *out = t.release();
+    });
+}
+
+void dex_tree_close(DexTree* tree) { delete tree; }
+
+int dex_tree_validate(DexTree* tree, DexError* err) {
+    return guarded(err, [&] {
+        if (!tree) throw Error(ErrorCode::kInvalid, "NULL tree handle");
+        tree->validate();
+    });
+}
+
+int dex_tree_init_empty(DexTree* tree, DexError* err) {
+    return guarded(err, [&] {
+        if (!tree) throw Error(ErrorCode::kInvalid, "NULL tree handle");
+        tree->run([](dex::tree::BTree& b) { b.init_empty(); });
+    });
+}
+
+int dex_bulk_begin(DexTree* tree, double fill_factor, DexBulk** out, DexError* err) {
+    if (out) *out = nullptr;
+    return guarded(err, [&] {
+        if (!tree || !out) throw Error(ErrorCode::kInvalid, "dex_bulk_begin: NULL argument");
+        auto b = std::make_unique<DexBulk>();
+        b->tree = tree;
+        tree->run([&](dex::tree::BTree& bt) {
+            b->loader = std::make_unique<dex::tree::BTree::BulkLoader>(bt, fill_factor);
+        });
+        *out = b.release();
+    });
+}
+
+int dex_bulk_add(DexBulk* bulk, const DexKey* key, DexError* err) {
+    return guarded(err, [&] {
+        if (!bulk || !key || !bulk->loader) throw Error(ErrorCode::kInvalid, "dex_bulk_add: NULL argument");
+        bulk->loader->add(to_key(key));  // mostly local; remote writes are checked at finish
+    });
+}
+
+int dex_bulk_finish(DexBulk* bulk, DexError* err) {
+    std::unique_ptr<DexBulk> owned(bulk);
+    return guarded(err, [&] {
+        if (!bulk || !bulk->loader) throw Error(ErrorCode::kInvalid, "dex_bulk_finish: NULL argument");
+        bulk->tree->run([&](dex::tree::BTree&) { bulk->loader->finish(); });
+    });
+}
+
+void dex_bulk_abort(DexBulk* bulk) { delete bulk; }
+
+int dex_tree_insert(DexTree* tree, const DexKey* key, DexError* err) {
+    return guarded(err, [&] {
+        if (!tree || !key) throw Error(ErrorCode::kInvalid, "dex_tree_insert: NULL argument");
+        dex::EntryKey k = to_key(key);
+        tree->run([&](dex::tree::BTree& b) { b.insert(k); });
+    });
+}
+
+int dex_tree_delete(DexTree* tree, const DexKey* keys, int n, uint64_t* deleted, DexError* err) {
+    if (deleted) *deleted = 0;
+    return guarded(err, [&] {
+        if (!tree || (n > 0 && !keys)) throw Error(ErrorCode::kInvalid, "dex_tree_delete: NULL argument");
+        if (n <= 0) return;
+        std::vector<dex::EntryKey> v(static_cast<size_t>(n));
+        std::memcpy(v.data(), keys, v.size() * sizeof(dex::EntryKey));
+        uint64_t d = 0;
+        tree->run([&](dex::tree::BTree& b) { d = b.remove(v.data(), v.size()); });
+        if (deleted) *deleted = d;
+    });
+}
+
+int dex_scan_begin(DexTree* tree, const DexKey* lo, const DexKey* hi, int backward, DexScan** out, DexError* err) {
+    if (out) *out = nullptr;
+    return guarded(err, [&] {
+        if (!tree || !lo || !hi || !out) throw Error(ErrorCode::kInvalid, "dex_scan_begin: NULL argument");
+        auto s = std::make_unique<DexScan>();
+        s->tree = tree;
+        tree->run([&](dex::tree::BTree& b) { s->scan = b.scan(to_key(lo), to_key(hi), backward != 0); });
+        *out = s.release();
+    });
+}
+
+int dex_scan_next(DexScan* scan, const DexKey** entries, int* n, DexError* err) {
+    if (entries) *entries = nullptr;
+    if (n) *n = 0;
+    return guarded(err, [&] {
+        if (!scan || !scan->scan || !entries || !n) throw Error(ErrorCode::kInvalid, "dex_scan_next: NULL argument");
+        bool more = false;
+        scan->tree->run([&](dex::tree::BTree&) { more = scan->scan->next(scan->buf); });
+        if (!more) scan->buf.clear();
+        *entries = reinterpret_cast<const DexKey*>(scan->buf.data());
+        *n = static_cast<int>(scan->buf.size());
+    });
+}
+
+void dex_scan_end(DexScan* scan) { delete scan; }
+
+int dex_tree_check(DexTree* tree, DexTreeInfo* info, DexError* err) {
+    return guarded(err, [&] {
+        if (!tree) throw Error(ErrorCode::kInvalid, "NULL tree handle");
+        dex::tree::TreeInfo i;
+        tree->run([&](dex::tree::BTree& b) { i = b.check(); });
+        fill_info(info, i);
+    });
+}
+
+int dex_tree_info(DexTree* tree, DexTreeInfo* info, DexError* err) {
+    return guarded(err, [&] {
+        if (!tree) throw Error(ErrorCode::kInvalid, "NULL tree handle");
+        dex::tree::TreeInfo i;
+        tree->run([&](dex::tree::BTree& b) { i = b.info(); });
+        fill_info(info, i);
+    });
+}
+
+}  // extern "C"

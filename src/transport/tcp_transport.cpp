@@ -1,0 +1,282 @@
+// TCP transport: nonblocking socket, every wait is a poll() slice of at most
+// 10 ms that checks interrupt_requested() and the deadline.
+#include "transport/tcp_transport.h"
+
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+#include "common/error.h"
+#include "net/frame_client.h"
+
+namespace dex {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr int kSliceMs = 10;
+constexpr size_t kReadAhead = 64 * 1024;
+
+std::string errstr(int e) { return std::strerror(e); }
+
+}  // namespace
+
+struct TcpTransport::Impl final : net::FrameClient {
+    std::string host, port, addr;  // addr = "tcp://host:port"
+    TransportOptions opts;
+    int fd = -1;
+    bool ready = false;
+    uint64_t incarnation = 0, first_incarnation = 0;
+    uint32_t client_id = 0;
+    // Read-ahead buffer: [rpos, rend) holds received, unconsumed bytes.
+    std::vector<uint8_t> rbuf = std::vector<uint8_t>(kReadAhead);
+    size_t rpos = 0, rend = 0;
+
+    ~Impl() override { close_fd(); }
+
+    void close_fd() {
+        if (fd >= 0) ::close(fd);
+        fd = -1;
+        ready = false;
+        client_id = 0;
+        rpos = rend = 0;
+    }
+
+    [[noreturn]] void fail(ErrorCode code, const std::string& msg, const std::string& hint = {}) {
+        close_fd();
+        throw Error(code, msg, hint);
+    }
+
+    std::string start_hint() const { return "Start one with: dex-memnode --listen " + host_port() + " --memory 2GB"; }
+    std::string host_port() const {
+        return (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + port;
+    }
+
+    // Waits for `events` on fd until the deadline; checks the interrupt hook every slice.
+    // `what` describes the wait for messages. `connecting` selects kUnreachable for timeouts.
+    void wait_fd(short events, Clock::time_point deadline, bool connecting) {
+        for (;;) {
+            if (interrupt_requested())
+                fail(ErrorCode::kInterrupted, "canceled while waiting for memory node " + addr);
+            auto now = Clock::now();
+            if (now >= deadline) {
+                if (connecting)
+                    fail(ErrorCode::kUnreachable,
+                         "could not connect to memory node " + addr + ": timed out after " +
+                             std::to_string(opts.connect_timeout_ms) + " ms",
+                         start_hint());
+                fail(ErrorCode::kTimeout,
+                     "memory node " + addr + " did not answer within " + std::to_string(opts.op_timeout_ms) + " ms",
+                     "Check that dex-memnode is running and reachable; dex.op_timeout bounds every remote operation.");
+            }
+            auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count() + 1;
+            int slice = left < kSliceMs ? static_cast<int>(left) : kSliceMs;
+            pollfd p{fd, events, 0};
+            int r = ::poll(&p, 1, slice);
+            if (r > 0) return;  // ready, or error/hangup: the next syscall reports it
+            if (r < 0 && errno != EINTR)
+                fail(ErrorCode::kUnreachable, "connection to memory node " + addr + " lost: poll: " + errstr(errno));
+        }
+    }
+
+    void connect_sock() {
+        addrinfo hints{};
+        hints.ai_family = AF_UNSPEC;
+        hints.ai_socktype = SOCK_STREAM;
+        addrinfo* res = nullptr;
+        int g = ::getaddrinfo(host.c_str(), port.c_str(), &hints, &res);
+        if (g != 0)
+            throw Error(ErrorCode::kUnreachable,
+                        "could not connect to memory node " + addr + ": cannot resolve host \"" + host +
+                            "\": " + gai_strerror(g),
+                        start_hint());
+        auto deadline = Clock::now() + std::chrono::milliseconds(opts.connect_timeout_ms);
+        std::string last_err = "no usable address";
+        try {
+            for (addrinfo* ai = res; ai; ai = ai->ai_next) {
+                fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
+                if (fd < 0) {
+                    last_err = errstr(errno);
+                    continue;
+                }
+                int one = 1;
+                ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+                int r = ::connect(fd, ai->ai_addr, ai->ai_addrlen);
+                if (r < 0 && errno == EINPROGRESS) {
+                    wait_fd(POLLOUT, deadline, true);
+                    int err = 0;
+                    socklen_t el = sizeof err;
+                    ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el);
+                    r = err ? -1 : 0;
+                    errno = err;
+                }
+                if (r == 0) break;
+                last_err = errstr(errno);
+                close_fd();
+            }
+        } catch (...) {
+            ::freeaddrinfo(res);
+            throw;
+        }
+        ::freeaddrinfo(res);
+        if (fd < 0) fail(ErrorCode::kUnreachable, "could not connect to memory node " + addr + ": " + last_err, start_hint());
+    }
+
+    void ensure_ready() override {
+        if (ready) return;
+        close_fd();
+        connect_sock();
+        ready = true;
+        net::HelloReply r;
+        try {
+            r = hello(opts.token);
+        } catch (...) {
+            close_fd();
+            throw;
+        }
+        client_id = r.client_id;
+        incarnation = r.incarnation;
+        if (first_incarnation == 0) first_incarnation = r.incarnation;
+    }
+
+    void send_all(const uint8_t* p, size_t n, Clock::time_point deadline) {
+        while (n > 0) {
+            ssize_t w = ::send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+            if (w > 0) {
+                p += w;
+                n -= static_cast<size_t>(w);
+                continue;
+            }
+            if (w < 0 && errno == EINTR) continue;
+            if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+                wait_fd(POLLOUT, deadline, false);
+                continue;
+            }
+            fail(ErrorCode::kUnreachable, "connection to memory node " + addr + " lost: " + errstr(errno));
+        }
+    }
+
+    // Receives exactly n bytes into dst (read-ahead buffered).
+    void recv_exact(uint8_t* dst, size_t n, Clock::time_point deadline) {
+        for (;;) {
+            size_t have = rend - rpos;
+            size_t take = have < n ? have : n;
+            if (take) {
+                std::memcpy(dst, rbuf.data() + rpos, take);
+                rpos += take;
+                dst += take;
+                n -= take;
+            }
+            if (n == 0) return;
+            rpos = rend = 0;
+            // The reply is rarely there yet: wait first (saves a recv that would fail with EAGAIN).
+            wait_fd(POLLIN, deadline, false);
+            // Large remainders go straight to the destination; small ones via the buffer.
+            uint8_t* into = n >= rbuf.size() ? dst : rbuf.data();
+            size_t cap = n >= rbuf.size() ? n : rbuf.size();
+            ssize_t r = ::recv(fd, into, cap, MSG_DONTWAIT);
+            if (r > 0) {
+                if (into == dst) {
+                    dst += r;
+                    n -= static_cast<size_t>(r);
+                    if (n == 0) return;
+                } else {
+                    rend = static_cast<size_t>(r);
+                }
+                continue;
+            }
+            if (r == 0) fail(ErrorCode::kUnreachable, "connection to memory node " + addr + " lost: server closed the connection");
+            if (errno == EINTR) continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                wait_fd(POLLIN, deadline, false);
+                continue;
+            }
+            fail(ErrorCode::kUnreachable, "connection to memory node " + addr + " lost: " + errstr(errno));
+        }
+    }
+
+    uint16_t exchange(const std::vector<uint8_t>& req, std::vector<uint8_t>& resp) override {
+        auto deadline = Clock::now() + std::chrono::milliseconds(opts.op_timeout_ms);
+        rpos = rend = 0;  // one request in flight: nothing stale may remain
+        send_all(req.data(), req.size(), deadline);
+        net::FrameHeader rq, h;
+        std::memcpy(&rq, req.data(), sizeof rq);
+        recv_exact(reinterpret_cast<uint8_t*>(&h), sizeof h, deadline);
+        if (h.magic != net::kResponseMagic || h.seq != rq.seq || h.payload_len > net::kMaxPayload)
+            fail(ErrorCode::kProtocol, "memory node " + addr + " sent a malformed response frame");
+        resp.resize(h.payload_len);
+        recv_exact(resp.data(), h.payload_len, deadline);
+        return h.op;
+    }
+
+    void drop_session() override { close_fd(); }
+    const std::string& peer() const override { return addr; }
+};
+
+TcpTransport::TcpTransport(std::string address, TransportOptions opts) : impl_(std::make_unique<Impl>()) {
+    std::string a = address;
+    if (a.rfind("tcp://", 0) == 0) a = a.substr(6);
+    while (!a.empty() && a.back() == '/') a.pop_back();
+    std::string host, port;
+    if (!a.empty() && a[0] == '[') {
+        size_t close = a.find(']');
+        if (close != std::string::npos && close + 1 < a.size() && a[close + 1] == ':') {
+            host = a.substr(1, close - 1);
+            port = a.substr(close + 2);
+        }
+    } else {
+        size_t colon = a.rfind(':');
+        if (colon != std::string::npos && a.find(':') == colon) {
+            host = a.substr(0, colon);
+            port = a.substr(colon + 1);
+        }
+    }
+    bool port_ok = !port.empty() && port.size() <= 5 && port.find_first_not_of("0123456789") == std::string::npos &&
+                   std::stoi(port) > 0 && std::stoi(port) < 65536;
+    if (host.empty() || !port_ok)
+        throw Error(ErrorCode::kInvalid, "invalid memory node address \"" + address + "\"",
+                    "Use tcp://host:port, for example tcp://127.0.0.1:7400.");
+    impl_->host = host;
+    impl_->port = port;
+    impl_->opts = std::move(opts);
+    if (impl_->opts.connect_timeout_ms <= 0) impl_->opts.connect_timeout_ms = 1;
+    if (impl_->opts.op_timeout_ms <= 0) impl_->opts.op_timeout_ms = 1;
+    address_ = "tcp://" + impl_->host_port();
+    impl_->addr = address_;
+}
+
+TcpTransport::~TcpTransport() = default;
+
+uint64_t TcpTransport::incarnation() {
+    impl_->ensure_ready();
+    return impl_->incarnation;
+}
+
+uint32_t TcpTransport::client_id() {
+    impl_->ensure_ready();
+    return impl_->client_id;
+}
+
+void TcpTransport::read(uint64_t offset, void* dst, uint32_t len) { impl_->read(offset, dst, len); }
+void TcpTransport::write(uint64_t offset, const void* src, uint32_t len) { impl_->write(offset, src, len); }
+uint64_t TcpTransport::cas(uint64_t offset, uint64_t expected, uint64_t desired) {
+    return impl_->cas(offset, expected, desired);
+}
+uint64_t TcpTransport::faa(uint64_t offset, uint64_t add) { return impl_->faa(offset, add); }
+void TcpTransport::batch(RemoteOp* ops, size_t n) { impl_->batch(ops, n); }
+std::vector<uint8_t> TcpTransport::rpc(net::Op op, const void* payload, uint32_t len) {
+    return impl_->rpc(op, payload, len);
+}
+
+void TcpTransport::disconnect() { impl_->close_fd(); }
+bool TcpTransport::connected() const { return impl_->ready && impl_->fd >= 0; }
+
+}  // namespace dex

@@ -1,0 +1,787 @@
+#include "tree/btree.h"
+
+#include <algorithm>
+#include <cstring>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "common/stats.h"
+
+namespace dex::tree {
+
+namespace {
+
+constexpr uint64_t kBulkExtentBytes = 256 * 1024;
+
+void init_node(Node& n, uint32_t tree_id, uint8_t level) {
+    std::memset(static_cast<void*>(&n), 0, sizeof(Node));
+    n.tree_id = tree_id;
+    n.level = level;
+    n.low = neg_inf_key();
+    n.high = pos_inf_key();
+}
+
+uint64_t get_u64(const std::vector<uint8_t>& r, const char* what) {
+    if (r.size() < 8) throw Error(ErrorCode::kProtocol, std::string(what) + ": short response from memory node");
+    uint64_t v;
+    std::memcpy(&v, r.data(), 8);
+    return v;
+}
+
+// Index of the child covering k: largest i with sep_i <= k (lt: sep_i < k); -1 if none.
+int child_index(const Node& n, const EntryKey& k, bool lt) {
+    size_t lo = 0, hi = n.count;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        int c = compare_keys(n.inner[mid].sep, k);
+        bool go_right = lt ? c < 0 : c <= 0;
+        if (go_right)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return static_cast<int>(lo) - 1;
+}
+
+size_t leaf_lower_bound(const Node& n, const EntryKey& k) {
+    return std::lower_bound(n.leaf, n.leaf + n.count, k) - n.leaf;
+}
+
+}  // namespace
+
+BTree::BTree(RemoteMemory& mem, uint32_t node_id, uint64_t ns, TreeOptions opts)
+    : mem_(mem),
+      node_id_(node_id),
+      ns_(ns),
+      tree_id_(static_cast<uint32_t>(ns)),
+      opts_(opts),
+      io_(mem, node_id, opts) {}
+
+// ---- memory-node RPCs ------------------------------------------------------
+
+GAddr BTree::refresh_root() {
+    std::vector<uint8_t> r = mem_.node(node_id_).rpc(net::kOpGetRoot, &ns_, 8);
+    root_ = get_u64(r, "GET_ROOT");
+    return root_;
+}
+
+bool BTree::set_root(GAddr expected, GAddr desired) {
+    uint64_t req[3] = {ns_, expected, desired};
+    std::vector<uint8_t> r = mem_.node(node_id_).rpc(net::kOpSetRoot, req, sizeof req);
+    uint64_t old = get_u64(r, "SET_ROOT");
+    if (old == expected) {
+        root_ = desired;
+        return true;
+    }
+    root_ = old;
+    return false;
+}
+
+GAddr BTree::alloc_node() {
+    uint64_t req[2] = {ns_, kNodeSize};
+    std::vector<uint8_t> r = mem_.node(node_id_).rpc(net::kOpAlloc, req, sizeof req);
+    return make_gaddr(node_id_, get_u64(r, "ALLOC"));
+}
+
+void BTree::free_node(GAddr a) {
+    uint64_t req[3] = {ns_, gaddr_offset(a), kNodeSize};
+    mem_.node(node_id_).rpc(net::kOpFree, req, sizeof req);
+}
+
+// A reused block keeps versions increasing, so a CAS prepared from a read of the
+// block's previous life can never succeed on its new life (no ABA).
+uint64_t BTree::fresh_version(GAddr a) {
+    uint64_t w = 0;
+    mem_.read(a, &w, 8);
+    return lock_version(w) + 1;
+}
+
+bool BTree::valid_node(const Node& n, int level) const {
+    if (n.tree_id != tree_id_) return false;
+    if (level >= 0 && n.level != level) return false;
+    return n.count <= capacity_of(n.level);
+}
+
+// ---- traversal -----------------------------------------------------------
+
+GAddr BTree::descend(const EntryKey& k, int level, Node& out, Path* path, const Deadline& dl, bool lt) {
+    int attempt = 0;
+    for (;;) {
+        GAddr a = root_ ? root_ : refresh_root();
+        int expect = -1;
+        while (a) {
+            dl.check();
+            if (io_.read(a, out, dl) != NodeIO::Read::kOk || !valid_node(out, expect)) break;
+            if (out.is_deleted()) {  // merged away: `right` forwards to the survivor
+                expect = out.level;
+                a = out.right;
+                continue;
+            }
+            int lc = compare_keys(out.low, k);
+            if (lt ? lc >= 0 : lc > 0) break;  // landed right of the key: stale pointer
+            bool below = lt ? (out.high.cls == kPosInf || compare_keys(k, out.high) <= 0) : key_below_high(k, out);
+            if (!below) {  // B-link move right
+                expect = out.level;
+                a = out.right;
+                continue;
+            }
+            if (out.level < level) {
+                if (expect < 0) return kNullGAddr;  // root is below the requested level
+                break;
+            }
+            if (out.level == level) return a;
+            if (path) (*path)[out.level] = a;
+            int ci = child_index(out, k, lt);
+            if (ci < 0) break;
+            a = out.inner[ci].child;
+            expect = out.level - 1;
+        }
+        Stats::add(stats().restarts);
+        root_ = 0;
+        dl.check();
+        backoff(attempt++);
+    }
+}
+
+LockedNode* BTree::lock_covering(GAddr a, int level, const EntryKey& k, Locks& locks, const Deadline& dl) {
+    Node snap;
+    int attempt = 0;
+    while (a) {
+        dl.check();
+        if (io_.read(a, snap, dl) != NodeIO::Read::kOk || !valid_node(snap, level)) return nullptr;
+        if (snap.is_deleted()) {
+            a = snap.right;
+            continue;
+        }
+        if (compare_keys(snap.low, k) > 0) return nullptr;
+        if (!key_below_high(k, snap)) {
+            a = snap.right;
+            continue;
+        }
+        if (LockedNode* ln = locks.try_lock(a, snap)) return ln;
+        Stats::add(stats().restarts);
+        backoff(attempt++);
+    }
+    return nullptr;
+}
+
+bool BTree::contains(const EntryKey& key) {
+    Stats::add(stats().index_ops);
+    Deadline dl = deadline();
+    Node n;
+    descend(key, 0, n, nullptr, dl);
+    size_t pos = leaf_lower_bound(n, key);
+    return pos < n.count && n.leaf[pos] == key;
+}
+
+// ---- init ----------------------------------------------------------------
+
+void BTree::init_empty() {
+    Stats::add(stats().index_ops);
+    GAddr a = alloc_node();
+    Node n;
+    init_node(n, tree_id_, 0);
+    seal_node(n, fresh_version(a));
+    mem_.write(a, &n, static_cast<uint32_t>(used_bytes(n)));
+    GAddr old = refresh_root();
+    while (!set_root(old, a)) old = root_;
+}
+
+// ---- insert ----------------------------------------------------------------
+
+bool BTree::insert(const EntryKey& key) {
+    if (key.cls != kValue && key.cls != kNull)
+        throw Error(ErrorCode::kInvalid, "cannot insert a key of class " + std::to_string(key.cls));
+    Stats::add(stats().index_ops);
+    Deadline dl = deadline();
+    int attempt = 0;
+    for (;;) {
+        Path path{};
+        Node snap;
+        GAddr a = descend(key, 0, snap, &path, dl);
+        Locks locks(io_);
+        LockedNode* ln = lock_covering(a, 0, key, locks, dl);
+        if (!ln) {
+            Stats::add(stats().restarts);
+            backoff(attempt++);
+            continue;
+        }
+        Node& n = ln->node;
+        size_t pos = leaf_lower_bound(n, key);
+        if (pos < n.count && n.leaf[pos] == key) {
+            locks.unlock(ln);
+            return false;
+        }
+        if (n.count < kLeafCapacity) {
+            std::memmove(&n.leaf[pos + 1], &n.leaf[pos], (n.count - pos) * sizeof(EntryKey));
+            n.leaf[pos] = key;
+            n.count++;
+            locks.publish({ln});
+            return true;
+        }
+        split_leaf(locks, ln, pos, key, path, dl);
+        return true;
+    }
+}
+
+void BTree::split_leaf(Locks& locks, LockedNode* ln, size_t pos, const EntryKey& key, Path& path,
+                       const Deadline& dl) {
+    Node& n = ln->node;
+    EntryKey all[kLeafCapacity + 1];
+    std::memcpy(all, n.leaf, pos * sizeof(EntryKey));
+    all[pos] = key;
+    std::memcpy(all + pos + 1, n.leaf + pos, (n.count - pos) * sizeof(EntryKey));
+    const size_t total = n.count + 1, mid = total / 2;
+
+    GAddr na = alloc_node();
+    Node r;
+    init_node(r, tree_id_, 0);
+    r.count = static_cast<uint16_t>(total - mid);
+    r.right = n.right;
+    r.low = all[mid];
+    r.high = n.high;
+    std::memcpy(r.leaf, all + mid, r.count * sizeof(EntryKey));
+    seal_node(r, fresh_version(na));
+
+    n.count = static_cast<uint16_t>(mid);
+    std::memcpy(n.leaf, all, mid * sizeof(EntryKey));
+    n.high = all[mid];
+    n.right = na;
+    EntryKey sep = all[mid];
+    // Step 1 (new sibling) and step 2 (publish + unlock) in one ordered batch.
+    locks.publish({ln}, {write_node_op(na, r)});
+    // Step 3.
+    insert_parent(1, sep, na, path, dl);
+}
+
+void BTree::insert_parent(int level, const EntryKey& sep, GAddr child, Path& path, const Deadline& dl) {
+    GAddr hint = level < static_cast<int>(path.size()) ? path[level] : 0;
+    int attempt = 0;
+    for (;;) {
+        dl.check();
+        if (!hint) {
+            GAddr r = refresh_root();
+            Node rn;
+            if (!r || io_.read(r, rn, dl) != NodeIO::Read::kOk || !valid_node(rn, -1) || rn.is_deleted()) {
+                Stats::add(stats().restarts);
+                backoff(attempt++);
+                continue;
+            }
+            if (rn.level < level) {
+                if (rn.level != level - 1 || rn.low.cls != kNegInf) {
+                    Stats::add(stats().restarts);
+                    backoff(attempt++);
+                    continue;
+                }
+                // The level above does not exist yet: install a new root over the
+                // leftmost node (the old root) and `child`. Any node in between
+                // that lacks a downlink is reachable through right links.
+                GAddr na = alloc_node();
+                Node nr;
+                init_node(nr, tree_id_, static_cast<uint8_t>(level));
+                nr.count = 2;
+                nr.inner[0] = InnerEntry{neg_inf_key(), r};
+                nr.inner[1] = InnerEntry{sep, child};
+                seal_node(nr, fresh_version(na));
+                mem_.write(na, &nr, static_cast<uint32_t>(used_bytes(nr)));
+                if (set_root(r, na)) return;
+                free_node(na);
+                continue;
+            }
+            Node snap;
+            hint = descend(sep, level, snap, nullptr, dl);
+            if (!hint) continue;
+        }
+        Locks locks(io_);
+        LockedNode* ln = lock_covering(hint, level, sep, locks, dl);
+        if (!ln) {
+            hint = 0;
+            Stats::add(stats().restarts);
+            backoff(attempt++);
+            continue;
+        }
+        Node& n = ln->node;
+        size_t pos = static_cast<size_t>(child_index(n, sep, false) + 1);
+        if (pos > 0 && n.inner[pos - 1].sep == sep) {  // already present
+            locks.unlock(ln);
+            return;
+        }
+        if (n.count < kInnerCapacity) {
+            std::memmove(&n.inner[pos + 1], &n.inner[pos], (n.count - pos) * sizeof(InnerEntry));
+            n.inner[pos] = InnerEntry{sep, child};
+            n.count++;
+            locks.publish({ln});
+            return;
+        }
+        InnerEntry all[kInnerCapacity + 1];
+        std::memcpy(all, n.inner, pos * sizeof(InnerEntry));
+        all[pos] = InnerEntry{sep, child};
+        std::memcpy(all + pos + 1, n.inner + pos, (n.count - pos) * sizeof(InnerEntry));
+        const size_t total = n.count + 1, mid = total / 2;
+        GAddr na = alloc_node();
+        Node r;
+        init_node(r, tree_id_, static_cast<uint8_t>(level));
+        r.count = static_cast<uint16_t>(total - mid);
+        r.right = n.right;
+        r.low = all[mid].sep;
+        r.high = n.high;
+        std::memcpy(r.inner, all + mid, r.count * sizeof(InnerEntry));
+        seal_node(r, fresh_version(na));
+        n.count = static_cast<uint16_t>(mid);
+        std::memcpy(n.inner, all, mid * sizeof(InnerEntry));
+        n.high = all[mid].sep;
+        n.right = na;
+        EntryKey up = all[mid].sep;
+        locks.publish({ln}, {write_node_op(na, r)});
+        insert_parent(level + 1, up, na, path, dl);
+        return;
+    }
+}
+
+// ---- delete ----------------------------------------------------------------
+
+uint64_t BTree::remove(const EntryKey* keys, size_t n) {
+    Stats::add(stats().index_ops);
+    uint64_t deleted = 0;
+    size_t i = 0;
+    int attempt = 0;
+    while (i < n) {
+        Deadline dl = deadline();  // bounds the waits of one leaf group, not of the whole batch
+        Path path{};
+        Node snap;
+        GAddr a = descend(keys[i], 0, snap, &path, dl);
+        bool emptied = false;
+        GAddr leaf = 0;
+        {
+            Locks locks(io_);
+            LockedNode* ln = lock_covering(a, 0, keys[i], locks, dl);
+            if (!ln) {
+                Stats::add(stats().restarts);
+                backoff(attempt++);
+                continue;
+            }
+            Node& nd = ln->node;
+            size_t j = i;
+            bool changed = false;
+            while (j < n && compare_keys(nd.low, keys[j]) <= 0 && key_below_high(keys[j], nd)) {
+                size_t pos = leaf_lower_bound(nd, keys[j]);
+                if (pos < nd.count && nd.leaf[pos] == keys[j]) {
+                    std::memmove(&nd.leaf[pos], &nd.leaf[pos + 1], (nd.count - pos - 1) * sizeof(EntryKey));
+                    nd.count--;
+                    changed = true;
+                    deleted++;
+                }
+                j++;
+            }
+            if (changed)
+                locks.publish({ln});
+            else
+                locks.unlock(ln);
+            emptied = changed && nd.count == 0;
+            leaf = ln->addr;
+            i = j;
+        }
+        for (int rounds = 0; emptied && leaf && rounds < 8; rounds++) leaf = try_merge(leaf, path, dl);
+    }
+    return deleted;
+}
+
+// Merge the empty leaf `e` with a sibling under the same parent: lock left,
+// right, then the parent; the left node absorbs the right one, the right one is
+// published deleted (forwarding to the left) and its downlink removed, all in
+// one batch; then the right node is FREEd. Best effort: any change seen on the
+// way (contention, missing downlink, different parents) just skips the merge.
+GAddr BTree::try_merge(GAddr e, const Path& path, const Deadline& dl) {
+    GAddr p = path[1];
+    if (!p) return 0;
+    Node pn;
+    int idx = -1;
+    for (int hops = 0; hops < 4 && p && idx < 0; hops++) {
+        if (io_.read(p, pn, dl) != NodeIO::Read::kOk || !valid_node(pn, 1) || pn.is_deleted()) return 0;
+        for (int i = 0; i < pn.count; i++)
+            if (pn.inner[i].child == e) idx = i;
+        if (idx < 0) p = pn.right;
+    }
+    if (idx < 0 || pn.count < 2) return 0;
+    GAddr la, ra;
+    if (idx + 1 < pn.count) {
+        la = e;
+        ra = pn.inner[idx + 1].child;
+    } else {
+        la = pn.inner[idx - 1].child;
+        ra = e;
+    }
+    Locks locks(io_);
+    Node s;
+    if (io_.read(la, s, dl) != NodeIO::Read::kOk || !valid_node(s, 0) || s.is_deleted() || s.right != ra)
+        return 0;
+    LockedNode* L = locks.try_lock(la, s);
+    if (!L) return 0;
+    if (io_.read(ra, s, dl) != NodeIO::Read::kOk || !valid_node(s, 0) || s.is_deleted() || !(s.low == L->node.high))
+        return 0;
+    LockedNode* R = locks.try_lock(ra, s);
+    if (!R) return 0;
+    if ((L->node.count != 0 && R->node.count != 0) || L->node.count + R->node.count > kLeafCapacity) return 0;
+    if (io_.read(p, s, dl) != NodeIO::Read::kOk || !valid_node(s, 1) || s.is_deleted()) return 0;
+    LockedNode* P = locks.try_lock(p, s);
+    if (!P) return 0;
+    Node& pp = P->node;
+    int j = -1;
+    for (int i = 0; i + 1 < pp.count; i++)
+        if (pp.inner[i].child == la && pp.inner[i + 1].child == ra && pp.inner[i + 1].sep == R->node.low) j = i;
+    if (j < 0) return 0;
+
+    Node& l = L->node;
+    Node& r = R->node;
+    std::memcpy(&l.leaf[l.count], r.leaf, r.count * sizeof(EntryKey));
+    l.count = static_cast<uint16_t>(l.count + r.count);
+    l.high = r.high;
+    l.right = r.right;
+    r.flags |= kNodeDeleted;
+    r.right = la;
+    r.count = 0;
+    std::memmove(&pp.inner[j + 1], &pp.inner[j + 2], (pp.count - j - 2) * sizeof(InnerEntry));
+    pp.count--;
+    locks.publish({L, R, P});
+    free_node(ra);
+    return l.count == 0 ? la : 0;  // survivor still empty: try again
+}
+
+// ---- scans -------------------------------------------------------------------
+
+BTree::Scan::Scan(BTree& t, const EntryKey& lo, const EntryKey& hi, bool backward)
+    : t_(t), lo_(lo), hi_(hi), backward_(backward), cursor_(backward ? hi : lo) {
+    if (compare_keys(lo, hi) > 0) done_ = true;
+}
+
+bool BTree::Scan::next(std::vector<EntryKey>& out) {
+    out.clear();
+    if (done_) return false;
+    Stats::add(stats().index_ops);
+    Deadline dl = t_.deadline();
+    Node n;
+    while (!done_) {
+        if (!backward_) {
+            bool ok = false;
+            if (next_addr_) {
+                ok = t_.io_.read(next_addr_, n, dl) == NodeIO::Read::kOk && t_.valid_node(n, 0) &&
+                     !n.is_deleted() && n.low == cursor_;
+                next_addr_ = 0;
+            }
+            if (!ok) t_.descend(cursor_, 0, n, nullptr, dl);
+            for (size_t i = leaf_lower_bound(n, cursor_); i < n.count; i++) {
+                if (compare_keys(n.leaf[i], hi_) > 0) break;
+                out.push_back(n.leaf[i]);
+            }
+            if (n.high.cls == kPosInf || compare_keys(hi_, n.high) < 0) {
+                done_ = true;
+            } else {
+                cursor_ = n.high;
+                next_addr_ = n.right;
+            }
+        } else {
+            t_.descend(cursor_, 0, n, nullptr, dl, exclusive_);
+            for (size_t i = n.count; i-- > 0;) {
+                const EntryKey& k = n.leaf[i];
+                int c = compare_keys(k, cursor_);
+                if (exclusive_ ? c >= 0 : c > 0) continue;
+                if (compare_keys(k, lo_) < 0) break;
+                out.push_back(k);
+            }
+            if (n.low.cls == kNegInf || compare_keys(n.low, lo_) <= 0) {
+                done_ = true;
+            } else {
+                cursor_ = n.low;
+                exclusive_ = true;
+            }
+        }
+        if (!out.empty()) return true;
+    }
+    return false;
+}
+
+// ---- bulk load ---------------------------------------------------------------
+
+BTree::BulkLoader::BulkLoader(BTree& t, double ff) : t_(t) {
+    if (!(ff > 0.0) || ff > 1.0) ff = 0.9;
+    if (ff < 0.1) ff = 0.1;
+    leaf_fill_ = std::max<size_t>(1, static_cast<size_t>(kLeafCapacity * ff));
+    inner_fill_ = std::max<size_t>(2, static_cast<size_t>(kInnerCapacity * ff));
+    cur_addr_ = alloc();
+    init_node(cur_, t_.tree_id_, 0);
+    children_.push_back(Child{neg_inf_key(), cur_addr_});
+}
+
+GAddr BTree::BulkLoader::alloc() {
+    if (ext_left_ == 0) {
+        uint64_t bytes = kBulkExtentBytes;
+        std::vector<uint8_t> r;
+        try {
+            uint64_t req[2] = {t_.ns_, bytes};
+            r = t_.mem_.node(t_.node_id_).rpc(net::kOpAlloc, req, sizeof req);
+        } catch (const Error& e) {
+            if (e.code() != ErrorCode::kOutOfSpace) throw;
+            bytes = kNodeSize;
+            uint64_t req[2] = {t_.ns_, bytes};
+            r = t_.mem_.node(t_.node_id_).rpc(net::kOpAlloc, req, sizeof req);
+        }
+        ext_off_ = get_u64(r, "ALLOC");
+        ext_left_ = bytes / kNodeSize;
+    }
+    GAddr a = make_gaddr(t_.node_id_, ext_off_);
+    ext_off_ += kNodeSize;
+    ext_left_--;
+    return a;
+}
+
+void BTree::BulkLoader::emit(GAddr a, Node& n) {
+    seal_node(n, 1);
+    pending_.emplace_back(a, n);
+    if (pending_.size() >= 128) flush();
+}
+
+void BTree::BulkLoader::flush() {
+    if (pending_.empty()) return;
+    std::vector<RemoteOp> ops;
+    ops.reserve(pending_.size());
+    for (auto& [a, n] : pending_) ops.push_back(write_node_op(a, n));
+    t_.mem_.batch(t_.node_id_, ops.data(), ops.size());
+    pending_.clear();
+}
+
+void BTree::BulkLoader::add(const EntryKey& key) {
+    if (finished_) throw Error(ErrorCode::kInvalid, "bulk load already finished");
+    if (key.cls != kValue && key.cls != kNull)
+        throw Error(ErrorCode::kInvalid, "bulk load: key of class " + std::to_string(key.cls) + " cannot be stored");
+    if (have_last_ && !(last_ < key))
+        throw Error(ErrorCode::kInvalid,
+                    "bulk load keys must be strictly ascending: " + key_str(key) + " after " + key_str(last_));
+    if (cur_.count >= leaf_fill_) {
+        GAddr na = alloc();
+        cur_.high = key;
+        cur_.right = na;
+        emit(cur_addr_, cur_);
+        init_node(cur_, t_.tree_id_, 0);
+        cur_.low = key;
+        cur_addr_ = na;
+        children_.push_back(Child{key, na});
+    }
+    cur_.leaf[cur_.count++] = key;
+    last_ = key;
+    have_last_ = true;
+}
+
+void BTree::BulkLoader::finish() {
+    if (finished_) throw Error(ErrorCode::kInvalid, "bulk load already finished");
+    finished_ = true;
+    Stats::add(stats().index_ops);
+    emit(cur_addr_, cur_);
+    std::vector<Child> kids = std::move(children_);
+    uint8_t level = 1;
+    while (kids.size() > 1) {
+        std::vector<Child> parents;
+        size_t groups = (kids.size() + inner_fill_ - 1) / inner_fill_;
+        // Spread evenly so that no node is left nearly empty.
+        size_t per = (kids.size() + groups - 1) / groups;
+        GAddr a = alloc();
+        size_t begin = 0;
+        for (size_t g = 0; g < groups && begin < kids.size(); g++) {
+            size_t end = std::min(kids.size(), begin + per);
+            Node n;
+            init_node(n, t_.tree_id_, level);
+            n.low = kids[begin].low;
+            n.count = static_cast<uint16_t>(end - begin);
+            for (size_t i = begin; i < end; i++) n.inner[i - begin] = InnerEntry{kids[i].low, kids[i].addr};
+            GAddr next = 0;
+            if (end < kids.size()) {
+                next = alloc();
+                n.high = kids[end].low;
+                n.right = next;
+            }
+            parents.push_back(Child{n.low, a});
+            emit(a, n);
+            a = next;
+            begin = end;
+        }
+        kids = std::move(parents);
+        level++;
+    }
+    flush();
+    GAddr root = kids[0].addr;
+    GAddr old = t_.refresh_root();
+    while (!t_.set_root(old, root)) old = t_.root_;
+}
+
+// ---- check / info --------------------------------------------------------------
+
+TreeInfo BTree::check() {
+    TreeInfo info;
+    auto corrupt = [&](GAddr a, const std::string& what) {
+        return Error(ErrorCode::kCorrupt, "dex index check failed: node " + hex_addr(a) + ": " + what,
+                     "REINDEX the index.");
+    };
+    auto read_strict = [&](GAddr a, Node& n) {
+        Deadline dl = deadline();
+        if (io_.read(a, n, dl) != NodeIO::Read::kOk)
+            throw corrupt(a, "not a valid node image (lock word " + std::to_string(n.lock) + ", body_version " +
+                                 std::to_string(n.body_version) + ", count " + std::to_string(n.count) +
+                                 ": version mismatch or checksum mismatch)");
+        if (n.tree_id != tree_id_)
+            throw corrupt(a, "tree_id " + std::to_string(n.tree_id) + ", expected " + std::to_string(tree_id_));
+    };
+    GAddr root = refresh_root();
+    if (!root)
+        throw Error(ErrorCode::kCorrupt, "dex index check failed: namespace " + std::to_string(ns_) + " has no root");
+    if (gaddr_node(root) != node_id_) throw corrupt(root, "root is on another memory node");
+    Node n;
+    read_strict(root, n);
+    if (n.is_deleted()) throw corrupt(root, "root is marked deleted");
+    if (n.low.cls != kNegInf) throw corrupt(root, "root low fence is " + key_str(n.low) + ", expected -inf");
+    if (n.right) info.notes += "root " + hex_addr(root) + " has a right sibling (new root not installed yet); ";
+    const int root_level = n.level;
+    info.root = root;
+    info.height = static_cast<uint32_t>(root_level) + 1;
+
+    struct Range {
+        EntryKey lo, hi;
+    };
+    std::unordered_map<GAddr, Range> expected;
+    std::unordered_set<GAddr> seen;
+    GAddr leftmost = root;
+    for (int level = root_level; level >= 0; --level) {
+        std::unordered_map<GAddr, Range> next_expected;
+        GAddr next_leftmost = 0;
+        GAddr a = leftmost, prev = 0;
+        EntryKey prev_high{}, cover_hi{};
+        bool have_cover = false;
+        size_t linked = 0;
+        std::unordered_set<GAddr> this_level;
+        const std::string lv = "level " + std::to_string(level);
+        while (a) {
+            if (gaddr_node(a) != node_id_) throw corrupt(a, "address names another memory node");
+            if (!seen.insert(a).second)
+                throw corrupt(a, "reached twice (cycle in right links, or node shared between levels/parents)");
+            this_level.insert(a);
+            read_strict(a, n);
+            if (n.level != level)
+                throw corrupt(a, "level " + std::to_string(n.level) + ", expected " + std::to_string(level) +
+                                     " (levels must decrease by one)");
+            if (n.is_deleted())
+                throw corrupt(a, "deleted node is still linked" +
+                                     (prev ? " as right sibling of " + hex_addr(prev) : std::string(" from above")));
+            if (!prev) {
+                if (n.low.cls != kNegInf)
+                    throw corrupt(a, "leftmost node of " + lv + " has low fence " + key_str(n.low) + ", expected -inf");
+            } else if (!(n.low == prev_high)) {
+                throw corrupt(a, "low fence " + key_str(n.low) + " differs from high fence " + key_str(prev_high) +
+                                     " of left sibling " + hex_addr(prev));
+            }
+            if (compare_keys(n.low, n.high) >= 0)
+                throw corrupt(a, "low fence " + key_str(n.low) + " is not below high fence " + key_str(n.high));
+            if (!n.is_leaf() && n.count == 0) throw corrupt(a, "inner node without children");
+            for (size_t i = 0; i < n.count; i++) {
+                const EntryKey& k = n.is_leaf() ? n.leaf[i] : n.inner[i].sep;
+                if (n.is_leaf() && k.cls != kValue && k.cls != kNull)
+                    throw corrupt(a, "entry " + std::to_string(i) + " has key class " + std::to_string(k.cls));
+                if (i > 0) {
+                    const EntryKey& pk = n.is_leaf() ? n.leaf[i - 1] : n.inner[i - 1].sep;
+                    if (!(pk < k))
+                        throw corrupt(a, "entries not sorted: entry " + std::to_string(i - 1) + " " + key_str(pk) +
+                                             " >= entry " + std::to_string(i) + " " + key_str(k));
+                }
+                if (compare_keys(k, n.low) < 0 || !key_below_high(k, n))
+                    throw corrupt(a, "entry " + std::to_string(i) + " " + key_str(k) + " outside fences [" +
+                                         key_str(n.low) + ", " + key_str(n.high) + ")");
+            }
+            if (!n.is_leaf() && !(n.inner[0].sep == n.low))
+                throw corrupt(a, "first separator " + key_str(n.inner[0].sep) + " differs from low fence " +
+                                     key_str(n.low));
+            if (level < root_level) {
+                auto it = expected.find(a);
+                if (it != expected.end()) {
+                    if (!(n.low == it->second.lo))
+                        throw corrupt(a, "low fence " + key_str(n.low) + " differs from the parent's separator " +
+                                             key_str(it->second.lo));
+                    if (compare_keys(n.high, it->second.hi) > 0)
+                        throw corrupt(a, "high fence " + key_str(n.high) + " exceeds the parent's range end " +
+                                             key_str(it->second.hi));
+                    cover_hi = it->second.hi;
+                    have_cover = true;
+                    linked++;
+                } else {
+                    if (!have_cover || compare_keys(n.low, cover_hi) >= 0 || compare_keys(n.high, cover_hi) > 0)
+                        throw corrupt(a, "no downlink in " + std::string("level ") + std::to_string(level + 1) +
+                                             " and range [" + key_str(n.low) + ", " + key_str(n.high) +
+                                             ") is not covered by a left sibling's parent range");
+                    info.missing_downlinks++;
+                }
+            }
+            if (n.is_leaf()) {
+                info.leaves++;
+                info.entries += n.count;
+            } else {
+                info.inner_nodes++;
+                for (size_t i = 0; i < n.count; i++) {
+                    GAddr c = n.inner[i].child;
+                    if (!c) throw corrupt(a, "entry " + std::to_string(i) + " has a null child");
+                    Range r{n.inner[i].sep, i + 1 < n.count ? n.inner[i + 1].sep : n.high};
+                    if (!next_expected.emplace(c, r).second)
+                        throw corrupt(a, "child " + hex_addr(c) + " is referenced twice");
+                }
+                if (!next_leftmost) next_leftmost = n.inner[0].child;
+            }
+            prev = a;
+            prev_high = n.high;
+            a = n.right;
+        }
+        if (prev_high.cls != kPosInf)
+            throw corrupt(prev, "rightmost node of " + lv + " has high fence " + key_str(prev_high) +
+                                    ", expected +inf");
+        if (level < root_level && linked != expected.size()) {
+            for (auto& [c, r] : expected)
+                if (!this_level.count(c))
+                    throw corrupt(c, "child named by level " + std::to_string(level + 1) +
+                                         " is not on the sibling chain of " + lv + " (unreachable)");
+        }
+        expected = std::move(next_expected);
+        leftmost = next_leftmost;
+    }
+    if (info.missing_downlinks)
+        info.notes += std::to_string(info.missing_downlinks) +
+                      " node(s) reachable only through right links (interrupted split; tolerated); ";
+    return info;
+}
+
+TreeInfo BTree::info() {
+    TreeInfo info;
+    GAddr root = refresh_root();
+    if (!root) throw Error(ErrorCode::kNotFound, "namespace " + std::to_string(ns_) + " has no tree");
+    info.root = root;
+    GAddr leftmost = root;
+    Node n;
+    bool first = true;
+    while (leftmost) {
+        GAddr a = leftmost;
+        leftmost = 0;
+        while (a) {
+            Deadline dl = deadline();
+            if (io_.read(a, n, dl) != NodeIO::Read::kOk)
+                throw Error(ErrorCode::kCorrupt, "node " + hex_addr(a) + ": not a valid node image");
+            if (first) {
+                info.height = n.level + 1u;
+                first = false;
+            }
+            if (n.is_leaf()) {
+                info.leaves++;
+                info.entries += n.count;
+            } else {
+                info.inner_nodes++;
+                if (!leftmost && n.count) leftmost = n.inner[0].child;
+            }
+            a = n.right;
+        }
+    }
+    return info;
+}
+
+}  // namespace dex::tree

@@ -1,0 +1,143 @@
+// The B-link tree over remote memory (src/README.md: "Structure modifications").
+// One BTree object per open index; not thread-safe per object (each thread /
+// backend uses its own BTree and its own Transport), but any number of BTree
+// objects in any number of processes may work on the same remote tree.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "transport/remote_memory.h"
+#include "tree/key.h"
+#include "tree/node_io.h"
+#include "tree/node_layout.h"
+
+namespace dex::tree {
+
+struct TreeInfo {
+    uint64_t entries = 0;
+    uint64_t leaves = 0;
+    uint64_t inner_nodes = 0;
+    uint32_t height = 0;           // 1 = the root is a leaf
+    GAddr root = 0;
+    uint64_t missing_downlinks = 0;  // check(): nodes reachable only via a right link (interrupted split)
+    std::string notes;               // check(): tolerated transient states
+};
+
+class BTree {
+public:
+    BTree(RemoteMemory& mem, uint32_t node_id, uint64_t ns, TreeOptions opts = {});
+
+    uint32_t node_id() const { return node_id_; }
+    uint64_t ns() const { return ns_; }
+    uint32_t tree_id() const { return tree_id_; }
+    void set_op_timeout(int ms) {
+        opts_.op_timeout_ms = ms;
+        io_.set_op_timeout(ms);
+    }
+
+    // One empty leaf as root (fences -inf/+inf), installed with SET_ROOT.
+    void init_empty();
+    // Adds `key`; false if that exact entry (value and TID) already exists.
+    bool insert(const EntryKey& key);
+    // Exact-entry lookup.
+    bool contains(const EntryKey& key);
+    // Deletes exact entries; `keys` sorted ascending. Returns how many existed.
+    uint64_t remove(const EntryKey* keys, size_t n);
+
+    // Entries lo <= k <= hi, a leaf at a time; never holds locks between calls.
+    class Scan {
+    public:
+        Scan(BTree& t, const EntryKey& lo, const EntryKey& hi, bool backward);
+        // Next batch (ascending, or descending if backward); false at the end.
+        bool next(std::vector<EntryKey>& out);
+
+    private:
+        BTree& t_;
+        EntryKey lo_, hi_;
+        bool backward_;
+        bool done_ = false;
+        EntryKey cursor_;         // forward: next key >= cursor; backward: keys <= / < cursor
+        bool exclusive_ = false;  // backward: cursor is exclusive
+        GAddr next_addr_ = 0;     // forward: right sibling to try first
+    };
+    std::unique_ptr<Scan> scan(const EntryKey& lo, const EntryKey& hi, bool backward = false) {
+        return std::make_unique<Scan>(*this, lo, hi, backward);
+    }
+
+    // Bottom-up load from strictly ascending keys; replaces the root on finish.
+    class BulkLoader {
+    public:
+        BulkLoader(BTree& t, double fill_factor);
+        void add(const EntryKey& key);
+        void finish();
+
+    private:
+        struct Child {
+            EntryKey low;
+            GAddr addr;
+        };
+        GAddr alloc();
+        void emit(GAddr a, Node& n);
+        void flush();
+        BTree& t_;
+        size_t leaf_fill_, inner_fill_;
+        Node cur_;
+        GAddr cur_addr_ = 0;
+        bool have_last_ = false;
+        EntryKey last_{};
+        std::vector<Child> children_;
+        std::vector<std::pair<GAddr, Node>> pending_;
+        uint64_t ext_off_ = 0, ext_left_ = 0;
+        bool finished_ = false;
+    };
+
+    // Verifies every invariant of node_layout.h / README; throws
+    // Error(kCorrupt) naming the node and the violated invariant.
+    TreeInfo check();
+    // Counts by walking the levels, no invariant checks.
+    TreeInfo info();
+
+    GAddr root() { return root_ ? root_ : refresh_root(); }
+    GAddr refresh_root();
+
+private:
+    friend class Scan;
+    friend class BulkLoader;
+    using Path = std::array<GAddr, 40>;  // node visited at each level during descent
+
+    Deadline deadline() const { return Deadline(opts_.op_timeout_ms); }
+    bool set_root(GAddr expected, GAddr desired);
+    GAddr alloc_node();
+    void free_node(GAddr a);
+    uint64_t fresh_version(GAddr a);
+
+    // Node at `level` covering k (lt: covering "keys < k"). Fills out/path.
+    // Returns 0 if the tree's root is below `level`.
+    GAddr descend(const EntryKey& k, int level, Node& out, Path* path, const Deadline& dl, bool lt = false);
+    // Lock the node at `level` covering k starting at `a` (moving right).
+    // nullptr: restart from the root.
+    LockedNode* lock_covering(GAddr a, int level, const EntryKey& k, Locks& locks, const Deadline& dl);
+    void insert_parent(int level, const EntryKey& sep, GAddr child, Path& path, const Deadline& dl);
+    void split_leaf(Locks& locks, LockedNode* ln, size_t pos, const EntryKey& key, Path& path, const Deadline& dl);
+    // Returns the survivor if it is still empty (caller may merge again), else 0.
+    GAddr try_merge(GAddr leaf, const Path& path, const Deadline& dl);
+    bool valid_node(const Node& n, int level) const;
+
+    RemoteMemory& mem_;
+    uint32_t node_id_;
+    uint64_t ns_;
+    uint32_t tree_id_;
+    TreeOptions opts_;
+    NodeIO io_;
+    GAddr root_ = 0;
+};
+
+// Order helpers shared with the scan / check code.
+inline bool key_below_high(const EntryKey& k, const Node& n) {
+    return n.high.cls == kPosInf || compare_keys(k, n.high) < 0;
+}
+
+}  // namespace dex::tree

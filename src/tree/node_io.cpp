@@ -1,0 +1,264 @@
+#include "tree/node_io.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+
+#include "common/stats.h"
+
+namespace dex::tree {
+
+namespace {
+
+inline uint64_t rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+
+// Multiply-xorshift mix of 8-byte words; order dependent.
+uint64_t hash_words(const uint8_t* p, size_t len) {
+    uint64_t h = 0x6a09e667f3bcc908ull ^ (len * 0x9e3779b97f4a7c15ull);
+    size_t i = 0;
+    for (; i + 8 <= len; i += 8) {
+        uint64_t w;
+        std::memcpy(&w, p + i, 8);
+        w *= 0xbf58476d1ce4e5b9ull;
+        w ^= w >> 31;
+        h = rotl(h ^ w, 27) * 0x94d049bb133111ebull + 0x632be59bd9b4e019ull;
+    }
+    if (i < len) {
+        uint64_t w = 0;
+        std::memcpy(&w, p + i, len - i);
+        h = rotl(h ^ (w * 0xbf58476d1ce4e5b9ull), 27) * 0x94d049bb133111ebull;
+    }
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    return h;
+}
+
+}  // namespace
+
+uint64_t node_checksum(const Node& n) {
+    const uint8_t* base = reinterpret_cast<const uint8_t*>(&n);
+    return hash_words(base + 16, used_bytes(n) - 16);
+}
+
+bool snapshot_valid(const Node& n) {
+    if (lock_held(n.lock)) return false;
+    if (n.body_version != lock_version(n.lock)) return false;
+    if (n.level > 32 || n.count > capacity_of(n.level)) return false;
+    return node_checksum(n) == n.checksum;
+}
+
+void seal_node(Node& n, uint64_t version) {
+    version &= (1ull << 40) - 1;
+    n.body_version = version;
+    n.checksum = node_checksum(n);
+    n.lock = make_lock_word(version, 0, false);
+}
+
+std::string hex_addr(GAddr a) {
+    char b[48];
+    std::snprintf(b, sizeof b, "%u:0x%llx", gaddr_node(a), static_cast<unsigned long long>(gaddr_offset(a)));
+    return b;
+}
+
+std::string key_str(const EntryKey& k) {
+    switch (k.cls) {
+        case kNegInf: return "-inf";
+        case kPosInf: return "+inf";
+        case kNull: return "(NULL,(" + std::to_string(k.block) + "," + std::to_string(k.offnum) + "))";
+        case kValue:
+            return "(" + std::to_string(key_to_int64(k.value)) + ",(" + std::to_string(k.block) + "," +
+                   std::to_string(k.offnum) + "))";
+        default: return "(class " + std::to_string(k.cls) + "?)";
+    }
+}
+
+void Deadline::check(const char* what) const {
+    if (expired())
+        throw Error(ErrorCode::kTimeout,
+                    std::string(what) + " did not complete within dex.op_timeout (" + std::to_string(ms_) + " ms)",
+                    "The memory node may be overloaded, or a remote lock is held by a live but stuck client.");
+}
+
+void backoff(int attempt) {
+    if (interrupt_requested())
+        throw Error(ErrorCode::kInterrupted, "canceling wait for remote index node");
+    if (attempt < 3) {
+        std::this_thread::yield();
+        return;
+    }
+    int shift = std::min(attempt - 3, 7);
+    std::this_thread::sleep_for(std::chrono::microseconds(8 << shift));  // 8 us .. ~1 ms
+}
+
+RemoteOp write_node_op(GAddr a, const Node& n) {
+    RemoteOp op{};
+    op.kind = RemoteOp::kWrite;
+    op.offset = gaddr_offset(a);
+    op.buf = const_cast<Node*>(&n);
+    op.len = static_cast<uint32_t>(used_bytes(n));
+    return op;
+}
+
+bool NodeIO::client_alive(uint32_t owner) {
+    uint32_t req[2] = {owner, 0};
+    std::vector<uint8_t> r = transport().rpc(net::kOpClientAlive, req, sizeof req);
+    if (r.size() < 8) throw Error(ErrorCode::kProtocol, "CLIENT_ALIVE: short response");
+    uint64_t v;
+    std::memcpy(&v, r.data(), 8);
+    return v != 0;
+}
+
+void NodeIO::steal(GAddr a, uint64_t word) {
+    Transport& t = transport();
+    uint64_t ver = lock_version(word);
+    uint64_t mine = make_lock_word(ver, t.client_id(), true);
+    InterruptHold hold;
+    if (t.cas(gaddr_offset(a), word, mine) != word) return;  // someone else moved first
+    Stats::add(stats().lock_steals);
+    // The body is the old or the new one (a WRITE is applied whole): re-read it
+    // and publish max(lock version, body version) + 1.
+    Node n;
+    read_raw(a, n);
+    bool ok = n.level <= 32 && n.count <= capacity_of(n.level) && node_checksum(n) == n.checksum;
+    if (!ok) {
+        try {
+            t.cas(gaddr_offset(a), mine, make_lock_word(ver, 0, false));
+        } catch (...) {
+        }
+        throw Error(ErrorCode::kCorrupt, "node " + hex_addr(a) +
+                                             ": checksum mismatch after taking over the lock of dead client " +
+                                             std::to_string(lock_owner(word)));
+    }
+    uint64_t nv = std::max(ver, n.body_version) + 1;
+    seal_node(n, nv);
+    uint64_t unlocked = n.lock;
+    RemoteOp ops[2]{};
+    ops[0].kind = RemoteOp::kWrite;
+    ops[0].offset = gaddr_offset(a) + 8;
+    ops[0].buf = reinterpret_cast<uint8_t*>(&n) + 8;
+    ops[0].len = static_cast<uint32_t>(used_bytes(n) - 8);
+    ops[1].kind = RemoteOp::kWrite;
+    ops[1].offset = gaddr_offset(a);
+    ops[1].buf = &unlocked;
+    ops[1].len = 8;
+    t.batch(ops, 2);
+}
+
+NodeIO::Read NodeIO::read(GAddr a, Node& out, const Deadline& dl) {
+    uint64_t seen_word = 0;
+    auto seen_since = std::chrono::steady_clock::now();
+    int bad = 0, attempt = 0;
+    const auto grace = std::chrono::milliseconds(opts_.lock_grace_ms);
+    for (;;) {
+        read_raw(a, out);
+        uint64_t w = out.lock;
+        if (!lock_held(w)) {
+            if (snapshot_valid(out)) return Read::kOk;
+            if (++bad >= 24) return Read::kBad;
+        } else {
+            auto now = std::chrono::steady_clock::now();
+            if (w != seen_word) {
+                seen_word = w;
+                seen_since = now;
+            } else if (now - seen_since >= grace) {
+                if (!client_alive(lock_owner(w))) {
+                    steal(a, w);
+                    seen_word = 0;
+                    continue;
+                }
+                seen_since = now;
+            }
+        }
+        Stats::add(stats().restarts);
+        dl.check("waiting for a remote index node");
+        backoff(attempt++);
+    }
+}
+
+Locks::~Locks() {
+    if (held_count_ == 0) return;
+    for (auto& ln : nodes_) {
+        if (!ln.held) continue;
+        try {
+            io_.transport().cas(gaddr_offset(ln.addr), ln.held_word, make_lock_word(ln.version, 0, false));
+        } catch (...) {
+            // Connection gone: the memory node sees the client dead, others steal the lock.
+        }
+        ln.held = false;
+    }
+    held_count_ = 0;
+    hold_.reset();
+}
+
+LockedNode* Locks::try_lock(GAddr a, const Node& snap) {
+    if (lock_held(snap.lock)) return nullptr;
+    uint64_t v = lock_version(snap.lock);
+    if (!hold_) hold_.emplace();
+    Transport& t = io_.transport();
+    uint64_t want = make_lock_word(v, t.client_id(), true);
+    uint64_t expected = make_lock_word(v, 0, false);
+    uint64_t old = t.cas(gaddr_offset(a), expected, want);
+    if (old != expected) {
+        if (held_count_ == 0) hold_.reset();
+        return nullptr;
+    }
+    nodes_.emplace_back();
+    LockedNode& ln = nodes_.back();
+    ln.addr = a;
+    ln.version = v;
+    ln.held_word = want;
+    ln.held = true;
+    std::memcpy(&ln.node, &snap, kNodeSize);
+    ++held_count_;
+    return &ln;
+}
+
+void Locks::on_release() {
+    if (--held_count_ == 0) hold_.reset();
+}
+
+void Locks::unlock(LockedNode* ln) {
+    if (!ln || !ln->held) return;
+    uint64_t w = make_lock_word(ln->version, 0, false);
+    io_.mem().write(ln->addr, &w, 8);
+    ln->held = false;
+    on_release();
+}
+
+void Locks::publish(std::initializer_list<LockedNode*> nodes, const std::vector<RemoteOp>& before) {
+    std::vector<RemoteOp> ops(before);
+    std::vector<uint64_t> words;
+    words.reserve(nodes.size());
+    for (LockedNode* ln : nodes) {
+        seal_node(ln->node, ln->version + 1);
+        words.push_back(ln->node.lock);
+    }
+    for (LockedNode* ln : nodes) {
+        RemoteOp op{};
+        op.kind = RemoteOp::kWrite;
+        op.offset = gaddr_offset(ln->addr) + 8;
+        op.buf = reinterpret_cast<uint8_t*>(&ln->node) + 8;
+        op.len = static_cast<uint32_t>(used_bytes(ln->node) - 8);
+        ops.push_back(op);
+    }
+    size_t i = 0;
+    for (LockedNode* ln : nodes) {
+        RemoteOp op{};
+        op.kind = RemoteOp::kWrite;
+        op.offset = gaddr_offset(ln->addr);
+        op.buf = &words[i++];
+        op.len = 8;
+        ops.push_back(op);
+    }
+    io_.mem().batch(io_.node_id(), ops.data(), ops.size());
+    for (LockedNode* ln : nodes) {
+        if (ln->held) {
+            ln->held = false;
+            on_release();
+        }
+    }
+}
+
+}  // namespace dex::tree

@@ -1,0 +1,126 @@
+// Node I/O over remote memory: checksums, optimistic (validated) reads, remote
+// locks with dead-owner stealing, and publish+unlock in one batch. Implements
+// the "Synchronization (remote)" section of src/README.md.
+#pragma once
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "transport/remote_memory.h"
+#include "tree/node_layout.h"
+
+namespace dex::tree {
+
+struct TreeOptions {
+    int op_timeout_ms = 30000;  // bounds every wait of one tree operation
+    int lock_grace_ms = 50;     // same locked word this long -> ask CLIENT_ALIVE(owner)
+};
+
+inline size_t entry_size(uint8_t level) { return level == 0 ? sizeof(EntryKey) : sizeof(InnerEntry); }
+inline size_t capacity_of(uint8_t level) { return level == 0 ? kLeafCapacity : kInnerCapacity; }
+// Bytes [0, used) of the node carry information (header + entries in use).
+inline size_t used_bytes(const Node& n) {
+    size_t c = n.count > capacity_of(n.level) ? capacity_of(n.level) : n.count;
+    return kNodeHeaderBytes + c * entry_size(n.level);
+}
+
+// 64-bit hash over bytes [16, 72 + count * entry size).
+uint64_t node_checksum(const Node& n);
+// Snapshot is acceptable: unlocked, body_version == lock version, sane count, checksum ok.
+bool snapshot_valid(const Node& n);
+// Set body_version = version, the checksum, and an unlocked lock word (v, 0, 0).
+void seal_node(Node& n, uint64_t version);
+
+std::string hex_addr(GAddr a);
+std::string key_str(const EntryKey& k);
+
+class Deadline {
+public:
+    explicit Deadline(int ms)
+        : ms_(ms), end_(std::chrono::steady_clock::now() + std::chrono::milliseconds(ms)) {}
+    bool expired() const { return std::chrono::steady_clock::now() > end_; }
+    void check(const char* what = "remote tree operation") const;
+
+private:
+    int ms_;
+    std::chrono::steady_clock::time_point end_;
+};
+
+// Exponential backoff: yields first, then sleeps up to ~1 ms. Honours interrupts
+// (unless an InterruptHold is active) by throwing ErrorCode::kInterrupted.
+void backoff(int attempt);
+
+class NodeIO {
+public:
+    NodeIO(RemoteMemory& mem, uint32_t node_id, const TreeOptions& opts)
+        : mem_(mem), node_id_(node_id), opts_(opts) {}
+
+    enum class Read { kOk, kBad };
+    // Consistent snapshot of the node at `a`. Waits while it is locked (and takes
+    // over locks of dead owners). kBad: the bytes never formed a valid snapshot
+    // (freed/reused memory or corruption) -- the caller restarts or reports.
+    Read read(GAddr a, Node& out, const Deadline& dl);
+    // Raw READ without validation.
+    void read_raw(GAddr a, Node& out) { mem_.read(a, &out, kNodeSize); }
+
+    Transport& transport() { return mem_.node(node_id_); }
+    RemoteMemory& mem() { return mem_; }
+    uint32_t node_id() const { return node_id_; }
+    const TreeOptions& options() const { return opts_; }
+    void set_op_timeout(int ms) { opts_.op_timeout_ms = ms; }
+
+private:
+    void steal(GAddr a, uint64_t word);
+    bool client_alive(uint32_t owner);
+
+    RemoteMemory& mem_;
+    uint32_t node_id_;
+    TreeOptions opts_;
+};
+
+// A node this process holds the remote lock of, with its local copy.
+struct LockedNode {
+    GAddr addr = 0;
+    uint64_t version = 0;    // lock version at acquisition; publish uses version + 1
+    uint64_t held_word = 0;  // the lock word we installed
+    bool held = false;
+    Node node;               // local copy (== remote body at acquisition)
+};
+
+// RAII set of remote locks. Holds an InterruptHold while any lock is held; on
+// destruction releases (unchanged) whatever is still held, best effort.
+class Locks {
+public:
+    explicit Locks(NodeIO& io) : io_(io) {}
+    ~Locks();
+    Locks(const Locks&) = delete;
+    Locks& operator=(const Locks&) = delete;
+
+    // CAS (v,_,0) -> (v,me,1) where `snap` is a validated snapshot of `a`.
+    // Returns nullptr if the node changed or is locked.
+    LockedNode* try_lock(GAddr a, const Node& snap);
+    // Release without change.
+    void unlock(LockedNode* ln);
+    // One batch: `before` ops (e.g. WRITE of a new sibling), then each node's
+    // body WRITE, then each node's lock word WRITE (version + 1, unlocked).
+    void publish(std::initializer_list<LockedNode*> nodes, const std::vector<RemoteOp>& before = {});
+    size_t held() const { return held_count_; }
+
+private:
+    void on_release();
+    NodeIO& io_;
+    std::deque<LockedNode> nodes_;
+    std::optional<InterruptHold> hold_;
+    size_t held_count_ = 0;
+};
+
+// A WRITE of a whole (sealed) node image at pool offset of `a`, for batches.
+RemoteOp write_node_op(GAddr a, const Node& n);
+
+}  // namespace dex::tree

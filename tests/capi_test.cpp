@@ -1,0 +1,226 @@
+// C API end to end against a real dex-memnode process over TCP.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "capi/dex_capi.h"
+#include "tree/key.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+class Memnode {
+public:
+    explicit Memnode(int port = 0) {
+        std::vector<std::string> args = {DEX_MEMNODE_BIN, "--listen", "127.0.0.1:" + std::to_string(port), "--memory",
+                                         "64MB", "--no-hugepages"};
+        int pfd[2];
+        if (pipe2(pfd, O_CLOEXEC) != 0) throw std::runtime_error("pipe");
+        pid_ = fork();
+        if (pid_ == 0) {
+            dup2(pfd[1], 2);
+            std::vector<char*> argv;
+            for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+            argv.push_back(nullptr);
+            execv(argv[0], argv.data());
+            _exit(127);
+        }
+        close(pfd[1]);
+        fd_ = pfd[0];
+        std::string log;
+        auto t0 = Clock::now();
+        while (port_ == 0 && Clock::now() - t0 < std::chrono::seconds(10)) {
+            pollfd p{fd_, POLLIN, 0};
+            if (poll(&p, 1, 100) <= 0) continue;
+            char c;
+            if (read(fd_, &c, 1) != 1) break;
+            log += c;
+            size_t at = log.rfind("listening on 127.0.0.1:");
+            if (c == '\n' && at != std::string::npos) port_ = std::atoi(log.c_str() + at + 23);
+        }
+        drain_ = std::thread([this] {
+            char buf[4096];
+            while (read(fd_, buf, sizeof buf) > 0) {
+            }
+        });
+    }
+    ~Memnode() {
+        kill(pid_, SIGKILL);
+        waitpid(pid_, nullptr, 0);
+        if (drain_.joinable()) drain_.join();
+        close(fd_);
+    }
+    int port() const { return port_; }
+    std::string address() const { return "tcp://127.0.0.1:" + std::to_string(port_); }
+
+private:
+    pid_t pid_ = -1;
+    int fd_ = -1;
+    int port_ = 0;
+    std::thread drain_;
+};
+
+DexKey key(int64_t v, uint32_t block, uint16_t off) {
+    DexKey k{};
+    k.value = dex::key_from_int64(v);
+    k.block = block;
+    k.offnum = off;
+    k.cls = DEX_KEY_VALUE;
+    return k;
+}
+DexKey bound(int cls) {
+    DexKey k{};
+    k.cls = static_cast<uint8_t>(cls);
+    return k;
+}
+
+std::vector<DexKey> scan(DexTree* t, DexKey lo, DexKey hi, bool backward) {
+    std::vector<DexKey> out;
+    DexError err;
+    DexScan* s = nullptr;
+    EXPECT_EQ(dex_scan_begin(t, &lo, &hi, backward ? 1 : 0, &s, &err), DEX_OK) << err.message;
+    if (!s) return out;
+    for (;;) {
+        const DexKey* e = nullptr;
+        int n = -1;
+        EXPECT_EQ(dex_scan_next(s, &e, &n, &err), DEX_OK) << err.message;
+        if (n <= 0) break;
+        out.insert(out.end(), e, e + n);
+    }
+    dex_scan_end(s);
+    return out;
+}
+
+TEST(CApi, ConfigureParsing) {
+    DexError err;
+    EXPECT_EQ(dex_configure(" tcp://127.0.0.1:1 ,tcp://localhost:2", "", 1000, 2000, &err), DEX_OK) << err.message;
+    EXPECT_EQ(dex_memnode_count(), 2);
+    EXPECT_STREQ(dex_memnode_address(0), "tcp://127.0.0.1:1");
+    EXPECT_STREQ(dex_memnode_address(1), "tcp://localhost:2");
+    EXPECT_EQ(dex_memnode_address(2), nullptr);
+    EXPECT_EQ(dex_configure("rdma://10.0.0.1:7400", "", 1000, 2000, &err), DEX_ERR_INVALID);
+    EXPECT_EQ(err.code, DEX_ERR_INVALID);
+    EXPECT_NE(std::string(err.message).find("only tcp:// is available in this build"), std::string::npos)
+        << err.message;
+    EXPECT_EQ(dex_configure("tcp://nohostport", "", 1000, 2000, &err), DEX_ERR_INVALID);
+    EXPECT_EQ(dex_configure("tcp://a:1,,tcp://b:2", "", 1000, 2000, &err), DEX_ERR_INVALID);
+    // A failed configure leaves the previous configuration in place.
+    EXPECT_EQ(dex_memnode_count(), 2);
+    EXPECT_EQ(dex_configure("", "", 1000, 2000, &err), DEX_OK);
+    EXPECT_EQ(dex_memnode_count(), 0);
+    uint64_t inc = 0;
+    EXPECT_EQ(dex_memnode_incarnation(0, &inc, &err), DEX_ERR_INVALID);
+}
+
+TEST(CApi, UnreachableIsAnErrorNotACrash) {
+    DexError err;
+    ASSERT_EQ(dex_configure("tcp://127.0.0.1:1", "", 300, 500, &err), DEX_OK);
+    uint64_t inc = 0;
+    int rc = dex_memnode_incarnation(0, &inc, &err);
+    EXPECT_EQ(rc, DEX_ERR_UNREACHABLE) << err.message;
+    EXPECT_EQ(err.code, rc);
+    EXPECT_GT(std::strlen(err.message), 0u);
+}
+
+TEST(CApi, EndToEndAndLostMemory) {
+    auto node = std::make_unique<Memnode>();
+    ASSERT_GT(node->port(), 0);
+    DexError err;
+    ASSERT_EQ(dex_configure(node->address().c_str(), "", 2000, 5000, &err), DEX_OK) << err.message;
+
+    std::vector<uint64_t> shm(dex_stats_shmem_size() / 8 + 1);
+    dex_stats_attach(shm.data(), 1);
+    dex_stats_reset();
+
+    uint8_t tag[DEX_NS_TAG_LEN] = {};
+    std::memcpy(tag, "capi-test", 9);
+    uint64_t ns = 0, inc = 0;
+    ASSERT_EQ(dex_ns_create(0, tag, &ns, &inc, &err), DEX_OK) << err.message;
+    EXPECT_NE(inc, 0u);
+
+    DexTree* t = nullptr;
+    ASSERT_EQ(dex_tree_open(0, ns, inc + 1, "idx_wrong", &t, &err), DEX_ERR_LOST_MEMORY);
+    EXPECT_EQ(t, nullptr);
+    ASSERT_EQ(dex_tree_open(0, ns, inc, "idx", &t, &err), DEX_OK) << err.message;
+    ASSERT_EQ(dex_tree_init_empty(t, &err), DEX_OK) << err.message;
+
+    // Bulk load even values, then insert odd ones.
+    DexBulk* b = nullptr;
+    ASSERT_EQ(dex_bulk_begin(t, 0.9, &b, &err), DEX_OK) << err.message;
+    for (int i = 0; i < 3000; i++) {
+        DexKey k = key(2 * i, 1, 1);
+        ASSERT_EQ(dex_bulk_add(b, &k, &err), DEX_OK) << err.message;
+    }
+    ASSERT_EQ(dex_bulk_finish(b, &err), DEX_OK) << err.message;
+    for (int i = 0; i < 500; i++) {
+        DexKey k = key(2 * i + 1, 1, 1);
+        ASSERT_EQ(dex_tree_insert(t, &k, &err), DEX_OK) << err.message;
+    }
+    DexTreeInfo info{};
+    ASSERT_EQ(dex_tree_check(t, &info, &err), DEX_OK) << err.message;
+    EXPECT_EQ(info.entries, 3500u);
+    EXPECT_GE(info.height, 2u);
+
+    auto fw = scan(t, key(10, 0, 0), key(20, 0xFFFFFFFF, 0xFFFF), false);
+    ASSERT_EQ(fw.size(), 11u);
+    EXPECT_EQ(dex::key_to_int64(fw.front().value), 10);
+    auto bw = scan(t, bound(DEX_KEY_NEG_INF), bound(DEX_KEY_POS_INF), true);
+    ASSERT_EQ(bw.size(), 3500u);
+    EXPECT_EQ(dex::key_to_int64(bw.front().value), 5998);
+
+    std::vector<DexKey> del = {key(1, 1, 1), key(2, 1, 1), key(3, 9, 9)};
+    uint64_t deleted = 0;
+    ASSERT_EQ(dex_tree_delete(t, del.data(), 3, &deleted, &err), DEX_OK) << err.message;
+    EXPECT_EQ(deleted, 2u);
+    ASSERT_EQ(dex_tree_info(t, &info, &err), DEX_OK) << err.message;
+    EXPECT_EQ(info.entries, 3498u);
+
+    DexStatsSnapshot st{};
+    dex_stats_read(&st);
+    EXPECT_GT(st.index_ops, 0u);
+    EXPECT_GT(st.round_trips, 0u);
+
+    DexNodeStats ns_stats{};
+    ASSERT_EQ(dex_memnode_stats(0, &ns_stats, &err), DEX_OK) << err.message;
+    EXPECT_EQ(ns_stats.incarnation, inc);
+    EXPECT_GT(ns_stats.used_bytes, 0u);
+    DexNsInfo* list = nullptr;
+    int n = 0;
+    ASSERT_EQ(dex_ns_list(0, &list, &n, &err), DEX_OK) << err.message;
+    bool found = false;
+    for (int i = 0; i < n; i++) found |= list[i].ns == ns && list[i].root == info.root;
+    dex_free(list);
+    EXPECT_TRUE(found);
+
+    // Restart the memory node on the same port: the tree lost its memory.
+    int port = node->port();
+    node.reset();
+    node = std::make_unique<Memnode>(port);
+    ASSERT_EQ(node->port(), port);
+    DexKey k = key(77, 7, 7);
+    int rc = dex_tree_insert(t, &k, &err);
+    if (rc != DEX_ERR_LOST_MEMORY) rc = dex_tree_insert(t, &k, &err);  // first try may see the broken connection
+    EXPECT_EQ(rc, DEX_ERR_LOST_MEMORY) << err.message;
+    EXPECT_NE(std::string(err.message).find("index \"idx\" lost its remote memory"), std::string::npos)
+        << err.message;
+    EXPECT_STREQ(err.hint, "REINDEX INDEX idx");
+    EXPECT_EQ(dex_tree_validate(t, &err), DEX_ERR_LOST_MEMORY);
+    dex_tree_close(t);
+
+    dex_stats_attach(nullptr, 0);
+    dex_disconnect_all();
+    dex_configure("", "", 0, 0, &err);
+}
+
+}  // namespace

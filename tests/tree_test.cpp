@@ -1,0 +1,348 @@
+// B-link tree over remote memory: single-threaded behaviour, against a std::set model.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <random>
+#include <set>
+
+#include "common/stats.h"
+#include "tree_test_util.h"
+
+using namespace dex;
+using namespace dex::testing;
+using dex::tree::BTree;
+
+namespace {
+
+class TreeTest : public ::testing::Test {
+protected:
+    void SetUp() override {
+        engine = make_engine(128ull << 20);
+        mem = make_mem(*engine);
+        ns = ns_create(mem->node(0));
+        tree = std::make_unique<BTree>(*mem, 0, ns);
+    }
+    void expect_same(const std::set<EntryKey>& model) {
+        auto all = scan_all(*tree, neg_inf_key(), pos_inf_key(), false);
+        ASSERT_EQ(all.size(), model.size());
+        EXPECT_TRUE(std::equal(all.begin(), all.end(), model.begin()));
+        auto info = tree->check();
+        EXPECT_EQ(info.entries, model.size());
+    }
+    // Address of the leftmost leaf and of the leaf holding `k`.
+    GAddr leaf_for(const EntryKey& k) {
+        GAddr a = tree->root();
+        Node n;
+        for (;;) {
+            mem->read(a, &n, kNodeSize);
+            if (n.is_leaf()) return a;
+            size_t i = 0;
+            while (i + 1 < n.count && n.inner[i + 1].sep <= k) i++;
+            a = n.inner[i].child;
+        }
+    }
+
+    std::unique_ptr<memnode::Engine> engine;
+    std::unique_ptr<RemoteMemory> mem;
+    uint64_t ns = 0;
+    std::unique_ptr<BTree> tree;
+};
+
+TEST_F(TreeTest, EmptyTree) {
+    tree->init_empty();
+    auto info = tree->check();
+    EXPECT_EQ(info.entries, 0u);
+    EXPECT_EQ(info.height, 1u);
+    EXPECT_EQ(info.leaves, 1u);
+    EXPECT_NE(info.root, 0u);
+    EXPECT_TRUE(scan_all(*tree, neg_inf_key(), pos_inf_key(), false).empty());
+    EXPECT_TRUE(scan_all(*tree, neg_inf_key(), pos_inf_key(), true).empty());
+    EXPECT_FALSE(tree->contains(K(1, 1, 1)));
+    EntryKey k = K(1, 1, 1);
+    EXPECT_EQ(tree->remove(&k, 1), 0u);
+}
+
+TEST_F(TreeTest, RandomInsertsDuplicatesAndNulls) {
+    tree->init_empty();
+    std::mt19937_64 rng(42);
+    std::set<EntryKey> model;
+    for (int i = 0; i < 20000; i++) {
+        EntryKey k = (rng() % 50 == 0) ? make_null_key(static_cast<uint32_t>(i), 1)
+                                       : K(static_cast<int64_t>(rng() % 600) - 300, static_cast<uint32_t>(rng() % 1000),
+                                           static_cast<uint16_t>(1 + rng() % 50));
+        bool fresh = model.insert(k).second;
+        EXPECT_EQ(tree->insert(k), fresh);
+    }
+    // Re-inserting an exact entry is a no-op.
+    EXPECT_FALSE(tree->insert(*model.begin()));
+    EXPECT_FALSE(tree->insert(*model.rbegin()));
+    expect_same(model);
+    auto info = tree->check();
+    EXPECT_GE(info.height, 2u);
+    EXPECT_EQ(info.missing_downlinks, 0u);
+    for (int i = 0; i < 2000; i++) {
+        EntryKey k = K(static_cast<int64_t>(rng() % 600) - 300, static_cast<uint32_t>(rng() % 1000),
+                       static_cast<uint16_t>(1 + rng() % 50));
+        EXPECT_EQ(tree->contains(k), model.count(k) == 1) << tree::key_str(k);
+    }
+    // NULLs sort last.
+    auto all = scan_all(*tree, neg_inf_key(), pos_inf_key(), false);
+    EXPECT_EQ(all.back().cls, kNull);
+    EXPECT_EQ(all.front().cls, kValue);
+}
+
+TEST_F(TreeTest, RangeScansForwardBackward) {
+    tree->init_empty();
+    std::mt19937_64 rng(7);
+    std::set<EntryKey> model;
+    for (int i = 0; i < 8000; i++) {
+        EntryKey k = (i % 97 == 0) ? make_null_key(static_cast<uint32_t>(i), 2)
+                                   : K(static_cast<int64_t>(rng() % 1000), static_cast<uint32_t>(i), 1);
+        model.insert(k);
+        tree->insert(k);
+    }
+    auto check_range = [&](const EntryKey& lo, const EntryKey& hi) {
+        for (bool bw : {false, true}) {
+            auto got = scan_all(*tree, lo, hi, bw);
+            auto want = model_range(model, lo, hi, bw);
+            ASSERT_EQ(got.size(), want.size()) << tree::key_str(lo) << ".." << tree::key_str(hi) << " backward=" << bw;
+            EXPECT_TRUE(std::equal(got.begin(), got.end(), want.begin()));
+        }
+    };
+    for (int i = 0; i < 150; i++) {
+        int64_t a = static_cast<int64_t>(rng() % 1100) - 50, b = a + static_cast<int64_t>(rng() % 300);
+        check_range(KMin(a), KMax(b));        // a <= v <= b
+        check_range(KMax(a), KMin(b));        // a < v < b
+        check_range(KMin(a), KMax(a));        // v = a
+    }
+    check_range(neg_inf_key(), pos_inf_key());
+    check_range(neg_inf_key(), KMax(10));
+    check_range(KMin(990), pos_inf_key());
+    check_range(make_null_key(0, 0), pos_inf_key());         // IS NULL
+    check_range(neg_inf_key(), KMax(std::numeric_limits<int64_t>::max()));  // IS NOT NULL
+    check_range(KMin(500), KMax(400));                         // empty: lo > hi
+    // Batches come a leaf at a time, never more than a leaf holds.
+    auto s = tree->scan(neg_inf_key(), pos_inf_key());
+    std::vector<EntryKey> batch;
+    size_t batches = 0;
+    while (s->next(batch)) {
+        EXPECT_LE(batch.size(), kLeafCapacity);
+        EXPECT_FALSE(batch.empty());
+        batches++;
+    }
+    EXPECT_GT(batches, 100u);
+}
+
+TEST_F(TreeTest, AscendingAndDescendingToHeightThree) {
+    tree->init_empty();
+    std::set<EntryKey> model;
+    for (int i = 0; i < 50000; i++) {
+        EntryKey k = K(i / 3, static_cast<uint32_t>(i), 1);  // duplicates of values, distinct TIDs
+        model.insert(k);
+        ASSERT_TRUE(tree->insert(k));
+    }
+    for (int i = 0; i < 15000; i++) {
+        EntryKey k = K(-1 - i, 7, 7);
+        model.insert(k);
+        ASSERT_TRUE(tree->insert(k));
+    }
+    auto info = tree->check();
+    EXPECT_GE(info.height, 3u);
+    EXPECT_EQ(info.entries, model.size());
+    expect_same(model);
+    auto back = scan_all(*tree, neg_inf_key(), pos_inf_key(), true);
+    ASSERT_EQ(back.size(), model.size());
+    EXPECT_TRUE(std::equal(back.begin(), back.end(), model.rbegin()));
+}
+
+TEST_F(TreeTest, BulkLoadThenInsertsAndDeletes) {
+    tree->init_empty();
+    const int n = 1000000;
+    auto t0 = std::chrono::steady_clock::now();
+    {
+        BTree::BulkLoader bl(*tree, 0.9);
+        for (int i = 0; i < n; i++) bl.add(K(2 * i, 1, 1));
+        bl.finish();
+    }
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_LT(secs, 20.0) << "bulk load of 1M keys took " << secs << " s";
+    auto info = tree->check();
+    EXPECT_EQ(info.entries, static_cast<uint64_t>(n));
+    EXPECT_GE(info.height, 3u);
+    // ~90% fill.
+    EXPECT_LE(info.leaves, static_cast<uint64_t>(n / 50));
+    EXPECT_TRUE(tree->contains(K(0, 1, 1)));
+    EXPECT_TRUE(tree->contains(K(2 * (n - 1), 1, 1)));
+    EXPECT_FALSE(tree->contains(K(1, 1, 1)));
+    // Inserts into the bulk-loaded tree split its full-ish leaves.
+    std::mt19937_64 rng(3);
+    std::set<EntryKey> extra;
+    for (int i = 0; i < 20000; i++) {
+        EntryKey k = K(2 * static_cast<int64_t>(rng() % n) + 1, 1, 1);
+        EXPECT_EQ(tree->insert(k), extra.insert(k).second);
+    }
+    info = tree->check();
+    EXPECT_EQ(info.entries, n + extra.size());
+    auto got = scan_all(*tree, KMin(1000), KMax(3000), false);
+    std::vector<EntryKey> want;
+    for (int v = 1000; v <= 3000; v++)
+        if (v % 2 == 0 || extra.count(K(v, 1, 1))) {
+            want.push_back(K(v, 1, 1));
+        }
+    EXPECT_EQ(got.size(), want.size());
+    EXPECT_TRUE(std::equal(got.begin(), got.end(), want.begin()));
+    // Bulk keys must be strictly ascending.
+    BTree::BulkLoader bad(*tree, 0.9);
+    bad.add(K(5, 1, 1));
+    EXPECT_THROW(bad.add(K(5, 1, 1)), Error);
+}
+
+TEST_F(TreeTest, BulkLoadEmptyAndSmall) {
+    {
+        BTree::BulkLoader bl(*tree, 0.5);
+        bl.finish();
+    }
+    EXPECT_EQ(tree->check().entries, 0u);
+    std::set<EntryKey> model;
+    for (int i = 0; i < 100; i++) {
+        EntryKey k = K(i, 0, 1);
+        model.insert(k);
+        tree->insert(k);
+    }
+    expect_same(model);
+}
+
+TEST_F(TreeTest, DeleteToEmptyGivesMemoryBack) {
+    tree->init_empty();
+    std::mt19937_64 rng(11);
+    std::set<EntryKey> model;
+    while (model.size() < 30000) {
+        EntryKey k = K(static_cast<int64_t>(rng() % 100000), static_cast<uint32_t>(rng() % 100), 1);
+        if (model.insert(k).second) {
+            ASSERT_TRUE(tree->insert(k));
+        }
+    }
+    auto full = tree->check();
+    uint64_t bytes_full = ns_bytes(mem->node(0), ns);
+    EXPECT_GT(bytes_full, 0u);
+
+    // Deleting keys that do not exist counts nothing and changes nothing.
+    std::vector<EntryKey> absent = {K(-5, 1, 1), K(100001, 1, 1)};
+    EXPECT_EQ(tree->remove(absent.data(), absent.size()), 0u);
+
+    // VACUUM-like: sorted batches, in random key regions, plus a few absent keys.
+    std::vector<EntryKey> keys(model.begin(), model.end());
+    std::vector<size_t> order;
+    for (size_t b = 0; b < keys.size(); b += 700) order.push_back(b);
+    std::shuffle(order.begin(), order.end(), rng);
+    uint64_t removed = 0;
+    int round = 0;
+    for (size_t b : order) {
+        std::vector<EntryKey> batch(keys.begin() + b, keys.begin() + std::min(keys.size(), b + 700));
+        batch.push_back(K(100000 + static_cast<int64_t>(b), 9, 9));  // absent
+        std::sort(batch.begin(), batch.end());
+        uint64_t d = tree->remove(batch.data(), batch.size());
+        EXPECT_EQ(d, batch.size() - 1);
+        removed += d;
+        for (auto& k : batch) model.erase(k);
+        if (++round % 10 == 0) expect_same(model);
+    }
+    EXPECT_EQ(removed, keys.size());
+    auto empty = tree->check();
+    EXPECT_EQ(empty.entries, 0u);
+    // Empty leaves were merged away: at most one leaf per level-1 node remains.
+    EXPECT_LT(empty.leaves, full.leaves / 10) << "leaves full " << full.leaves << " empty " << empty.leaves;
+    EXPECT_LE(empty.leaves, full.inner_nodes);
+
+    // The freed nodes are reused: refilling does not grow the namespace much.
+    std::shuffle(keys.begin(), keys.end(), rng);  // same kind of (random) order as the first fill
+    for (auto& k : keys) tree->insert(k);
+    EXPECT_EQ(tree->check().entries, keys.size());
+    uint64_t bytes_refill = ns_bytes(mem->node(0), ns);
+    EXPECT_LE(bytes_refill, bytes_full + 64 * kNodeSize)
+        << "namespace grew from " << bytes_full << " to " << bytes_refill;
+}
+
+TEST_F(TreeTest, CheckDetectsUnsortedEntries) {
+    tree->init_empty();
+    for (int i = 0; i < 5000; i++) tree->insert(K(i, 1, 1));
+    ASSERT_NO_THROW(tree->check());
+    GAddr leaf = leaf_for(K(2500, 1, 1));
+    Node n;
+    mem->read(leaf, &n, kNodeSize);
+    ASSERT_GE(n.count, 3);
+    std::swap(n.leaf[0], n.leaf[1]);
+    tree::seal_node(n, lock_version(n.lock) + 1);  // a well-formed image with bad content
+    mem->write(leaf, &n, kNodeSize);
+    try {
+        tree->check();
+        FAIL() << "check() accepted unsorted entries";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.code(), ErrorCode::kCorrupt);
+        EXPECT_NE(std::string(e.what()).find("not sorted"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find(tree::hex_addr(leaf)), std::string::npos) << e.what();
+    }
+}
+
+TEST_F(TreeTest, CheckDetectsGarbageAndBadFences) {
+    tree->init_empty();
+    for (int i = 0; i < 5000; i++) tree->insert(K(i, 1, 1));
+    GAddr leaf = leaf_for(K(100, 1, 1));
+    Node n, saved;
+    mem->read(leaf, &saved, kNodeSize);
+
+    // Wrong high fence (well-formed image).
+    n = saved;
+    n.high = K(std::numeric_limits<int64_t>::max() / 2, 0, 0);
+    tree::seal_node(n, lock_version(n.lock) + 1);
+    mem->write(leaf, &n, kNodeSize);
+    try {
+        tree->check();
+        FAIL() << "check() accepted a broken fence";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.code(), ErrorCode::kCorrupt);
+        EXPECT_NE(std::string(e.what()).find("fence"), std::string::npos) << e.what();
+    }
+
+    // Garbage body: the checksum no longer matches.
+    n = saved;
+    std::vector<uint8_t> junk(300);
+    for (size_t i = 0; i < junk.size(); i++) junk[i] = static_cast<uint8_t>(i * 37 + 11);
+    std::memcpy(reinterpret_cast<uint8_t*>(&n) + 100, junk.data(), junk.size());
+    mem->write(leaf, &n, kNodeSize);
+    try {
+        tree->check();
+        FAIL() << "check() accepted a garbage node";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.code(), ErrorCode::kCorrupt);
+        EXPECT_NE(std::string(e.what()).find(tree::hex_addr(leaf)), std::string::npos) << e.what();
+    }
+}
+
+TEST(NodeIoTest, ChecksumCoversUsedBytesOnly) {
+    Node n;
+    std::memset(static_cast<void*>(&n), 0, sizeof n);
+    n.level = 0;
+    n.count = 2;
+    n.leaf[0] = K(1, 1, 1);
+    n.leaf[1] = K(2, 1, 1);
+    tree::seal_node(n, 5);
+    EXPECT_TRUE(tree::snapshot_valid(n));
+    n.leaf[5] = K(9, 9, 9);  // beyond count: not covered
+    EXPECT_TRUE(tree::snapshot_valid(n));
+    n.leaf[1].block ^= 1;
+    EXPECT_FALSE(tree::snapshot_valid(n));
+    n.leaf[1].block ^= 1;
+    n.body_version = 6;  // version mismatch
+    EXPECT_FALSE(tree::snapshot_valid(n));
+    n.body_version = 5;
+    n.lock |= kLockBit;
+    EXPECT_FALSE(tree::snapshot_valid(n));
+    n.lock &= ~kLockBit;
+    EXPECT_TRUE(tree::snapshot_valid(n));
+    std::swap(n.leaf[0], n.leaf[1]);  // order matters
+    EXPECT_FALSE(tree::snapshot_valid(n));
+}
+
+}  // namespace
