@@ -91,7 +91,11 @@ stop_memnode() {
     local pid; pid=$(cat "$pidf")
     case $sig in STOP|CONT) kill -"$sig" "$pid"; return 0 ;; esac  # pause/resume, keep the pid file
     kill -"$sig" "$pid" 2>/dev/null || true
-    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    if kill -0 "$pid" 2>/dev/null; then
+        echo "dex-memnode $name did not exit on SIG$sig; killing it" >&2
+        kill -KILL "$pid" 2>/dev/null || true; sleep 0.2
+    fi
     rm -f "$pidf"
 }
 
