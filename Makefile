@@ -12,7 +12,7 @@ MODULEDIR = extension
 PGFILEDESC = "dex - B+-tree index on disaggregated memory"
 
 REGRESS = dex_build dex_dml dex_lifecycle dex_errors dex_differential
-REGRESS_OPTS = --dbname=dex_regression
+REGRESS_OPTS =
 
 DEX_BUILD_DIR ?= build
 DEX_CORE_LIB = $(DEX_BUILD_DIR)/libdexcore.a

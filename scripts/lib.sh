@@ -20,13 +20,13 @@ as_user() {
     if [ "$(id -u)" = 0 ]; then runuser -u "$DEX_RUN_USER" -- "$@"; else "$@"; fi
 }
 
-# Like as_user, but the process image is replaced (no intermediate parent), so
-# $! is the server's own pid and signals reach it directly.
+# Like as_user, but replaces the calling (sub)shell: run as `exec_as_user cmd &`
+# and $! is the server's own pid, so signals reach it directly.
 exec_as_user() {
     if [ "$(id -u)" = 0 ]; then
-        setpriv --reuid="$DEX_RUN_USER" --regid="$DEX_RUN_USER" --init-groups -- "$@"
+        exec setpriv --reuid="$DEX_RUN_USER" --regid="$DEX_RUN_USER" --init-groups -- "$@"
     else
-        "$@"
+        exec "$@"
     fi
 }
 

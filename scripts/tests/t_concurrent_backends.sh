@@ -27,7 +27,7 @@ SQL
 "$PG_BIN/pgbench" -n -h "$DEX_WORK" -p "$PPORT" -U postgres -c "$CLIENTS" -j 2 -T "$SECONDS_RUN" \
     -f "$DEX_WORK/mix.sql" postgres | grep -E 'number of (transactions|failed)|tps' || fail "pgbench failed"
 
-q -c "vacuum d; vacuum b"
+q -c "vacuum d" -c "vacuum b"
 q -c "select * from dex_check('d_k')" || fail "dex_check"
 cmp_sql="set enable_seqscan = off; set enable_bitmapscan = off;
 with x as (select k, v from d where k >= 0 order by k),

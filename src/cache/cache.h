@@ -1,0 +1,146 @@
+// dex node cache, process-local side (DEX 5): allocation of frames, selective
+// admission, path-aware cooling and eviction over a shared CacheRegion.
+//
+// One Cache object per process (per thread in the C++ tests); it is not
+// thread-safe. It holds what must not be shared: the free-frame set, the PRNG,
+// and the write-back callback. Everything shared lives in CacheRegion.
+//
+// Frame life cycle
+//   FREE --allocate_frame--> IO (owned by one process, filled privately)
+//        --admit--> HOT (mapped; maybe swizzled into its parent)
+//        --cool--> COOLING (unswizzled, written back if dirty, in a cooling bucket)
+//        --touch--> HOT                       (second chance)
+//        --pushed out of a full bucket / evicted from a random bucket-->
+//        EVICTING --finish--> FREE (unmapped, version marked obsolete)
+//   A pinned EVICTING frame goes back to HOT instead.
+//
+// Free frames come from, in order: this process's free set (a plain vector:
+// frames freed by our own evictions), the region's shared free stack (frames
+// given back by processes that exited), the never-used cursor, and finally
+// replacement: sample two frames, prefer the lower level (leaves are colder),
+// delegate down swizzled children (path-aware, DEX 5.3) to a frame without
+// swizzled children, cool it; a push into a full cooling bucket evicts the
+// bucket's oldest frame into our free set. If cooling frees nothing, evict the
+// oldest frame of a random (reasonably full) bucket (DEX 5.4).
+// (Boost.Intrusive is not used: the free set is a vector of u32 indices, and
+// the shared structures cannot hold the pointers an intrusive container needs.)
+//
+// Write-back: the cache never does I/O itself. Dirty frames (write-back mode,
+// later) are handed to the WriteBack callback, already unswizzled, while the
+// frame is locked: when cooled (the paper's choice: the page is written back
+// before it becomes an eviction candidate) and, as a safety net, at eviction.
+// The callback must not call back into the cache.
+//
+// Lock order (never reversed, so no deadlock): parent frame -> child frame ->
+// cooling bucket / mapping bucket. Cache code only ever *tries* frame locks
+// while holding another frame lock, except swizzle/unswizzle, which block on
+// the child while the caller holds the parent; so the tree must never block on
+// a parent's lock while holding a child's (take it with try_upgrade, restart
+// on failure -- standard OLC).
+//
+// ---------------------------------------------------------------------------
+// How the tree will use this (next step)
+//
+//  * Descent: root GAddr -> region.lookup(); at each node, v = begin_read(f, g)
+//    (or header(f).begin_read() when reached via a swizzled pointer); read the
+//    entry; for a child pointer c: if gaddr_is_swizzled(c), the child frame is
+//    swizzled_frame(c): read the child's version, then validate the parent's v
+//    (lock coupling) -- restart on any failed validation (stats().restarts).
+//    Otherwise lookup(c):
+//      - frame (maybe COOLING: touch() first; false -> treat as miss):
+//        begin_read(child, c), then swizzle_optimistic(parent, v, slot, child);
+//      - kIoInProgress: restart from the cached root (do not re-read remotely);
+//      - miss: if should_admit(level - 1) and try_begin_io(c) == kOwner: read the
+//        node remotely (NodeIO::read), admit(c, node) (which publishes the frame
+//        or drops the marker), swizzle_optimistic into the parent; if not
+//        admitted, use the local copy and discard it.
+//    Validity of a cached node is still judged by tree_id / level / fences
+//    (src/README.md): a cached copy can be stale w.r.t. another compute node.
+//  * Write-through (current remote locking stays): lock the remote node as
+//    today, lock the frame (try_upgrade), build the new image from
+//    copy_unswizzled() (remote memory never sees swizzled pointers), publish
+//    remotely, then update the cached image (keeping swizzled entries) and
+//    unlock the frame. Inner splits: unswizzle_all(parent) first (children move
+//    to the new sibling). Freed / merged-away nodes: invalidate(gaddr).
+//  * Write-back mode (later): modify under the frame lock, mark_dirty(); the
+//    WriteBack callback writes copy_unswizzled images when frames cool.
+//  * Offloading (DEX 6.2): pin() the parent of the offloaded subtree, insert an
+//    I/O marker for the subtree root with try_begin_io(), invalidate() nodes the
+//    memory side reports as updated, then abort_io() and unpin().
+//  * dex_cache_stats(): region.for_each_frame() and aggregate per (tree_id,
+//    level, state); counters are in dex::stats().
+// ---------------------------------------------------------------------------
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "cache/admission.h"
+#include "cache/region.h"
+
+namespace dex::cache {
+
+class Cache {
+public:
+    using WriteBack = std::function<void(uint32_t frame, const Node& unswizzled)>;
+
+    // seed 0: derive from pid / clock / address.
+    explicit Cache(CacheRegion& region, uint64_t seed = 0);
+    // Gives this process's free frames back to the region's shared free stack.
+    ~Cache();
+    Cache(const Cache&) = delete;
+    Cache& operator=(const Cache&) = delete;
+
+    CacheRegion& region() { return r_; }
+    void set_write_back(WriteBack wb) { write_back_ = std::move(wb); }
+    void set_policy(AdmissionPolicy p) { admission_.set_policy(p); }
+    Rng& rng() { return admission_.rng(); }
+
+    // ---- admission ----
+    bool should_admit(uint8_t level) { return admission_.should_admit(level); }
+    MappingTable::Begin try_begin_io(GAddr g, uint32_t* frame = nullptr) { return r_.table().try_begin_io(g, frame); }
+    void abort_io(GAddr g) { r_.table().abort_io(g); }
+    // Caller owns g's I/O marker (try_begin_io == kOwner) and fetched `n` (a
+    // remote image: no swizzled pointers). Copies it into a frame, maps g to
+    // it, state HOT. Returns the frame, or kNoFrame if none could be freed (the
+    // marker is then removed; proceed uncached). Counts stats().admissions.
+    uint32_t admit(GAddr g, const Node& n);
+    // Low-level variant: fill an allocated frame yourself (node(f)), then
+    // install it under g (needs g's marker). False: no marker; f is released.
+    bool install(uint32_t f, GAddr g);
+
+    // ---- frames ----
+    // A frame owned exclusively by the caller (state IO, version obsolete), or
+    // kNoFrame if nothing could be freed (everything pinned / being admitted).
+    uint32_t allocate_frame();
+    // Give an owned (allocated, never installed) frame back.
+    void release_frame(uint32_t f);
+    size_t local_free() const { return free_.size(); }
+
+    // ---- replacement ----
+    // Sample two frames and cool one (path-aware). True if a frame was cooled.
+    bool cool_sample();
+    // Delegate from `start` down swizzled children to a frame without swizzled
+    // children and cool that one. Returns the cooled frame or kNoFrame.
+    uint32_t cool_from(uint32_t start);
+    // Pop bucket b's oldest frame and evict it into the free set. Returns it or kNoFrame.
+    uint32_t evict_oldest(uint32_t bucket);
+    // Drop g from the cache now (its node was freed / changed elsewhere). Fails
+    // (false) if the frame is pinned or still has swizzled children.
+    bool invalidate(GAddr g);
+
+private:
+    // Delegation target below `start`, or kNoFrame (start not hot / race).
+    uint32_t delegate(uint32_t start);
+    bool cool_frame(uint32_t c);
+    // Finish evicting a frame this process moved to EVICTING. True: freed.
+    bool finish_evict(uint32_t f);
+    void write_back_locked(uint32_t f);
+
+    CacheRegion& r_;
+    Admission admission_;
+    WriteBack write_back_;
+    std::vector<uint32_t> free_;
+};
+
+}  // namespace dex::cache
