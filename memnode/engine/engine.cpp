@@ -31,37 +31,6 @@ namespace {
 constexpr uint64_t kGranule = 1024;  // allocation granularity = node size
 constexpr uint64_t kHugePage = 2ull << 20;
 
-bool is_fatal(uint16_t status) {
-    return status == kStatusProtocol || status == kStatusBounds || status == kStatusAlign ||
-           status == kStatusAuth;
-}
-
-const char* op_name(uint16_t op) {
-    switch (op) {
-        case kOpHello: return "HELLO";
-        case kOpRead: return "READ";
-        case kOpWrite: return "WRITE";
-        case kOpCas: return "CAS";
-        case kOpFaa: return "FAA";
-        case kOpBatch: return "BATCH";
-        case kOpAlloc: return "ALLOC";
-        case kOpFree: return "FREE";
-        case kOpNsCreate: return "NS_CREATE";
-        case kOpNsDrop: return "NS_DROP";
-        case kOpNsList: return "NS_LIST";
-        case kOpGetRoot: return "GET_ROOT";
-        case kOpSetRoot: return "SET_ROOT";
-        case kOpStats: return "STATS";
-        case kOpClientAlive: return "CLIENT_ALIVE";
-        default: return nullptr;
-    }
-}
-
-std::string op_label(uint16_t op) {
-    const char* n = op_name(op);
-    return n ? std::string(n) : "op " + std::to_string(op);
-}
-
 // Bounds-checked little-endian reader over a request payload.
 struct Cursor {
     const uint8_t* p;
@@ -621,7 +590,7 @@ void Engine::handle(ClientSession& session, const FrameHeader& hdr, const uint8_
     auto fail = [&](uint16_t st, const std::string& msg) {
         status = st;
         response.assign(msg.begin(), msg.end());
-        if (is_fatal(st)) session.close_after_reply = true;
+        if (is_fatal_status(st)) session.close_after_reply = true;
     };
     try {
         impl_->dispatch(session, hdr, payload, response);

@@ -11,32 +11,7 @@ namespace {
 // Largest data chunk of one READ/WRITE frame (WRITE payload = 16-byte prefix + data).
 constexpr uint32_t kMaxChunk = kMaxPayload - 16;
 
-bool is_fatal(uint16_t status) {
-    return status == kStatusProtocol || status == kStatusBounds || status == kStatusAlign ||
-           status == kStatusAuth;
-}
 }  // namespace
-
-const char* op_name(uint16_t op) {
-    switch (op) {
-        case kOpHello: return "HELLO";
-        case kOpRead: return "READ";
-        case kOpWrite: return "WRITE";
-        case kOpCas: return "CAS";
-        case kOpFaa: return "FAA";
-        case kOpBatch: return "BATCH";
-        case kOpAlloc: return "ALLOC";
-        case kOpFree: return "FREE";
-        case kOpNsCreate: return "NS_CREATE";
-        case kOpNsDrop: return "NS_DROP";
-        case kOpNsList: return "NS_LIST";
-        case kOpGetRoot: return "GET_ROOT";
-        case kOpSetRoot: return "SET_ROOT";
-        case kOpStats: return "STATS";
-        case kOpClientAlive: return "CLIENT_ALIVE";
-        default: return "unknown op";
-    }
-}
 
 void throw_remote_error(uint16_t status, const std::vector<uint8_t>& msg, const std::string& peer, uint16_t op) {
     std::string text(msg.begin(), msg.end());
@@ -53,9 +28,9 @@ void throw_remote_error(uint16_t status, const std::vector<uint8_t>& msg, const 
             throw Error(ErrorCode::kAuth, where + " rejected the token: " + text,
                         "Set dex.token_file to a file holding the same secret as dex-memnode --token-file.");
         case kStatusProtocol:
-            throw Error(ErrorCode::kProtocol, where + " rejected " + op_name(op) + ": " + text);
+            throw Error(ErrorCode::kProtocol, where + " rejected " + op_label(op) + ": " + text);
         default:
-            throw Error(ErrorCode::kRemote, where + " failed " + op_name(op) + ": " + text);
+            throw Error(ErrorCode::kRemote, where + " failed " + op_label(op) + ": " + text);
     }
 }
 
@@ -82,7 +57,7 @@ void FrameClient::transact(uint16_t op) {
     uint16_t status = exchange(req_, resp_);
     Stats::add(stats().round_trips);
     if (status != kStatusOk) {
-        if (is_fatal(status)) drop_session();
+        if (is_fatal_status(status)) drop_session();
         throw_remote_error(status, resp_, peer(), op);
     }
 }
@@ -90,7 +65,7 @@ void FrameClient::transact(uint16_t op) {
 void FrameClient::expect_len(uint16_t op, size_t want) {
     if (resp_.size() != want) {
         drop_session();
-        throw Error(ErrorCode::kProtocol, "memory node " + peer() + " answered " + op_name(op) + " with " +
+        throw Error(ErrorCode::kProtocol, "memory node " + peer() + " answered " + op_label(op) + " with " +
                                               std::to_string(resp_.size()) + " bytes, expected " +
                                               std::to_string(want));
     }
@@ -279,7 +254,7 @@ void FrameClient::batch_chunk(RemoteOp* ops, size_t n) {
 
 std::vector<uint8_t> FrameClient::rpc(Op op, const void* payload, uint32_t len) {
     if (op < kOpAlloc || op > kOpClientAlive)
-        throw Error(ErrorCode::kInvalid, std::string("rpc(): ") + op_name(op) + " (" + std::to_string(op) +
+        throw Error(ErrorCode::kInvalid, std::string("rpc(): ") + op_label(op) + " (" + std::to_string(op) +
                                              ") is not an RPC");
     if (len > kMaxPayload) throw Error(ErrorCode::kInvalid, "rpc(): payload too large");
     ensure_ready();

@@ -59,7 +59,4 @@ private:
 [[noreturn]] void throw_remote_error(uint16_t status, const std::vector<uint8_t>& msg, const std::string& peer,
                                      uint16_t op);
 
-// "READ", "ALLOC", ... for messages.
-const char* op_name(uint16_t op);
-
 }  // namespace dex::net

@@ -17,6 +17,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace dex::net {
 
@@ -102,5 +103,12 @@ struct NodeStats {
     uint64_t namespaces;
 };
 #pragma pack(pop)
+
+// "READ", "ALLOC", ... or nullptr for an unknown op.
+const char* op_name(uint16_t op);
+// op_name(), or "op N" for an unknown op (for messages and logs).
+std::string op_label(uint16_t op);
+// Statuses after which the memory node closes the connection.
+bool is_fatal_status(uint16_t status);
 
 }  // namespace dex::net
