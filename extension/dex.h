@@ -168,6 +168,16 @@ extern void dex_forget_tree(int node, uint64 ns);
 extern void dex_forget_all_trees(void);
 extern void dex_make_tag(DexNsTag *tag, Oid indexoid, Oid relfilenode, Oid spcoid);
 extern bool dex_parse_tag(const uint8_t *raw, DexNsTag *tag);
+
+/* A namespace this cluster created on a memory node, with its parsed tag. */
+typedef struct DexClusterNs
+{
+	uint64		ns;
+	uint64		bytes;
+	DexNsTag	tag;
+} DexClusterNs;
+extern int	dex_list_cluster_namespaces(int node, DexClusterNs **out, int *n,
+										DexError *err);
 extern void dex_check_index_relation(Relation index);
 
 /* ---- dexguc.c --------------------------------------------------------- */

@@ -90,19 +90,14 @@ static void
 dex_register_superseded(Relation index, int newnode, uint64 newns)
 {
 	int			count = dex_memnode_count();
-	int			node;
-	uint64		sysid = GetSystemIdentifier();
 
-	for (node = 0; node < count; node++)
+	for (int node = 0; node < count; node++)
 	{
-		DexNsInfo  *list = NULL;
-		int			n = 0;
-		int			rc;
-		int			i;
+		DexClusterNs *list;
+		int			n;
 		DexError	err;
+		int			rc = dex_list_cluster_namespaces(node, &list, &n, &err);
 
-		memset(&err, 0, sizeof(err));
-		rc = dex_ns_list(node, &list, &n, &err);
 		if (rc != DEX_OK)
 		{
 			if (node == newnode)
@@ -113,20 +108,16 @@ dex_register_superseded(Relation index, int newnode, uint64 newns)
 							dex_memnode_address(node), err.message)));
 			continue;
 		}
-		for (i = 0; i < n; i++)
+		for (int i = 0; i < n; i++)
 		{
-			DexNsTag	tag;
-
-			if (!dex_parse_tag(list[i].tag, &tag))
-				continue;
-			if (tag.sysid != sysid || tag.dboid != MyDatabaseId ||
-				tag.indexoid != RelationGetRelid(index))
+			if (list[i].tag.dboid != MyDatabaseId ||
+				list[i].tag.indexoid != RelationGetRelid(index))
 				continue;
 			if (node == newnode && list[i].ns == newns)
 				continue;
 			dex_register_drop(node, list[i].ns);
 		}
-		dex_free(list);
+		pfree(list);
 	}
 }
 

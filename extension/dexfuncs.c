@@ -344,21 +344,16 @@ dex_collect_orphans(void)
 {
 	List	   *result = NIL;
 	int			count;
-	int			node;
-	uint64		sysid = GetSystemIdentifier();
 
 	dex_ensure_configured();
 	count = dex_memnode_count();
-	for (node = 0; node < count; node++)
+	for (int node = 0; node < count; node++)
 	{
-		DexNsInfo  *list = NULL;
-		int			n = 0;
-		int			i;
+		DexClusterNs *list;
+		int			n;
 		DexError	err;
-		int			rc;
+		int			rc = dex_list_cluster_namespaces(node, &list, &n, &err);
 
-		memset(&err, 0, sizeof(err));
-		rc = dex_ns_list(node, &list, &n, &err);
 		if (rc != DEX_OK)
 		{
 			if (rc == DEX_ERR_INTERRUPTED)
@@ -368,46 +363,35 @@ dex_collect_orphans(void)
 							dex_memnode_address(node), err.message)));
 			continue;
 		}
-		PG_TRY();
+		for (int i = 0; i < n; i++)
 		{
-			for (i = 0; i < n; i++)
+			const DexNsTag *tag = &list[i].tag;
+			const char *reason;
+
+			if (tag->dboid != MyDatabaseId)
 			{
-				DexNsTag	tag;
-				const char *reason = NULL;
+				if (SearchSysCacheExists1(DATABASEOID, ObjectIdGetDatum(tag->dboid)))
+					continue;	/* can't see its catalogs */
+				reason = "database does not exist";
+			}
+			else
+				reason = dex_orphan_reason_local(node, list[i].ns, tag->indexoid);
 
-				if (!dex_parse_tag(list[i].tag, &tag))
-					continue;	/* not made by PostgreSQL dex */
-				if (tag.sysid != sysid)
-					continue;	/* another cluster's: not ours to judge */
-				if (tag.dboid != MyDatabaseId)
-				{
-					if (SearchSysCacheExists1(DATABASEOID, ObjectIdGetDatum(tag.dboid)))
-						continue;	/* can't see its catalogs */
-					reason = "database does not exist";
-				}
-				else
-					reason = dex_orphan_reason_local(node, list[i].ns, tag.indexoid);
+			if (reason)
+			{
+				DexOrphan  *o = palloc0(sizeof(DexOrphan));
 
-				if (reason)
-				{
-					DexOrphan  *o = palloc0(sizeof(DexOrphan));
-
-					o->node = node;
-					o->ns = list[i].ns;
-					o->bytes = list[i].bytes_allocated;
-					o->dboid = tag.dboid;
-					o->indexoid = tag.indexoid;
-					o->relfilenode = tag.relfilenode;
-					o->reason = reason;
-					result = lappend(result, o);
-				}
+				o->node = node;
+				o->ns = list[i].ns;
+				o->bytes = list[i].bytes;
+				o->dboid = tag->dboid;
+				o->indexoid = tag->indexoid;
+				o->relfilenode = tag->relfilenode;
+				o->reason = reason;
+				result = lappend(result, o);
 			}
 		}
-		PG_FINALLY();
-		{
-			dex_free(list);
-		}
-		PG_END_TRY();
+		pfree(list);
 	}
 	return result;
 }

@@ -209,14 +209,21 @@ _PG_init(void)
 							   PGC_SUSET,
 							   0,
 							   NULL, dex_guc_assign_string, NULL);
-	DefineCustomIntVariable("dex.cache_size",
-							"Size of the shared dex node cache.",
-							NULL,
-							&dex_cache_size_kb,
-							64 * 1024, 0, INT_MAX / 2,
-							PGC_POSTMASTER,
-							GUC_UNIT_KB,
-							NULL, NULL, NULL);
+	/*
+	 * PostgreSQL refuses to create a PGC_POSTMASTER variable after startup, so
+	 * when dex is loaded on demand (not preloaded) the cache size is not
+	 * defined at all; every entry point then raises the "must be loaded via
+	 * shared_preload_libraries" error instead of failing here.
+	 */
+	if (process_shared_preload_libraries_in_progress)
+		DefineCustomIntVariable("dex.cache_size",
+								"Size of the shared dex node cache.",
+								NULL,
+								&dex_cache_size_kb,
+								64 * 1024, 0, INT_MAX / 2,
+								PGC_POSTMASTER,
+								GUC_UNIT_KB,
+								NULL, NULL, NULL);
 	DefineCustomStringVariable("dex.token_file",
 							   "File containing the token presented to memory nodes.",
 							   NULL,

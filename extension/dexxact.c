@@ -162,20 +162,14 @@ static void
 dex_drop_index_namespaces(List *indexoids)
 {
 	int			count = dex_memnode_count();
-	int			node;
-	uint64		sysid = GetSystemIdentifier();
 
-	for (node = 0; node < count; node++)
+	for (int node = 0; node < count; node++)
 	{
-		DexNsInfo  *list = NULL;
-		int			n = 0;
-		int			i;
+		DexClusterNs *list;
+		int			n;
 		DexError	err;
-		int			rc;
 
-		memset(&err, 0, sizeof(err));
-		rc = dex_ns_list(node, &list, &n, &err);
-		if (rc != DEX_OK)
+		if (dex_list_cluster_namespaces(node, &list, &n, &err) != DEX_OK)
 		{
 			ereport(WARNING,
 					(errmsg("could not free remote memory of dropped dex index on memory node \"%s\": %s",
@@ -183,19 +177,13 @@ dex_drop_index_namespaces(List *indexoids)
 					 errhint("Use dex_orphans() to find and free unused remote memory.")));
 			continue;
 		}
-		for (i = 0; i < n; i++)
+		for (int i = 0; i < n; i++)
 		{
-			DexNsTag	tag;
-
-			if (!dex_parse_tag(list[i].tag, &tag))
-				continue;
-			if (tag.sysid != sysid || tag.dboid != MyDatabaseId)
-				continue;
-			if (!list_member_oid(indexoids, tag.indexoid))
-				continue;
-			dex_drop_now(dex_memnode_address(node), list[i].ns);
+			if (list[i].tag.dboid == MyDatabaseId &&
+				list_member_oid(indexoids, list[i].tag.indexoid))
+				dex_drop_now(dex_memnode_address(node), list[i].ns);
 		}
-		dex_free(list);
+		pfree(list);
 	}
 }
 
