@@ -10,7 +10,7 @@ install_deps
 build_install
 mport=$(free_port); pport=$(free_port)
 trap 'stop_cluster bench; stop_memnode bench-mem' EXIT
-start_memnode bench-mem "$mport" 4GB --threads 2
+start_memnode bench-mem "$mport" 2GB --threads 2
 start_cluster bench "$pport" "tcp://127.0.0.1:$mport"
 P() { dpsql "$pport" -d postgres "$@"; }
 

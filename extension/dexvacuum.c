@@ -194,6 +194,24 @@ dexvacuumcleanup(IndexVacuumInfo *info, IndexBulkDeleteResult *stats)
 		stats->num_index_tuples = (double) ti.entries;
 		stats->estimated_count = false;
 	}
+	else if (stats->tuples_removed > 0)
+	{
+		/*
+		 * Deletes merge the leaves they empty, but skip a merge when a lock is
+		 * busy; retry those now so the memory goes back to the memory node.
+		 */
+		DexTree    *tree = dex_get_tree(info->index);
+		DexError	err;
+		uint64		freed = 0;
+		int			rc;
+
+		memset(&err, 0, sizeof(err));
+		rc = dex_tree_compact(tree, &freed, &err);
+		if (rc != DEX_OK)
+			dex_report_error(rc, &err, info->index);
+		elog(DEBUG1, "dex: vacuum of \"%s\" freed " UINT64_FORMAT " empty remote leaves",
+			 RelationGetRelationName(info->index), freed);
+	}
 	stats->num_pages = RelationGetNumberOfBlocks(info->index);
 	return stats;
 }

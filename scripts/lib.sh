@@ -11,7 +11,7 @@ DEX_WORK=${DEX_WORK:-/tmp/dex-work}
 PG_BIN=${PG_BIN:-$(pg_config --bindir 2>/dev/null || echo /usr/lib/postgresql/15/bin)}
 
 DEX_APT_PACKAGES="build-essential cmake g++ pkg-config libgtest-dev libgmock-dev libboost-dev \
-postgresql-15 postgresql-server-dev-15 postgresql-contrib-15 gnuplot-nox procps iproute2 python3"
+postgresql-15 postgresql-server-dev-15 gnuplot-nox procps iproute2 python3"
 
 log() { printf '\n\033[1m== %s\033[0m\n' "$*" >&2; }
 die() { printf 'ERROR: %s\n' "$*" >&2; exit 1; }
@@ -76,7 +76,8 @@ start_memnode() {
     local logf="$DEX_WORK/$name.log"
     exec_as_user "$PG_BIN/dex-memnode" --listen "127.0.0.1:$port" --memory "$mem" "$@" >"$logf" 2>&1 &
     echo $! >"$DEX_WORK/$name.pid"
-    for _ in $(seq 1 100); do
+    # touching a large pool takes a while on a small machine
+    for _ in $(seq 1 600); do
         grep -q "listening" "$logf" 2>/dev/null && return 0
         kill -0 "$(cat "$DEX_WORK/$name.pid")" 2>/dev/null || { cat "$logf" >&2; die "dex-memnode $name failed to start"; }
         sleep 0.1

@@ -346,3 +346,46 @@ TEST(NodeIoTest, ChecksumCoversUsedBytesOnly) {
 }
 
 }  // namespace
+
+namespace {
+
+// A merge skipped because a neighbour was locked leaves an empty leaf behind;
+// compact() (what VACUUM calls) merges it later and gives the node back.
+TEST_F(TreeTest, CompactMergesLeavesLeftEmptyByASkippedMerge) {
+    tree->init_empty();
+    std::set<EntryKey> model;
+    for (int64_t v = 0; v < 3000; v++) {
+        model.insert(K(v, 1, 1));
+        ASSERT_TRUE(tree->insert(K(v, 1, 1)));
+    }
+    // The leaf holding 1000 and its right sibling.
+    GAddr victim = leaf_for(K(1000, 1, 1));
+    Node vn, rn;
+    mem->read(victim, &vn, kNodeSize);
+    ASSERT_NE(vn.right, 0u);
+    const GAddr rn_addr = vn.right;
+    mem->read(rn_addr, &rn, kNodeSize);
+
+    // Another client holds the sibling's lock while the victim is emptied.
+    InProcTransport other(*engine);
+    uint64_t v = lock_version(rn.lock);
+    uint64_t locked = make_lock_word(v, other.client_id(), true);
+    ASSERT_EQ(other.cas(gaddr_offset(rn_addr), make_lock_word(v, 0, false), locked), make_lock_word(v, 0, false));
+    std::vector<EntryKey> doomed(vn.leaf, vn.leaf + vn.count);
+    EXPECT_EQ(tree->remove(doomed.data(), doomed.size()), doomed.size());
+    for (auto& k : doomed) model.erase(k);
+    mem->read(victim, &vn, kNodeSize);
+    EXPECT_EQ(vn.count, 0u) << "the emptied leaf must still be there (its merge was skipped)";
+    EXPECT_FALSE(vn.is_deleted());
+
+    // Released: compact() merges it away.
+    ASSERT_EQ(other.cas(gaddr_offset(rn_addr), locked, make_lock_word(v, 0, false)), locked);
+    auto before = tree->check();
+    EXPECT_GE(tree->compact(), 1u);
+    auto after = tree->check();
+    EXPECT_EQ(after.leaves, before.leaves - 1);
+    expect_same(model);
+    EXPECT_EQ(tree->compact(), 0u) << "nothing left to merge";
+}
+
+}  // namespace

@@ -503,6 +503,15 @@ int dex_tree_check(DexTree* tree, DexTreeInfo* info, DexError* err) {
     });
 }
 
+int dex_tree_compact(DexTree* tree, uint64_t* freed, DexError* err) {
+    return guarded(err, [&] {
+        if (!tree) throw Error(ErrorCode::kInvalid, "NULL tree handle");
+        uint64_t n = 0;
+        tree->run([&](dex::tree::BTree& b) { n = b.compact(); });
+        if (freed) *freed = n;
+    });
+}
+
 int dex_tree_info(DexTree* tree, DexTreeInfo* info, DexError* err) {
     return guarded(err, [&] {
         if (!tree) throw Error(ErrorCode::kInvalid, "NULL tree handle");

@@ -171,6 +171,12 @@ int			dex_scan_begin(DexTree *tree, const DexKey *lo, const DexKey *hi,
 int			dex_scan_next(DexScan *scan, const DexKey **entries, int *n, DexError *err);
 void		dex_scan_end(DexScan *scan);
 
+/*
+ * Merge away leaves left empty by deletes (merges skipped under contention are
+ * retried here). *freed = nodes returned to the memory node. VACUUM calls it.
+ */
+int			dex_tree_compact(DexTree *tree, uint64_t *freed, DexError *err);
+
 /* Verify the whole tree (order, fences, levels, siblings, reachability). */
 int			dex_tree_check(DexTree *tree, DexTreeInfo *info, DexError *err);
 /* Count entries/nodes by walking the levels (no invariant checks). */

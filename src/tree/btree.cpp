@@ -390,14 +390,15 @@ uint64_t BTree::remove(const EntryKey* keys, size_t n) {
 // right, then the parent; the left node absorbs the right one, the right one is
 // published deleted (forwarding to the left) and its downlink removed, all in
 // one batch; then the right node is FREEd. Best effort: any change seen on the
-// way (contention, missing downlink, different parents) just skips the merge.
-GAddr BTree::try_merge(GAddr e, const Path& path, const Deadline& dl) {
+// way (a locked node, contention, missing downlink, different parents) just
+// skips the merge -- without waiting; compact() retries it later.
+GAddr BTree::try_merge(GAddr e, const Path& path, const Deadline& dl, bool* merged) {
     GAddr p = path[1];
     if (!p) return 0;
     Node pn;
     int idx = -1;
     for (int hops = 0; hops < 4 && p && idx < 0; hops++) {
-        if (io_.read(p, pn, dl) != NodeIO::Read::kOk || !valid_node(pn, 1) || pn.is_deleted()) return 0;
+        if (io_.read(p, pn, dl, false) != NodeIO::Read::kOk || !valid_node(pn, 1) || pn.is_deleted()) return 0;
         for (int i = 0; i < pn.count; i++)
             if (pn.inner[i].child == e) idx = i;
         if (idx < 0) p = pn.right;
@@ -413,16 +414,16 @@ GAddr BTree::try_merge(GAddr e, const Path& path, const Deadline& dl) {
     }
     Locks locks(io_);
     Node s;
-    if (io_.read(la, s, dl) != NodeIO::Read::kOk || !valid_node(s, 0) || s.is_deleted() || s.right != ra)
+    if (io_.read(la, s, dl, false) != NodeIO::Read::kOk || !valid_node(s, 0) || s.is_deleted() || s.right != ra)
         return 0;
     LockedNode* L = locks.try_lock(la, s);
     if (!L) return 0;
-    if (io_.read(ra, s, dl) != NodeIO::Read::kOk || !valid_node(s, 0) || s.is_deleted() || !(s.low == L->node.high))
+    if (io_.read(ra, s, dl, false) != NodeIO::Read::kOk || !valid_node(s, 0) || s.is_deleted() || !(s.low == L->node.high))
         return 0;
     LockedNode* R = locks.try_lock(ra, s);
     if (!R) return 0;
     if ((L->node.count != 0 && R->node.count != 0) || L->node.count + R->node.count > kLeafCapacity) return 0;
-    if (io_.read(p, s, dl) != NodeIO::Read::kOk || !valid_node(s, 1) || s.is_deleted()) return 0;
+    if (io_.read(p, s, dl, false) != NodeIO::Read::kOk || !valid_node(s, 1) || s.is_deleted()) return 0;
     LockedNode* P = locks.try_lock(p, s);
     if (!P) return 0;
     Node& pp = P->node;
@@ -443,8 +444,37 @@ GAddr BTree::try_merge(GAddr e, const Path& path, const Deadline& dl) {
     std::memmove(&pp.inner[j + 1], &pp.inner[j + 2], (pp.count - j - 2) * sizeof(InnerEntry));
     pp.count--;
     locks.publish({L, R, P});
+    if (merged) *merged = true;
     free_node(ra);
     return l.count == 0 ? la : 0;  // survivor still empty: try again
+}
+
+uint64_t BTree::compact() {
+    uint64_t freed = 0;
+    Node parent, child;
+    Deadline dl = deadline();
+    // Leftmost level-1 node, then along level 1 through right links.
+    GAddr p = descend(neg_inf_key(), 1, parent, nullptr, dl);
+    if (!p || parent.level != 1) return 0;  // the root is a leaf: nothing to merge with
+    while (p) {
+        dl = deadline();
+        if (io_.read(p, parent, dl) != NodeIO::Read::kOk || !valid_node(parent, 1)) break;
+        for (int i = 0; i < parent.count; i++) {
+            GAddr c = parent.inner[i].child;
+            if (io_.read(c, child, dl) != NodeIO::Read::kOk || !valid_node(child, 0)) continue;
+            if (child.is_deleted() || child.count != 0) continue;
+            Path path{};
+            path[0] = c;
+            path[1] = p;
+            for (int rounds = 0; c && rounds < 8; rounds++) {
+                bool merged = false;
+                c = try_merge(c, path, dl, &merged);
+                if (merged) freed++;
+            }
+        }
+        p = parent.right;
+    }
+    return freed;
 }
 
 // ---- scans -------------------------------------------------------------------

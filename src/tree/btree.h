@@ -46,6 +46,9 @@ public:
     bool contains(const EntryKey& key);
     // Deletes exact entries; `keys` sorted ascending. Returns how many existed.
     uint64_t remove(const EntryKey* keys, size_t n);
+    // Merge away leaves that a delete left empty (a merge skipped under lock
+    // contention is retried here; VACUUM calls it). Returns nodes freed.
+    uint64_t compact();
 
     // Entries lo <= k <= hi, a leaf at a time; never holds locks between calls.
     class Scan {
@@ -123,7 +126,7 @@ private:
     void insert_parent(int level, const EntryKey& sep, GAddr child, Path& path, const Deadline& dl);
     void split_leaf(Locks& locks, LockedNode* ln, size_t pos, const EntryKey& key, Path& path, const Deadline& dl);
     // Returns the survivor if it is still empty (caller may merge again), else 0.
-    GAddr try_merge(GAddr leaf, const Path& path, const Deadline& dl);
+    GAddr try_merge(GAddr leaf, const Path& path, const Deadline& dl, bool* merged = nullptr);
     bool valid_node(const Node& n, int level) const;
 
     RemoteMemory& mem_;

@@ -146,7 +146,7 @@ void NodeIO::steal(GAddr a, uint64_t word) {
     t.batch(ops, 2);
 }
 
-NodeIO::Read NodeIO::read(GAddr a, Node& out, const Deadline& dl) {
+NodeIO::Read NodeIO::read(GAddr a, Node& out, const Deadline& dl, bool wait_if_locked) {
     uint64_t seen_word = 0;
     auto seen_since = std::chrono::steady_clock::now();
     int bad = 0, attempt = 0;
@@ -158,6 +158,7 @@ NodeIO::Read NodeIO::read(GAddr a, Node& out, const Deadline& dl) {
             if (snapshot_valid(out)) return Read::kOk;
             if (++bad >= 24) return Read::kBad;
         } else {
+            if (!wait_if_locked) return Read::kBusy;
             auto now = std::chrono::steady_clock::now();
             if (w != seen_word) {
                 seen_word = w;

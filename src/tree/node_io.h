@@ -61,11 +61,13 @@ public:
     NodeIO(RemoteMemory& mem, uint32_t node_id, const TreeOptions& opts)
         : mem_(mem), node_id_(node_id), opts_(opts) {}
 
-    enum class Read { kOk, kBad };
+    enum class Read { kOk, kBad, kBusy };
     // Consistent snapshot of the node at `a`. Waits while it is locked (and takes
     // over locks of dead owners). kBad: the bytes never formed a valid snapshot
     // (freed/reused memory or corruption) -- the caller restarts or reports.
-    Read read(GAddr a, Node& out, const Deadline& dl);
+    // With wait_if_locked = false a locked node answers kBusy at once (for
+    // opportunistic work such as merges, which must not queue behind writers).
+    Read read(GAddr a, Node& out, const Deadline& dl, bool wait_if_locked = true);
     // Raw READ without validation.
     void read_raw(GAddr a, Node& out) { mem_.read(a, &out, kNodeSize); }
 
