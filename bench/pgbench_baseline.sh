@@ -62,3 +62,11 @@ P -c "select * from dex_check('kv_dex_k')" >>"$out"
 echo >>"$out"
 echo "Round trips per transaction are read from dex_stats() (reset before each run)." >>"$out"
 cat "$out"
+python3 - "$out" <<'PY'
+import re, sys
+p = sys.argv[1]; s = open(p).read()
+d = {(w, i): float(t) for w, i, t in re.findall(r'\| (point select|insert) \| (dex|btree) \| ([0-9.]+) \|', s)}
+ratio = ", ".join(f"{w} {d[(w, 'dex')] / d[(w, 'btree')]:.2f}x" for w in ("point select", "insert"))
+open(p, "a").write(f"\ndex / btree throughput (same run): {ratio}\n")
+print("dex / btree:", ratio)
+PY
