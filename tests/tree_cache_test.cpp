@@ -78,6 +78,8 @@ struct CacheParam {
     double leaf_admission;
 };
 
+void PrintTo(const CacheParam& p, std::ostream* os) { *os << p.name; }
+
 class CachedTreeTest : public ::testing::TestWithParam<CacheParam> {
 protected:
     void SetUp() override {
