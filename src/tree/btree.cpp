@@ -71,6 +71,13 @@ BTree::BTree(RemoteMemory& mem, uint32_t node_id, uint64_t ns, TreeOptions opts)
 // (no remote CAS) and written back lazily, and their cached copies could never
 // go stale. The question stays explicit here so that change has one place to go.
 bool BTree::node_is_shared(const Node&) const { return true; }
+//
+// TODO(write-back): the cache's WriteBack callback is left unset. Write-through
+// never marks a frame dirty, so the cache never calls it. For write-back mode
+// (unshared nodes) it must write the copy_unswizzled image with the remote-lock
+// protocol (read, CAS, publish batch). It runs under the frame's lock, so the
+// rule that makes that safe must be kept: nobody waits for a frame lock while
+// holding a remote lock (cache_update runs only after the publish released them).
 
 // ---- memory-node RPCs ------------------------------------------------------
 
