@@ -39,6 +39,8 @@
 #include "net/protocol.h"
 #include "transport/remote_memory.h"
 #include "transport/tcp_transport.h"
+#include "cache/cache.h"
+#include "cache/region.h"
 #include "tree/btree.h"
 
 using namespace dex;
@@ -48,7 +50,7 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 constexpr int kExitUsage = 2;
-constexpr int kExitUnavailable = 3;
+[[maybe_unused]] constexpr int kExitUnavailable = 3;  // no mode is unavailable at the moment
 constexpr int kExitVerify = 4;
 
 // ---- options -------------------------------------------------------------------
@@ -67,7 +69,7 @@ struct Options {
     std::string spawn_path;        // non-empty: start our own dex-memnode
     uint64_t memory = 0;           // 0 = auto
     int memnode_threads = 2;
-    double cache_ratio = 0;
+    double cache_ratio = -1;  // -1: default (0.125 for the cached modes, else 0)
     double fill = 0.9;
     int scan_length = 100;
     uint64_t seed = 42;
@@ -98,7 +100,8 @@ void usage(FILE* f) {
         "  --workload W        read-only | read-intensive | write-intensive |\n"
         "                      insert-intensive | scan-intensive   (default read-only)\n"
         "  --mode M            no-cache | local | inner-only | dex  (default no-cache;\n"
-        "                      inner-only and dex need the node cache: exit 3 for now)\n"
+        "                      inner-only: node cache of inner nodes; dex: node cache,\n"
+        "                      leaves admitted with probability 0.1)\n"
         "  --dist D            uniform | zipfian (default uniform)\n"
         "  --theta T           zipfian skew, 0 < T < 1 (default 0.99)\n"
         "  --keys K            records bulk-loaded (default 1000000)\n"
@@ -110,7 +113,8 @@ void usage(FILE* f) {
         "  --spawn             same, with the dex-memnode of this build\n"
         "  --memory SIZE       pool of the spawned memnode / local buffer (default auto)\n"
         "  --memnode-threads N --threads of the spawned memnode (default 2)\n"
-        "  --cache-ratio F     cache size / index size (recorded; no cache yet)\n"
+        "  --cache-ratio F     node cache size / index size after the load (inner-only,\n"
+        "                      dex; default 0.125)\n"
         "  --fill F            bulk-load fill factor (default 0.9)\n"
         "  --scan-length N     entries per scan (default 100)\n"
         "  --seed N            RNG seed (default 42)\n"
@@ -194,6 +198,9 @@ Options parse_args(int argc, char** argv) {
     if (o.dist != "uniform" && o.dist != "zipfian") die_usage("unknown --dist " + o.dist);
     if (o.mode != "no-cache" && o.mode != "local" && o.mode != "inner-only" && o.mode != "dex")
         die_usage("unknown --mode " + o.mode);
+    bool cached = o.mode == "inner-only" || o.mode == "dex";
+    if (o.cache_ratio < 0) o.cache_ratio = cached ? 0.125 : 0;
+    if (cached && !(o.cache_ratio > 0)) die_usage("--mode " + o.mode + " needs --cache-ratio > 0");
     return o;
 }
 
@@ -347,7 +354,8 @@ struct Handle {
     std::unique_ptr<tree::BTree> tree;
 };
 
-Handle open_tree(const Options& o, const std::string& url, LocalPool* pool, uint64_t ns) {
+Handle open_tree(const Options& o, const std::string& url, LocalPool* pool, uint64_t ns,
+                 cache::Cache* node_cache = nullptr) {
     std::vector<std::unique_ptr<Transport>> v;
     if (pool)
         v.push_back(std::make_unique<LocalTransport>(*pool));
@@ -355,7 +363,9 @@ Handle open_tree(const Options& o, const std::string& url, LocalPool* pool, uint
         v.push_back(std::make_unique<TcpTransport>(url, TransportOptions{}));
     Handle h;
     h.mem = std::make_unique<RemoteMemory>(std::move(v));
-    h.tree = std::make_unique<tree::BTree>(*h.mem, 0, ns);
+    tree::TreeOptions topts;
+    topts.cache = node_cache;
+    h.tree = std::make_unique<tree::BTree>(*h.mem, 0, ns, topts);
     return h;
 }
 
@@ -376,12 +386,16 @@ struct Plan {
     const Zipfian* zipf;       // null for uniform
     const Permutation* scramble;
     const Permutation* ins_perm;
+    cache::CacheRegion* region;  // the node cache (MAP_SHARED, built before fork), or null
 };
 
 void run_worker(int id, const Options& o, const Plan& plan, Shared sh, const std::string& url, LocalPool* pool,
                 uint64_t ns) {
     WorkerSlot& me = sh.slots[id];
-    Handle h = open_tree(o, url, pool, ns);
+    // Like a PostgreSQL backend: a process-local handle on the shared region.
+    std::unique_ptr<cache::Cache> node_cache;
+    if (plan.region) node_cache = std::make_unique<cache::Cache>(*plan.region, o.seed * 7919 + id + 1);
+    Handle h = open_tree(o, url, pool, ns, node_cache.get());
     tree::BTree& t = *h.tree;
     // Connect and learn the root outside the measurement, then count into the
     // shared Stats like a PostgreSQL backend does.
@@ -650,7 +664,25 @@ int run(const Options& o) {
     set_stats(nullptr);
     uint64_t local_base[4] = {0, 0, 0, 0};
 
-    Plan plan{mix, K, zipf.get(), &scramble, &ins_perm};
+    // The node cache: one CacheRegion in MAP_SHARED memory made before fork (as
+    // PostgreSQL's main shared memory is), sized --cache-ratio x index size.
+    void* cache_mem = nullptr;
+    size_t cache_mem_bytes = 0, cache_bytes = 0;
+    cache::CacheRegion* region = nullptr;
+    if (o.mode == "inner-only" || o.mode == "dex") {
+        cache_bytes = static_cast<size_t>(o.cache_ratio * static_cast<double>((info0.leaves + info0.inner_nodes) * kNodeSize));
+        cache_mem_bytes = cache::CacheRegion::bytes_for(cache_bytes);
+        cache_mem = mmap(nullptr, cache_mem_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        if (cache_mem == MAP_FAILED) throw std::runtime_error("mmap of the node cache region failed");
+        cache::AdmissionPolicy pol;
+        pol.cache_leaves = o.mode == "dex";
+        pol.leaf_admission = 0.1;
+        region = cache::CacheRegion::init(cache_mem, cache_mem_bytes, pol);
+        logf("node cache: %u frames (%.1f MiB = %.3f x index), %s", region->frame_count(),
+             static_cast<double>(cache_bytes) / (1 << 20), o.cache_ratio,
+             pol.cache_leaves ? "inner nodes + leaves with probability 0.1" : "inner nodes only");
+    }
+    Plan plan{mix, K, zipf.get(), &scramble, &ins_perm, region};
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
     for (int i = 0; i < o.workers; i++) {
@@ -766,6 +798,11 @@ int run(const Options& o) {
     uint64_t hits = st.cache_hits.load(), misses = st.cache_misses.load();
     logf("done: %" PRIu64 " ops in %.2f s = %.0f ops/s; %.2f remote reads/op, p50 %.1f us, p99 %.1f us", total,
          run_s, tput, per_op(st.remote_reads), all->percentile(0.5) / 1e3, all->percentile(0.99) / 1e3);
+    if (region)
+        logf("node cache: hit ratio %.4f (%" PRIu64 " hits, %" PRIu64 " misses), %" PRIu64 " admissions, %" PRIu64
+             " evictions",
+             hits + misses ? double(hits) / double(hits + misses) : 0.0, hits, misses, st.admissions.load(),
+             st.evictions.load());
 
     // ---- after the run: size, verify, cleanup (not counted) ----
     tree::TreeInfo info1;
@@ -853,7 +890,15 @@ int run(const Options& o) {
                                      .done());
     }
     Obj cache;
-    cache.u("hits", hits).u("misses", misses).num("hit_ratio", hits + misses ? double(hits) / double(hits + misses) : 0);
+    cache.u("frames", region ? region->frame_count() : 0)
+        .u("bytes", cache_bytes)
+        .str("policy", o.mode == "dex" ? "inner + leaves p=0.1" : o.mode == "inner-only" ? "inner only" : "none")
+        .u("hits", hits)
+        .u("misses", misses)
+        .num("hit_ratio", hits + misses ? double(hits) / double(hits + misses) : 0)
+        .u("admissions", st.admissions.load())
+        .u("evictions", st.evictions.load())
+        .u("coolings", st.coolings.load());
     Obj lat;
     lat.raw("all", lat_json(*all));
     for (int k = 0; k < kOpTypes; k++)
@@ -879,6 +924,7 @@ int run(const Options& o) {
     delete all;
     delete[] per;
     munmap(sh.base, sh.bytes);
+    if (cache_mem) munmap(cache_mem, cache_mem_bytes);
     return o.verify && !vr.ok ? kExitVerify : 0;
 }
 
@@ -886,13 +932,6 @@ int run(const Options& o) {
 
 int main(int argc, char** argv) {
     Options o = parse_args(argc, argv);
-    if (o.mode == "inner-only" || o.mode == "dex") {
-        std::fprintf(stderr,
-                     "dex-ycsb: --mode %s is not available yet: needs the node cache (src/cache), "
-                     "which is not built yet. Available: no-cache, local.\n",
-                     o.mode.c_str());
-        return kExitUnavailable;
-    }
     int rc;
     try {
         rc = run(o);

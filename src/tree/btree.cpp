@@ -5,6 +5,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "cache/cache.h"
 #include "common/stats.h"
 
 namespace dex::tree {
@@ -28,9 +29,11 @@ uint64_t get_u64(const std::vector<uint8_t>& r, const char* what) {
     return v;
 }
 
-// Index of the child covering k: largest i with sep_i <= k (lt: sep_i < k); -1 if none.
-int child_index(const Node& n, const EntryKey& k, bool lt) {
-    size_t lo = 0, hi = n.count;
+// Index of the child covering k among the first `count` entries: largest i
+// with sep_i <= k (lt: sep_i < k); -1 if none. On a cached frame this reads
+// racily; the caller validates the frame version afterwards.
+int child_index_n(const Node& n, size_t count, const EntryKey& k, bool lt) {
+    size_t lo = 0, hi = count;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
         int c = compare_keys(n.inner[mid].sep, k);
@@ -42,6 +45,7 @@ int child_index(const Node& n, const EntryKey& k, bool lt) {
     }
     return static_cast<int>(lo) - 1;
 }
+int child_index(const Node& n, const EntryKey& k, bool lt) { return child_index_n(n, n.count, k, lt); }
 
 size_t leaf_lower_bound(const Node& n, const EntryKey& k) {
     return std::lower_bound(n.leaf, n.leaf + n.count, k) - n.leaf;
@@ -55,7 +59,25 @@ BTree::BTree(RemoteMemory& mem, uint32_t node_id, uint64_t ns, TreeOptions opts)
       ns_(ns),
       tree_id_(static_cast<uint32_t>(ns)),
       opts_(opts),
-      io_(mem, node_id, opts) {}
+      io_(mem, node_id, opts),
+      cache_(opts.cache) {}
+
+// Today every node may be shared with another compute server: there is no
+// logical partitioning yet, so any node can be modified by a process that does
+// not share our CacheRegion. Hence every modification takes the remote lock
+// (src/README.md "Synchronization (remote)") and is written through. With DEX's
+// logical partitioning (DEX 4), nodes below the partition level belong to one
+// compute server; those could be modified under the cached frame's lock alone
+// (no remote CAS) and written back lazily, and their cached copies could never
+// go stale. The question stays explicit here so that change has one place to go.
+bool BTree::node_is_shared(const Node&) const { return true; }
+//
+// TODO(write-back): the cache's WriteBack callback is left unset. Write-through
+// never marks a frame dirty, so the cache never calls it. For write-back mode
+// (unshared nodes) it must write the copy_unswizzled image with the remote-lock
+// protocol (read, CAS, publish batch). It runs under the frame's lock, so the
+// rule that makes that safe must be kept: nobody waits for a frame lock while
+// holding a remote lock (cache_update runs only after the publish released them).
 
 // ---- memory-node RPCs ------------------------------------------------------
 
@@ -105,6 +127,10 @@ bool BTree::valid_node(const Node& n, int level) const {
 // ---- traversal -----------------------------------------------------------
 
 GAddr BTree::descend(const EntryKey& k, int level, Node& out, Path* path, const Deadline& dl, bool lt) {
+    return cache_ ? descend_cached(k, level, out, path, dl, lt) : descend_remote(k, level, out, path, dl, lt);
+}
+
+GAddr BTree::descend_remote(const EntryKey& k, int level, Node& out, Path* path, const Deadline& dl, bool lt) {
     int attempt = 0;
     for (;;) {
         GAddr a = root_ ? root_ : refresh_root();
@@ -143,21 +169,273 @@ GAddr BTree::descend(const EntryKey& k, int level, Node& out, Path* path, const 
     }
 }
 
+// ---- traversal through the node cache ------------------------------------------
+//
+// Per node on the way down we hold at most an optimistic read (frame f,
+// version v) of the current node and remember the parent's (pf, pv, slot) so a
+// freshly found child can be swizzled into it. No frame lock is ever held
+// across steps; swizzle_optimistic() takes the parent's lock and then (briefly)
+// the child's, which is the permitted order.
+
+GAddr BTree::descend_cached(const EntryKey& k, int level, Node& out, Path* path, const Deadline& dl, bool lt) {
+    using cache::FrameHeader;
+    using cache::MappingTable;
+    using cache::kNoFrame;
+    cache::CacheRegion& R = cache_->region();
+    const uint32_t nframes = R.frame_count();
+    Node tmp;
+    int attempt = 0;
+    bool refresh = refresh_next_;
+    for (;;) {
+        if (refresh) refresh_root();
+        GAddr a = root_ ? root_ : refresh_root();
+        int expect = -1;
+        uint32_t pf = kNoFrame;  // cached parent we came from (kNoFrame: uncached, or a right move)
+        uint64_t pv = 0;
+        int pslot = -1;
+        bool stale = false;
+        while (a) {
+            dl.check();
+            uint32_t f = kNoFrame;  // frame the current node is read from (kNoFrame: `tmp`)
+            uint64_t v = 0;
+            GAddr g = a;            // the node's remote address
+            const Node* np = nullptr;
+            if (gaddr_is_swizzled(a)) {
+                // Hot path: a local pointer. Lock coupling: read the child's
+                // version, then re-validate the parent, which proves the
+                // pointer was still swizzled (so the frame still held the child).
+                f = cache::swizzled_frame(a);
+                if (f >= nframes || pf == kNoFrame) break;
+                v = R.header(f).begin_read();
+                g = R.header(f).gaddr.load(std::memory_order_acquire);
+                if (v == FrameHeader::kRestart || !R.validate(pf, pv) || !R.validate(f, v)) break;
+                if (refresh) {
+                    f = kNoFrame;  // re-read it below like an unswizzled pointer
+                } else {
+                    Stats::add(stats().cache_hits);
+                    np = R.node(f);
+                }
+            }
+            if (!np) {
+                uint32_t lf;
+                if (refresh) {  // replace whatever copy we have by the remote node
+                    cache_drop(g);
+                    Stats::add(stats().cache_misses);
+                    lf = kNoFrame;
+                } else {
+                    lf = R.lookup(g);  // counts the hit / miss
+                }
+                if (lf == MappingTable::kIoInProgress) break;  // another process fetches it: restart
+                if (lf != kNoFrame) {
+                    if (R.header(lf).get_state() == cache::FrameState::kCooling && !R.touch(lf, g)) break;
+                    v = R.begin_read(lf, g);
+                    if (v == FrameHeader::kRestart) break;
+                    f = lf;
+                    np = R.node(f);
+                    if (pf != kNoFrame && R.swizzle_optimistic(pf, pv, static_cast<uint16_t>(pslot), f)) pf = kNoFrame;
+                } else {
+                    uint8_t lvl = static_cast<uint8_t>(expect >= 0 ? expect : 1);  // the root: as an inner node
+                    bool owner = false;
+                    if (cache_->should_admit(lvl)) {
+                        auto b = cache_->try_begin_io(g);
+                        if (b == MappingTable::Begin::kIoInProgress || b == MappingTable::Begin::kCached) break;
+                        owner = b == MappingTable::Begin::kOwner;  // kFull: proceed uncached
+                    }
+                    // The marker is in place before this read: a writer publishing
+                    // `g` after our read waits for the marker and then updates the
+                    // frame (cache_update), so we cannot cache an outdated image.
+                    NodeIO::Read rd;
+                    try {
+                        rd = io_.read(g, tmp, dl);
+                    } catch (...) {
+                        if (owner) cache_->abort_io(g);
+                        throw;
+                    }
+                    if (rd != NodeIO::Read::kOk) {
+                        if (owner) cache_->abort_io(g);
+                        break;
+                    }
+                    if (owner) {
+                        if (!valid_node(tmp, expect) || tmp.is_deleted()) {
+                            cache_->abort_io(g);
+                        } else {
+                            uint32_t nf = cache_->admit(g, tmp);
+                            if (nf != kNoFrame && pf != kNoFrame)
+                                R.swizzle_optimistic(pf, pv, static_cast<uint16_t>(pslot), nf);
+                        }
+                    }
+                    np = &tmp;
+                    f = kNoFrame;
+                }
+            }
+            auto ok = [&] { return f == kNoFrame || R.validate(f, v); };
+            Node hdr;
+            std::memcpy(static_cast<void*>(&hdr), np, kNodeHeaderBytes);
+            if (!ok()) break;
+            // Fences are checked for every node, cached or not: a cached copy may
+            // be stale w.r.t. another compute server, or name freed memory.
+            if (!valid_node(hdr, expect)) {
+                stale = true;
+                break;
+            }
+            if (hdr.is_deleted()) {  // merged away: `right` forwards to the survivor
+                expect = hdr.level;
+                a = hdr.right;
+                pf = kNoFrame;
+                continue;
+            }
+            int lc = compare_keys(hdr.low, k);
+            if (lt ? lc >= 0 : lc > 0) {
+                stale = true;
+                break;
+            }
+            bool below = lt ? (hdr.high.cls == kPosInf || compare_keys(k, hdr.high) <= 0) : key_below_high(k, hdr);
+            if (!below) {  // B-link move right (right links are never swizzled)
+                expect = hdr.level;
+                a = hdr.right;
+                pf = kNoFrame;
+                continue;
+            }
+            if (hdr.level < level) {
+                if (expect < 0) return kNullGAddr;
+                stale = true;
+                break;
+            }
+            if (hdr.level == level) {
+                if (f == kNoFrame) {
+                    std::memcpy(static_cast<void*>(&out), np, kNodeSize);
+                } else {
+                    R.copy_unswizzled(f, out);
+                    if (!ok()) break;
+                }
+                refresh_next_ = false;
+                return g;
+            }
+            if (path) (*path)[hdr.level] = g;
+            int ci = child_index_n(*np, hdr.count, k, lt);
+            GAddr c = ci < 0 ? kNullGAddr
+                             : (f == kNoFrame ? np->inner[ci].child : cache::CacheRegion::load_child(np, ci));
+            if (!ok()) break;
+            if (ci < 0 || c == kNullGAddr) {
+                stale = true;
+                break;
+            }
+            pf = f;
+            pv = v;
+            pslot = ci;
+            a = c;
+            expect = hdr.level - 1;
+        }
+        Stats::add(stats().restarts);
+        if (stale) refresh = refresh_next_ = true;
+        root_ = 0;
+        dl.check();
+        backoff(attempt++);
+    }
+}
+
+bool BTree::read_node(GAddr a, Node& out, const Deadline& dl) {
+    if (cache_) {
+        cache::CacheRegion& R = cache_->region();
+        uint32_t f = R.lookup(a);
+        if (f != cache::kNoFrame && f != cache::MappingTable::kIoInProgress &&
+            (R.header(f).get_state() != cache::FrameState::kCooling || R.touch(f, a))) {
+            uint64_t v = R.begin_read(f, a);
+            if (v != cache::FrameHeader::kRestart) {
+                R.copy_unswizzled(f, out);
+                if (R.validate(f, v)) return true;
+            }
+        }
+    }
+    return io_.read(a, out, dl) == NodeIO::Read::kOk;
+}
+
+void BTree::cache_update(GAddr a, const Node& fresh, const Deadline& dl) {
+    if (!cache_) return;
+    cache::CacheRegion& R = cache_->region();
+    int attempt = 0;
+    for (int round = 0; round < 1000; round++) {
+        uint32_t f = R.table().lookup(a);
+        if (f == cache::kNoFrame) return;
+        if (f == cache::MappingTable::kIoInProgress) {
+            // Someone is admitting `a`; its read may predate our publish. Wait
+            // until the frame is installed (or the admission dropped), then
+            // update it. We hold no frame or remote lock here.
+            dl.check("waiting for a node cache admission");
+            backoff(attempt++);
+            continue;
+        }
+        cache::FrameHeader& h = R.header(f);
+        h.lock();  // we hold no other frame lock
+        if (h.gaddr.load(std::memory_order_relaxed) != a) {
+            h.unlock_unchanged();  // evicted / reused meanwhile: look again
+            continue;
+        }
+        Node* n = R.node(f);
+        if (n->tree_id != fresh.tree_id || n->level != fresh.level) {
+            h.unlock_unchanged();  // a previous life of this memory: drop it
+            cache_drop(a);
+            return;
+        }
+        if (n->body_version >= fresh.body_version) {  // already as new (monotonic)
+            h.unlock_unchanged();
+            return;
+        }
+        // Children may move between nodes (splits): drop every swizzle first;
+        // later traversals swizzle again.
+        if (n->level > 0) R.unswizzle_all(f);
+        std::memcpy(static_cast<void*>(n), &fresh, kNodeSize);
+        h.unlock();
+        return;
+    }
+}
+
+void BTree::cache_drop(GAddr a) {
+    if (!cache_) return;
+    cache::CacheRegion& R = cache_->region();
+    for (int round = 0; round < 100; round++) {
+        uint32_t f = R.table().lookup(a);
+        if (f == cache::kNoFrame || f == cache::MappingTable::kIoInProgress) return;
+        cache::FrameHeader& h = R.header(f);
+        if (h.swizzled_children.load(std::memory_order_acquire) > 0) {
+            h.lock();
+            bool changed = h.gaddr.load(std::memory_order_relaxed) == a && R.unswizzle_all(f) > 0;
+            if (changed) h.unlock();  // readers holding old swizzled pointers must restart
+            else h.unlock_unchanged();
+        }
+        if (cache_->invalidate(a)) return;
+        unsigned spin = 0;
+        cache::spin_backoff(spin);
+    }
+}
+
 LockedNode* BTree::lock_covering(GAddr a, int level, const EntryKey& k, Locks& locks, const Deadline& dl) {
     Node snap;
     int attempt = 0;
     while (a) {
         dl.check();
-        if (io_.read(a, snap, dl) != NodeIO::Read::kOk || !valid_node(snap, level)) return nullptr;
+        if (io_.read(a, snap, dl) != NodeIO::Read::kOk || !valid_node(snap, level)) {
+            refresh_next_ = true;  // the (cached) path led to a non-node: re-read it remotely
+            return nullptr;
+        }
         if (snap.is_deleted()) {
             a = snap.right;
             continue;
         }
-        if (compare_keys(snap.low, k) > 0) return nullptr;
+        if (compare_keys(snap.low, k) > 0) {
+            refresh_next_ = true;  // landed right of the key: stale (cached) parent
+            return nullptr;
+        }
         if (!key_below_high(k, snap)) {
             a = snap.right;
             continue;
         }
+        // Shared nodes -- every node, today -- are modified only under their
+        // remote lock, and written through. An unshared node (DEX 4 logical
+        // partitioning, not implemented) would be modified under its cache
+        // frame's lock instead.
+        if (!node_is_shared(snap))
+            throw Error(ErrorCode::kInvalid, "unshared (partitioned) nodes are not implemented");
         if (LockedNode* ln = locks.try_lock(a, snap)) return ln;
         Stats::add(stats().restarts);
         backoff(attempt++);
@@ -183,6 +461,7 @@ void BTree::init_empty() {
     init_node(n, tree_id_, 0);
     seal_node(n, fresh_version(a));
     mem_.write(a, &n, static_cast<uint32_t>(used_bytes(n)));
+    cache_update(a, n, deadline());
     GAddr old = refresh_root();
     while (!set_root(old, a)) old = root_;
 }
@@ -217,6 +496,7 @@ bool BTree::insert(const EntryKey& key) {
             n.leaf[pos] = key;
             n.count++;
             locks.publish({ln});
+            cache_update(ln->addr, n, dl);  // write-through: remote first, then the cached copy
             return true;
         }
         split_leaf(locks, ln, pos, key, path, dl);
@@ -250,6 +530,8 @@ void BTree::split_leaf(Locks& locks, LockedNode* ln, size_t pos, const EntryKey&
     EntryKey sep = all[mid];
     // Step 1 (new sibling) and step 2 (publish + unlock) in one ordered batch.
     locks.publish({ln}, {write_node_op(na, r)});
+    cache_update(ln->addr, n, dl);
+    cache_update(na, r, dl);  // only matters if a copy of na's previous life is still cached
     // Step 3.
     insert_parent(1, sep, na, path, dl);
 }
@@ -284,6 +566,7 @@ void BTree::insert_parent(int level, const EntryKey& sep, GAddr child, Path& pat
                 nr.inner[1] = InnerEntry{sep, child};
                 seal_node(nr, fresh_version(na));
                 mem_.write(na, &nr, static_cast<uint32_t>(used_bytes(nr)));
+                cache_update(na, nr, dl);
                 if (set_root(r, na)) return;
                 free_node(na);
                 continue;
@@ -311,6 +594,7 @@ void BTree::insert_parent(int level, const EntryKey& sep, GAddr child, Path& pat
             n.inner[pos] = InnerEntry{sep, child};
             n.count++;
             locks.publish({ln});
+            cache_update(ln->addr, n, dl);
             return;
         }
         InnerEntry all[kInnerCapacity + 1];
@@ -333,6 +617,8 @@ void BTree::insert_parent(int level, const EntryKey& sep, GAddr child, Path& pat
         n.right = na;
         EntryKey up = all[mid].sep;
         locks.publish({ln}, {write_node_op(na, r)});
+        cache_update(ln->addr, n, dl);  // unswizzles its children: some moved to na
+        cache_update(na, r, dl);
         insert_parent(level + 1, up, na, path, dl);
         return;
     }
@@ -373,9 +659,10 @@ uint64_t BTree::remove(const EntryKey* keys, size_t n) {
                 }
                 j++;
             }
-            if (changed)
+            if (changed) {
                 locks.publish({ln});
-            else
+                cache_update(ln->addr, nd, dl);
+            } else
                 locks.unlock(ln);
             emptied = changed && nd.count == 0;
             leaf = ln->addr;
@@ -445,7 +732,11 @@ GAddr BTree::try_merge(GAddr e, const Path& path, const Deadline& dl, bool* merg
     pp.count--;
     locks.publish({L, R, P});
     if (merged) *merged = true;
+    cache_update(la, l, dl);
+    cache_update(p, pp, dl);
+    cache_update(ra, r, dl);  // deleted, forwarding to la (if the drop below fails)
     free_node(ra);
+    cache_drop(ra);
     return l.count == 0 ? la : 0;  // survivor still empty: try again
 }
 
@@ -494,7 +785,7 @@ bool BTree::Scan::next(std::vector<EntryKey>& out) {
         if (!backward_) {
             bool ok = false;
             if (next_addr_) {
-                ok = t_.io_.read(next_addr_, n, dl) == NodeIO::Read::kOk && t_.valid_node(n, 0) &&
+                ok = t_.read_node(next_addr_, n, dl) && t_.valid_node(n, 0) &&
                      !n.is_deleted() && n.low == cursor_;
                 next_addr_ = 0;
             }
@@ -576,6 +867,9 @@ void BTree::BulkLoader::flush() {
     ops.reserve(pending_.size());
     for (auto& [a, n] : pending_) ops.push_back(write_node_op(a, n));
     t_.mem_.batch(t_.node_id_, ops.data(), ops.size());
+    // Bulk-loaded nodes start at version 1: a cached copy of an earlier life of
+    // the same memory must go, it could look newer.
+    for (auto& [a, n] : pending_) t_.cache_drop(a);
     pending_.clear();
 }
 

@@ -120,6 +120,22 @@ private:
     // Node at `level` covering k (lt: covering "keys < k"). Fills out/path.
     // Returns 0 if the tree's root is below `level`.
     GAddr descend(const EntryKey& k, int level, Node& out, Path* path, const Deadline& dl, bool lt = false);
+    GAddr descend_remote(const EntryKey& k, int level, Node& out, Path* path, const Deadline& dl, bool lt);
+    // descend() through the node cache: optimistic lock coupling over cached
+    // frames, swizzled child pointers, admission on misses (src/README.md "Node cache").
+    GAddr descend_cached(const EntryKey& k, int level, Node& out, Path* path, const Deadline& dl, bool lt);
+    // A validated copy of the node at `a` (from its cached frame if there is
+    // one, else a remote read; no admission). False: no valid image.
+    bool read_node(GAddr a, Node& out, const Deadline& dl);
+    // After a remote publish of `fresh` at `a`: bring a cached copy up to date
+    // (under the frame lock; never goes backwards in body_version). Waits for
+    // an admission of `a` in progress so it cannot install an older image.
+    void cache_update(GAddr a, const Node& fresh, const Deadline& dl);
+    // Remove `a` from the cache (unswizzling its children first if needed).
+    void cache_drop(GAddr a);
+    // Is this node possibly read or written by another compute server (a
+    // process that does not share our CacheRegion)? See btree.cpp.
+    bool node_is_shared(const Node& n) const;
     // Lock the node at `level` covering k starting at `a` (moving right).
     // nullptr: restart from the root.
     LockedNode* lock_covering(GAddr a, int level, const EntryKey& k, Locks& locks, const Deadline& dl);
@@ -136,6 +152,12 @@ private:
     TreeOptions opts_;
     NodeIO io_;
     GAddr root_ = 0;
+    cache::Cache* cache_ = nullptr;
+    // Set when a node reached through the cache did not cover the search key
+    // (stale cached copy, or freed/reused memory): the next descent re-reads
+    // its whole path from remote memory, starting at the remote root, and
+    // replaces the cached copies on it.
+    bool refresh_next_ = false;
 };
 
 // Order helpers shared with the scan / check code.

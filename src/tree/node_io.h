@@ -15,11 +15,20 @@
 #include "transport/remote_memory.h"
 #include "tree/node_layout.h"
 
+namespace dex::cache {
+class Cache;
+}
+
 namespace dex::tree {
 
 struct TreeOptions {
     int op_timeout_ms = 30000;  // bounds every wait of one tree operation
     int lock_grace_ms = 50;     // same locked word this long -> ask CLIENT_ALIVE(owner)
+    // Shared node cache (src/cache, src/README.md "Node cache"): this process's
+    // handle on the compute server's CacheRegion. nullptr = no cache: every
+    // node is read from remote memory (the original code path, unchanged).
+    // Admission policy (inner-only / leaf probability) is the region's.
+    cache::Cache* cache = nullptr;
 };
 
 inline size_t entry_size(uint8_t level) { return level == 0 ? sizeof(EntryKey) : sizeof(InnerEntry); }
