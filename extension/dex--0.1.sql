@@ -181,5 +181,12 @@ RETURNS record
 AS 'MODULE_PATHNAME', 'dex_sql_free_orphans'
 LANGUAGE C STRICT VOLATILE;
 
+CREATE FUNCTION dex_cache_stats(
+    OUT index regclass, OUT level int, OUT frames bigint,
+    OUT cooling bigint, OUT dirty bigint)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'dex_sql_cache_stats'
+LANGUAGE C STRICT VOLATILE;
+
 REVOKE ALL ON FUNCTION dex_free_orphans() FROM PUBLIC;
 REVOKE ALL ON FUNCTION dex_stats_reset() FROM PUBLIC;

@@ -1,11 +1,15 @@
 /*
  * dexfuncs.c — SQL-callable functions: dex_check, dex_index_info, dex_stats,
- * dex_stats_reset, dex_memnodes, dex_orphans, dex_free_orphans.
+ * dex_stats_reset, dex_memnodes, dex_orphans, dex_free_orphans, dex_cache_stats.
  */
 #include "dex.h"
 
 #include "access/htup_details.h"
 #include "access/relation.h"
+#include "access/table.h"
+#include "access/heapam.h"
+#include "access/tableam.h"
+#include "commands/defrem.h"
 #include "access/xlog.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_am.h"
@@ -26,6 +30,7 @@ PG_FUNCTION_INFO_V1(dex_sql_stats_reset);
 PG_FUNCTION_INFO_V1(dex_sql_memnodes);
 PG_FUNCTION_INFO_V1(dex_sql_orphans);
 PG_FUNCTION_INFO_V1(dex_sql_free_orphans);
+PG_FUNCTION_INFO_V1(dex_sql_cache_stats);
 
 static TupleDesc
 dex_result_desc(FunctionCallInfo fcinfo)
@@ -460,4 +465,133 @@ dex_sql_free_orphans(PG_FUNCTION_ARGS)
 	values[0] = Int64GetDatum(count);
 	values[1] = Int64GetDatum(bytes);
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+}
+
+/* ---- dex_cache_stats ---------------------------------------------------- */
+
+typedef struct DexTreeOwner
+{
+	int			node;
+	uint32		tree_id;
+	Oid			indexoid;
+} DexTreeOwner;
+
+/*
+ * (memory node, tree id) of every built dex index of this database, from the
+ * metapages. Indexes locked by another transaction (being built, rebuilt or
+ * dropped) are skipped.
+ */
+static List *
+dex_index_tree_owners(void)
+{
+	Oid			amoid = get_index_am_oid("dex", true);
+	List	   *oids = NIL;
+	List	   *result = NIL;
+	Relation	pgclass;
+	TableScanDesc scan;
+	HeapTuple	tup;
+	ListCell   *lc;
+
+	if (!OidIsValid(amoid))
+		return NIL;
+	pgclass = table_open(RelationRelationId, AccessShareLock);
+	scan = table_beginscan_catalog(pgclass, 0, NULL);
+	while ((tup = heap_getnext(scan, ForwardScanDirection)) != NULL)
+	{
+		Form_pg_class form = (Form_pg_class) GETSTRUCT(tup);
+
+		if (form->relkind == RELKIND_INDEX && form->relam == amoid)
+			oids = lappend_oid(oids, form->oid);
+	}
+	table_endscan(scan);
+	table_close(pgclass, AccessShareLock);
+
+	foreach(lc, oids)
+	{
+		Oid			oid = lfirst_oid(lc);
+		Relation	rel;
+
+		if (!ConditionalLockRelationOid(oid, AccessShareLock))
+			continue;
+		rel = try_relation_open(oid, NoLock);
+		if (rel != NULL)
+		{
+			if (RelationGetNumberOfBlocks(rel) > 0)
+			{
+				DexMetaPageData meta;
+
+				dex_read_metapage(rel, &meta);
+				if (meta.ns != 0 && !(meta.flags & DEX_META_INIT_FORK))
+				{
+					DexTreeOwner *o = palloc(sizeof(DexTreeOwner));
+
+					o->node = meta.node;
+					o->tree_id = (uint32) meta.ns;
+					o->indexoid = oid;
+					result = lappend(result, o);
+				}
+			}
+			relation_close(rel, NoLock);
+		}
+		UnlockRelationOid(oid, AccessShareLock);
+	}
+	return result;
+}
+
+/*
+ * dex_cache_stats() -> (index regclass, level int, frames bigint,
+ *                       cooling bigint, dirty bigint)
+ * One row per (tree, level) with frames in this server's node cache. index is
+ * NULL for frames of a tree that is no index of this database (another
+ * database's, or a dropped one's not yet evicted).
+ */
+Datum
+dex_sql_cache_stats(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	DexCacheCensusRow *raw = NULL;
+	DexCacheCensusRow *rows;
+	int			n = 0;
+	DexError	err;
+	int			rc;
+	List	   *owners;
+
+	dex_require_preload();
+	InitMaterializedSRF(fcinfo, 0);
+	memset(&err, 0, sizeof(err));
+	rc = dex_cache_census(&raw, &n, &err);
+	if (rc != DEX_OK)
+		dex_report_error(rc, &err, NULL);
+	rows = palloc(sizeof(DexCacheCensusRow) * (n > 0 ? n : 1));
+	if (n > 0)
+		memcpy(rows, raw, sizeof(DexCacheCensusRow) * n);
+	dex_free(raw);
+
+	owners = dex_index_tree_owners();
+	for (int i = 0; i < n; i++)
+	{
+		Datum		values[5];
+		bool		nulls[5];
+		ListCell   *lc;
+
+		memset(nulls, 0, sizeof(nulls));
+		nulls[0] = true;
+		foreach(lc, owners)
+		{
+			DexTreeOwner *o = lfirst(lc);
+
+			if (o->node == rows[i].node && o->tree_id == rows[i].tree_id)
+			{
+				values[0] = ObjectIdGetDatum(o->indexoid);
+				nulls[0] = false;
+				break;
+			}
+		}
+		values[1] = Int32GetDatum(rows[i].level);
+		values[2] = Int64GetDatum((int64) rows[i].frames);
+		values[3] = Int64GetDatum((int64) rows[i].cooling);
+		values[4] = Int64GetDatum((int64) rows[i].dirty);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
 }

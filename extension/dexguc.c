@@ -1,6 +1,6 @@
 /*
- * dexguc.c — _PG_init, GUCs, shared memory for the core's counters, the
- * interrupt hook, and lazy (re)configuration of the core.
+ * dexguc.c — _PG_init, GUCs, shared memory for the core's counters and the
+ * node cache, the interrupt hook, and lazy (re)configuration of the core.
  */
 #include "dex.h"
 
@@ -27,6 +27,8 @@ static char *dex_token_file = NULL;
 static int	dex_cache_size_kb = 64 * 1024;
 static int	dex_connect_timeout_ms = 5000;
 static int	dex_op_timeout_ms = 30000;
+static double dex_leaf_admission = 0.1;
+static bool dex_cache_leaves = true;
 
 static bool dex_config_dirty = true;
 
@@ -45,6 +47,25 @@ static void
 dex_guc_assign_int(int newval, void *extra)
 {
 	dex_config_dirty = true;
+}
+
+/* Admission policy: per backend, applied to this process's cache handle. */
+static void
+dex_guc_assign_leaf_admission(double newval, void *extra)
+{
+	dex_cache_set_policy(newval, dex_cache_leaves ? 1 : 0);
+}
+
+static void
+dex_guc_assign_cache_leaves(bool newval, void *extra)
+{
+	dex_cache_set_policy(dex_leaf_admission, newval ? 1 : 0);
+}
+
+static uint64
+dex_cache_bytes(void)
+{
+	return (uint64) dex_cache_size_kb * 1024;
 }
 
 /*
@@ -119,6 +140,7 @@ dex_read_token(DexError *err)
 }
 
 static void dex_before_shmem_exit(int code, Datum arg);
+static void dex_on_shmem_exit(int code, Datum arg);
 static bool exit_callback_registered = false;
 
 /* Configure the core if the GUCs changed; never ereports. */
@@ -138,6 +160,8 @@ dex_try_configure(DexError *err)
 	if (!exit_callback_registered)
 	{
 		before_shmem_exit(dex_before_shmem_exit, (Datum) 0);
+		/* runs after the before_shmem_exit callbacks closed our trees */
+		on_shmem_exit(dex_on_shmem_exit, (Datum) 0);
 		exit_callback_registered = true;
 	}
 
@@ -174,6 +198,9 @@ dex_shmem_request(void)
 		prev_shmem_request_hook();
 #endif
 	RequestAddinShmemSpace(MAXALIGN(dex_stats_shmem_size()));
+	/* dex.cache_size = 0: no cache, trees run uncached */
+	if (dex_cache_bytes() > 0)
+		RequestAddinShmemSpace(MAXALIGN(dex_cache_shmem_size(dex_cache_bytes())));
 }
 
 static void
@@ -188,6 +215,29 @@ dex_shmem_startup(void)
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
 	mem = ShmemInitStruct("dex stats", MAXALIGN(dex_stats_shmem_size()), &found);
 	dex_stats_attach(mem, found ? 0 : 1);
+
+	/*
+	 * The node cache, in the main segment so every backend (forked from the
+	 * postmaster) sees it at the same address. Built when the segment is
+	 * created, i.e. also after a crash re-initialized shared memory: the cache
+	 * then starts empty (remote memory is complete: writes are write-through).
+	 */
+	if (dex_cache_bytes() > 0)
+	{
+		size_t		size = MAXALIGN(dex_cache_shmem_size(dex_cache_bytes()));
+		DexError	err;
+
+		mem = ShmemInitStruct("dex node cache", size, &found);
+		memset(&err, 0, sizeof(err));
+		if (dex_cache_attach(mem, dex_cache_bytes(), found ? 0 : 1, &err) != DEX_OK)
+		{
+			LWLockRelease(AddinShmemInitLock);
+			ereport(FATAL,
+					(errmsg("could not set up the dex node cache: %s", err.message)));
+		}
+	}
+	else
+		dex_cache_attach(NULL, 0, 0, NULL);
 	LWLockRelease(AddinShmemInitLock);
 }
 
@@ -196,6 +246,12 @@ dex_before_shmem_exit(int code, Datum arg)
 {
 	dex_forget_all_trees();
 	dex_disconnect_all();
+}
+
+static void
+dex_on_shmem_exit(int code, Datum arg)
+{
+	dex_cache_detach();			/* our free frames go back to the shared stack */
 }
 
 void
@@ -224,6 +280,22 @@ _PG_init(void)
 								PGC_POSTMASTER,
 								GUC_UNIT_KB,
 								NULL, NULL, NULL);
+	DefineCustomRealVariable("dex.leaf_admission",
+							 "Probability that a leaf read from remote memory is admitted to the node cache.",
+							 "Inner nodes are always admitted. 1 = every leaf, 0 = none.",
+							 &dex_leaf_admission,
+							 0.1, 0.0, 1.0,
+							 PGC_SUSET,
+							 0,
+							 NULL, dex_guc_assign_leaf_admission, NULL);
+	DefineCustomBoolVariable("dex.cache_leaves",
+							 "Whether leaves are cached at all (off: inner nodes only, leaves always read remotely).",
+							 NULL,
+							 &dex_cache_leaves,
+							 true,
+							 PGC_SUSET,
+							 0,
+							 NULL, dex_guc_assign_cache_leaves, NULL);
 	DefineCustomStringVariable("dex.token_file",
 							   "File containing the token presented to memory nodes.",
 							   NULL,

@@ -223,4 +223,112 @@ TEST(CApi, EndToEndAndLostMemory) {
     dex_configure("", "", 0, 0, &err);
 }
 
+// The node cache through the C API: frames keyed by GAddr must never outlive
+// the memory node incarnation or the namespace they were read from.
+uint64_t census_frames(int node, int64_t tree_id = -1) {
+    DexCacheCensusRow* rows = nullptr;
+    int n = 0;
+    DexError err;
+    EXPECT_EQ(dex_cache_census(&rows, &n, &err), DEX_OK) << err.message;
+    uint64_t total = 0;
+    for (int i = 0; i < n; i++)
+        if (rows[i].node == node && (tree_id < 0 || rows[i].tree_id == static_cast<uint32_t>(tree_id)))
+            total += rows[i].frames;
+    dex_free(rows);
+    return total;
+}
+
+TEST(CApi, CacheForgetsRestartedMemnodeAndDroppedNamespaces) {
+    auto node = std::make_unique<Memnode>();
+    ASSERT_GT(node->port(), 0);
+    DexError err;
+    ASSERT_EQ(dex_configure(node->address().c_str(), "", 2000, 5000, &err), DEX_OK) << err.message;
+    std::vector<uint64_t> shm(dex_stats_shmem_size() / 8 + 1);
+    dex_stats_attach(shm.data(), 1);
+    const uint64_t cache_bytes = 4 << 20;
+    std::vector<uint64_t> cmem(dex_cache_shmem_size(cache_bytes) / 8 + 1);
+    ASSERT_EQ(dex_cache_attach(cmem.data(), cache_bytes, 1, &err), DEX_OK) << err.message;
+    ASSERT_EQ(dex_cache_enabled(), 1);
+    dex_cache_set_policy(1.0, 1);  // admit every leaf
+
+    auto build = [&](uint64_t* ns, uint64_t* inc, int64_t base, uint32_t block, int count) {
+        uint8_t tag[DEX_NS_TAG_LEN] = {};
+        EXPECT_EQ(dex_ns_create(0, tag, ns, inc, &err), DEX_OK) << err.message;
+        DexTree* t = nullptr;
+        EXPECT_EQ(dex_tree_open(0, *ns, *inc, "idx", &t, &err), DEX_OK) << err.message;
+        EXPECT_EQ(dex_tree_init_empty(t, &err), DEX_OK) << err.message;
+        DexBulk* b = nullptr;
+        EXPECT_EQ(dex_bulk_begin(t, 0.9, &b, &err), DEX_OK) << err.message;
+        for (int i = 0; i < count; i++) {
+            DexKey k = key(base + i, block, 1);
+            EXPECT_EQ(dex_bulk_add(b, &k, &err), DEX_OK) << err.message;
+        }
+        EXPECT_EQ(dex_bulk_finish(b, &err), DEX_OK) << err.message;
+        return t;
+    };
+
+    // First life: keys 0..2999 (block 1), warmed into the cache by scans.
+    uint64_t ns1 = 0, inc1 = 0;
+    DexTree* t1 = build(&ns1, &inc1, 0, 1, 3000);
+    for (int i = 0; i < 3000; i += 7) {
+        auto r = scan(t1, key(i, 0, 0), key(i, 0xFFFFFFFF, 0xFFFF), false);
+        ASSERT_EQ(r.size(), 1u);
+    }
+    EXPECT_GT(census_frames(0, static_cast<int64_t>(static_cast<uint32_t>(ns1))), 40u);
+    dex_tree_close(t1);
+
+    // Restart: the same addresses and (likely) the same namespace id come back.
+    int port = node->port();
+    node.reset();
+    node = std::make_unique<Memnode>(port);
+    ASSERT_EQ(node->port(), port);
+    uint64_t ns2 = 0, inc2 = 0;
+    uint8_t tag[DEX_NS_TAG_LEN] = {};
+    int rc = dex_ns_create(0, tag, &ns2, &inc2, &err);
+    if (rc != DEX_OK) rc = dex_ns_create(0, tag, &ns2, &inc2, &err);  // first try may see the broken connection
+    ASSERT_EQ(rc, DEX_OK) << err.message;
+    EXPECT_NE(inc2, inc1);
+    EXPECT_EQ(census_frames(0), 0u) << "frames of the previous incarnation survived";
+    ASSERT_EQ(dex_ns_drop(0, ns2, nullptr, &err), DEX_OK) << err.message;
+
+    // Second life: other keys in what is (likely) the same tree id and memory.
+    uint64_t ns3 = 0, inc3 = 0;
+    DexTree* t3 = build(&ns3, &inc3, 100000, 2, 2000);
+    EXPECT_EQ(inc3, inc2);
+    for (int i = 0; i < 300; i++) {
+        DexKey k = key(100000 + 2000 + i, 2, 1);
+        ASSERT_EQ(dex_tree_insert(t3, &k, &err), DEX_OK) << err.message;
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        auto all = scan(t3, bound(DEX_KEY_NEG_INF), bound(DEX_KEY_POS_INF), false);
+        ASSERT_EQ(all.size(), 2300u);
+        for (size_t i = 0; i < all.size(); i++) {
+            EXPECT_EQ(dex::key_to_int64(all[i].value), static_cast<int64_t>(100000 + i));
+            EXPECT_EQ(all[i].block, 2u);
+        }
+        for (int i = 0; i < 3000; i += 97) EXPECT_TRUE(scan(t3, key(i, 0, 0), key(i, 0xFFFFFFFF, 0xFFFF), false).empty());
+    }
+    DexTreeInfo info{};
+    ASSERT_EQ(dex_tree_check(t3, &info, &err), DEX_OK) << err.message;
+    EXPECT_EQ(info.entries, 2300u);
+    uint32_t tid3 = static_cast<uint32_t>(ns3);
+    EXPECT_GT(census_frames(0, tid3), 0u);
+    DexStatsSnapshot st{};
+    dex_stats_read(&st);
+    EXPECT_GT(st.cache_hits, 0u);
+    EXPECT_GT(st.admissions, 0u);
+    dex_tree_close(t3);
+
+    // Dropping the namespace drops its frames.
+    ASSERT_EQ(dex_ns_drop(0, ns3, nullptr, &err), DEX_OK) << err.message;
+    EXPECT_EQ(census_frames(0, tid3), 0u);
+
+    dex_cache_detach();
+    ASSERT_EQ(dex_cache_attach(nullptr, 0, 0, &err), DEX_OK);
+    EXPECT_EQ(dex_cache_enabled(), 0);
+    dex_stats_attach(nullptr, 0);
+    dex_disconnect_all();
+    dex_configure("", "", 0, 0, &err);
+}
+
 }  // namespace

@@ -1,6 +1,8 @@
 #include "cache/cache.h"
 
+#include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "common/stats.h"
 
@@ -84,7 +86,15 @@ uint32_t Cache::admit(GAddr g, const Node& n) {
         return kNoFrame;
     }
     std::memcpy(r_.node(f), &n, kNodeSize);  // owned frame: nobody reads it yet
-    return install(f, g) ? f : kNoFrame;
+    if (!install(f, g)) return kNoFrame;
+    if (admit_check_) {
+        std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with the purger's store + scan
+        if (!admit_check_(g)) {
+            invalidate(g);
+            return kNoFrame;
+        }
+    }
+    return f;
 }
 
 // ---- cooling -----------------------------------------------------------------
@@ -233,6 +243,45 @@ bool Cache::finish_evict(uint32_t f) {
     h.unlock_obsolete();
     Stats::add(stats().evictions);
     return true;
+}
+
+size_t Cache::invalidate_if(const std::function<bool(const FrameInfo&)>& pred) {
+    std::vector<std::pair<uint8_t, GAddr>> victims;
+    r_.for_each_frame([&](const FrameInfo& i) {
+        if (i.gaddr != kNullGAddr && !gaddr_is_swizzled(i.gaddr) && pred(i)) victims.emplace_back(i.level, i.gaddr);
+    });
+    // Leaves first: a parent loses its swizzled children before its own turn.
+    std::sort(victims.begin(), victims.end());
+    size_t left = 0;
+    for (const auto& [level, g] : victims) {
+        bool gone = false;
+        unsigned spin = 0;
+        for (int round = 0; round < 200 && !gone; round++) {
+            uint32_t f = r_.table().lookup(g);
+            if (f == kNoFrame) {
+                gone = true;
+                break;
+            }
+            if (f == MappingTable::kIoInProgress) {  // being (re)admitted: not ours to drop
+                gone = true;
+                break;
+            }
+            FrameHeader& h = r_.header(f);
+            if (h.swizzled_children.load(std::memory_order_acquire) > 0) {
+                h.lock();  // we hold no other frame lock
+                bool changed = h.gaddr.load(std::memory_order_relaxed) == g && r_.unswizzle_all(f) > 0;
+                if (changed) h.unlock();
+                else h.unlock_unchanged();
+            }
+            if (invalidate(g)) {
+                gone = true;
+                break;
+            }
+            spin_backoff(spin);
+        }
+        if (!gone) left++;
+    }
+    return left;
 }
 
 bool Cache::invalidate(GAddr g) {

@@ -94,6 +94,13 @@ public:
     CacheRegion& region() { return r_; }
     void set_write_back(WriteBack wb) { write_back_ = std::move(wb); }
     void set_policy(AdmissionPolicy p) { admission_.set_policy(p); }
+    const AdmissionPolicy& policy() const { return admission_.policy(); }
+    // Called by admit() right after a frame was installed; false -> the frame
+    // is dropped again and admit() returns kNoFrame (the caller keeps using its
+    // local copy). The C API uses it to refuse images read from a memory node
+    // incarnation the region has already been purged of (src/README.md).
+    using AdmitCheck = std::function<bool(GAddr)>;
+    void set_admit_check(AdmitCheck c) { admit_check_ = std::move(c); }
     Rng& rng() { return admission_.rng(); }
 
     // ---- admission ----
@@ -128,6 +135,13 @@ public:
     // Drop g from the cache now (its node was freed / changed elsewhere). Fails
     // (false) if the frame is pinned or still has swizzled children.
     bool invalidate(GAddr g);
+    // Drops every mapped frame whose FrameInfo satisfies `pred` (leaves first,
+    // unswizzling children as needed), e.g. every frame of one memory node or of
+    // one tree id. Retries frames that are pinned / being modified for a while;
+    // returns how many frames matched but could not be dropped (0 = all gone).
+    // Frames admitted concurrently are not covered: callers make sure no
+    // process admits matching nodes meanwhile (or re-check after admission).
+    size_t invalidate_if(const std::function<bool(const FrameInfo&)>& pred);
 
 private:
     // Delegation target below `start`, or kNoFrame (start not hot / race).
@@ -140,6 +154,7 @@ private:
     CacheRegion& r_;
     Admission admission_;
     WriteBack write_back_;
+    AdmitCheck admit_check_;
     std::vector<uint32_t> free_;
 };
 

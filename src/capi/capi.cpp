@@ -2,16 +2,23 @@
 // wrappers around dex::tree::BTree. No exception leaves this file.
 #include "capi/dex_capi.h"
 
+#include <unistd.h>
+
 #include <atomic>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <map>
 #include <mutex>
 #include <new>
+#include <tuple>
 #include <string>
 #include <vector>
 
+#include "cache/cache.h"
+#include "cache/region.h"
+#include "cache/spinlock.h"
 #include "common/error.h"
 #include "common/stats.h"
 #include "net/protocol.h"
@@ -162,6 +169,123 @@ void fill_info(DexTreeInfo* out, const dex::tree::TreeInfo& i) {
     out->root = i.root;
 }
 
+// ---- node cache ---------------------------------------------------------------
+//
+// Shared block: CacheShared header | CacheRegion. The header records, per
+// memory node number, the incarnation the cached frames of that node belong
+// to. Frames are keyed by GAddr, and a restarted memory node reuses addresses
+// (and namespace ids, hence tree ids): before a process reads through the cache
+// for a node, it makes sure the recorded incarnation is the one it is connected
+// to, purging the node's frames first if not (src/README.md "Node cache").
+
+constexpr uint32_t kCacheMaxNodes = 1024;
+constexpr uint64_t kCacheSharedMagic = 0x6465782d63617069ull;  // "dex-capi"
+
+struct CacheShared {
+    uint64_t magic;
+    uint64_t cache_bytes;
+    std::atomic<uint32_t> purge_lock;  // serializes purges (spinlock)
+    // Incarnation whose frames the cache may hold for node i; 0 = none / purge
+    // in progress.
+    std::atomic<uint64_t> incarnation[kCacheMaxNodes];
+};
+
+size_t cache_header_bytes() { return (sizeof(CacheShared) + 63) & ~size_t(63); }
+
+struct CacheState {
+    CacheShared* shared = nullptr;
+    dex::cache::CacheRegion* region = nullptr;
+    dex::cache::Cache* cache = nullptr;  // this process's handle (created lazily, per pid)
+    pid_t pid = 0;
+    dex::cache::AdmissionPolicy policy;
+};
+
+CacheState& cstate() {
+    static CacheState* s = new CacheState();  // never destroyed (see client())
+    return *s;
+}
+
+// Is an image of `g` just admitted still from the incarnation the cache holds
+// for its node? (A read that returned just before the node restarted can be
+// admitted after another process purged the node; this catches it.)
+bool admit_check(dex::GAddr g) {
+    CacheState& s = cstate();
+    uint32_t node = dex::gaddr_node(g);
+    if (!s.shared || node >= kCacheMaxNodes) return false;
+    try {
+        uint64_t have = s.shared->incarnation[node].load(std::memory_order_seq_cst);
+        return have != 0 && have == client().mem.node(node).incarnation();
+    } catch (...) {
+        return false;
+    }
+}
+
+dex::cache::Cache* process_cache() {
+    CacheState& s = cstate();
+    if (!s.region) return nullptr;
+    pid_t me = getpid();
+    if (s.cache && s.pid == me) return s.cache;
+    // A forked child inherits the parent's handle object: it is not ours (the
+    // postmaster never allocates frames, so abandoning it loses nothing).
+    auto* c = new dex::cache::Cache(*s.region);
+    c->set_policy(s.policy);
+    c->set_admit_check(admit_check);
+    s.cache = c;
+    s.pid = me;
+    return c;
+}
+
+struct PurgeLock {
+    std::atomic<uint32_t>& w;
+    explicit PurgeLock(std::atomic<uint32_t>& word) : w(word) {
+        unsigned spin = 0;
+        uint32_t z = 0;
+        while (!w.compare_exchange_weak(z, 1, std::memory_order_acquire)) {
+            z = 0;
+            dex::cache::spin_backoff(spin);
+        }
+    }
+    ~PurgeLock() { w.store(0, std::memory_order_release); }
+};
+
+// Before reading node `node`'s data through the cache while connected to
+// incarnation `inc`: drop frames left from any other incarnation.
+void cache_sync_node(int node, uint64_t inc) {
+    CacheState& s = cstate();
+    if (!s.shared || node < 0) return;
+    if (static_cast<uint32_t>(node) >= kCacheMaxNodes)
+        throw Error(ErrorCode::kInvalid, "memory node number " + std::to_string(node) +
+                                             " is too large for the node cache (at most " +
+                                             std::to_string(kCacheMaxNodes) + " memory nodes)");
+    std::atomic<uint64_t>& rec = s.shared->incarnation[node];
+    if (rec.load(std::memory_order_acquire) == inc) return;
+    dex::cache::Cache* c = process_cache();
+    PurgeLock lk(s.shared->purge_lock);
+    if (rec.load(std::memory_order_acquire) == inc) return;
+    // 0 first: a concurrent admission from the old incarnation either installed
+    // its frame before this store (the scan below sees it) or reads 0 in its
+    // admit check and drops the frame itself.
+    rec.store(0, std::memory_order_seq_cst);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    const uint32_t n = static_cast<uint32_t>(node);
+    size_t left = c->invalidate_if([n](const dex::cache::FrameInfo& i) { return dex::gaddr_node(i.gaddr) == n; });
+    if (left != 0)
+        throw Error(ErrorCode::kRemote, "node cache: could not drop " + std::to_string(left) +
+                                            " cached nodes of a restarted memory node");
+    rec.store(inc, std::memory_order_seq_cst);
+}
+
+// Drop every cached frame of tree id (uint32) ns on `node`.
+void cache_drop_tree(int node, uint64_t ns) {
+    CacheState& s = cstate();
+    if (!s.shared || node < 0) return;
+    dex::cache::Cache* c = process_cache();
+    const uint32_t n = static_cast<uint32_t>(node), tid = static_cast<uint32_t>(ns);
+    c->invalidate_if([n, tid](const dex::cache::FrameInfo& i) {
+        return dex::gaddr_node(i.gaddr) == n && i.tree_id == tid;
+    });
+}
+
 }  // namespace
 
 struct DexTree {
@@ -188,7 +312,9 @@ struct DexTree {
     dex::tree::BTree& bt() {
         int want = client().opts.op_timeout_ms;
         if (!tree) {
-            tree = std::make_unique<dex::tree::BTree>(client().mem, static_cast<uint32_t>(node), ns);
+            dex::tree::TreeOptions o;
+            o.cache = process_cache();  // nullptr: no cache in this process
+            tree = std::make_unique<dex::tree::BTree>(client().mem, static_cast<uint32_t>(node), ns, o);
             op_timeout_ms = 0;
         }
         // Scans and bulk loads hold references to the BTree: adjust it in place.
@@ -201,6 +327,7 @@ struct DexTree {
     template <class F>
     void run(F&& f) {
         validate();
+        cache_sync_node(node, incarnation);  // no frame of another incarnation is read
         f(bt());
         validate();
     }
@@ -295,6 +422,91 @@ void dex_stats_read(DexStatsSnapshot* out) {
 
 void dex_stats_reset(void) { dex::stats().reset(); }
 
+size_t dex_cache_shmem_size(uint64_t cache_bytes) {
+    if (cache_bytes == 0) return 0;
+    try {
+        return cache_header_bytes() + dex::cache::CacheRegion::bytes_for(cache_bytes);
+    } catch (...) {
+        return 0;
+    }
+}
+
+int dex_cache_attach(void* mem, uint64_t cache_bytes, int initialize, DexError* err) {
+    return guarded(err, [&] {
+        CacheState& s = cstate();
+        s.shared = nullptr;
+        s.region = nullptr;
+        s.cache = nullptr;  // a handle on an earlier region (shared memory re-initialized) is dropped
+        s.pid = 0;
+        if (!mem || cache_bytes == 0) return;
+        auto* sh = static_cast<CacheShared*>(mem);
+        char* rmem = static_cast<char*>(mem) + cache_header_bytes();
+        if (initialize) {
+            size_t bytes = dex::cache::CacheRegion::bytes_for(cache_bytes);
+            dex::cache::CacheRegion* r = dex::cache::CacheRegion::init(rmem, bytes, s.policy);
+            sh->magic = kCacheSharedMagic;
+            sh->cache_bytes = cache_bytes;
+            sh->purge_lock.store(0, std::memory_order_relaxed);
+            for (auto& inc : sh->incarnation) inc.store(0, std::memory_order_relaxed);
+            std::atomic_thread_fence(std::memory_order_seq_cst);
+            s.region = r;
+        } else {
+            if (sh->magic != kCacheSharedMagic || sh->cache_bytes != cache_bytes)
+                throw Error(ErrorCode::kInvalid, "node cache: no cache of this size in shared memory");
+            s.region = dex::cache::CacheRegion::attach(rmem);
+        }
+        s.shared = sh;
+    });
+}
+
+void dex_cache_set_policy(double leaf_admission, int cache_leaves) {
+    CacheState& s = cstate();
+    s.policy.leaf_admission = leaf_admission < 0 ? 0 : leaf_admission > 1 ? 1 : leaf_admission;
+    s.policy.cache_leaves = cache_leaves != 0;
+    if (s.cache && s.pid == getpid()) s.cache->set_policy(s.policy);
+}
+
+void dex_cache_detach(void) {
+    try {
+        CacheState& s = cstate();
+        if (s.cache && s.pid == getpid()) delete s.cache;  // returns our free frames
+        s.cache = nullptr;
+        s.pid = 0;
+    } catch (...) {
+    }
+}
+
+int dex_cache_enabled(void) { return cstate().region != nullptr; }
+
+int dex_cache_census(DexCacheCensusRow** rows, int* n, DexError* err) {
+    if (rows) *rows = nullptr;
+    if (n) *n = 0;
+    return guarded(err, [&] {
+        if (!rows || !n) throw Error(ErrorCode::kInvalid, "dex_cache_census: NULL argument");
+        CacheState& s = cstate();
+        if (!s.region) return;
+        std::map<std::tuple<int, uint32_t, int>, DexCacheCensusRow> agg;
+        s.region->for_each_frame([&](const dex::cache::FrameInfo& i) {
+            if (i.state != dex::cache::FrameState::kHot && i.state != dex::cache::FrameState::kCooling) return;
+            if (i.gaddr == dex::kNullGAddr) return;
+            int node = static_cast<int>(dex::gaddr_node(i.gaddr));
+            auto& r = agg[std::make_tuple(node, i.tree_id, static_cast<int>(i.level))];
+            r.node = node;
+            r.tree_id = i.tree_id;
+            r.level = i.level;
+            r.frames++;
+            if (i.state == dex::cache::FrameState::kCooling) r.cooling++;
+            if (i.dirty) r.dirty++;
+        });
+        auto* arr = static_cast<DexCacheCensusRow*>(std::malloc((agg.empty() ? 1 : agg.size()) * sizeof(DexCacheCensusRow)));
+        if (!arr) throw std::bad_alloc();
+        size_t k = 0;
+        for (auto& [key, r] : agg) arr[k++] = r;
+        *rows = arr;
+        *n = static_cast<int>(k);
+    });
+}
+
 void dex_disconnect_all(void) {
     try {
         Client& c = client();
@@ -344,6 +556,10 @@ int dex_ns_create(int node, const uint8_t tag[DEX_NS_TAG_LEN], uint64_t* ns, uin
         uint64_t id = u64_of(tr.rpc(dex::net::kOpNsCreate, t, sizeof t), "NS_CREATE");
         if (tr.incarnation() != inc)
             throw Error(ErrorCode::kLostMemory, "memory node " + tr.address() + " restarted while creating a namespace");
+        // Namespace ids restart after a memory node restart: no frame of an
+        // earlier tree with this id may survive.
+        cache_sync_node(node, inc);
+        cache_drop_tree(node, id);
         if (ns) *ns = id;
         if (incarnation) *incarnation = inc;
     });
@@ -351,7 +567,10 @@ int dex_ns_create(int node, const uint8_t tag[DEX_NS_TAG_LEN], uint64_t* ns, uin
 
 int dex_ns_drop(int node, uint64_t ns, uint64_t* bytes_freed, DexError* err) {
     return guarded(err, [&] {
+        // Its memory goes back to the pool and may hold the next tree's nodes.
+        cache_drop_tree(node, ns);
         uint64_t freed = u64_of(node_transport(node).rpc(dex::net::kOpNsDrop, &ns, 8), "NS_DROP");
+        cache_drop_tree(node, ns);
         if (bytes_freed) *bytes_freed = freed;
     });
 }

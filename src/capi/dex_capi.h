@@ -113,6 +113,42 @@ void		dex_stats_attach(void *mem, int initialize);
 void		dex_stats_read(DexStatsSnapshot *out);
 void		dex_stats_reset(void);
 
+/* ---- node cache (shared by every process of this compute server) ------ */
+
+/*
+ * Bytes of shared memory for a cache of `cache_bytes` (frames + tables +
+ * this API's per-memory-node incarnation table). 0 if cache_bytes is 0.
+ */
+size_t		dex_cache_shmem_size(uint64_t cache_bytes);
+/*
+ * Build (initialize != 0: once, in the postmaster's shmem startup) or find
+ * the cache in `mem` (dex_cache_shmem_size(cache_bytes) bytes, same memory in
+ * every process). This process's cache handle is created lazily, per pid, so a
+ * forked child gets its own. From then on every tree opened with
+ * dex_tree_open reads through the cache. mem == NULL: no cache.
+ */
+int			dex_cache_attach(void *mem, uint64_t cache_bytes, int initialize, DexError *err);
+/* Admission policy of this process (GUCs dex.leaf_admission / dex.cache_leaves). */
+void		dex_cache_set_policy(double leaf_admission, int cache_leaves);
+/* Backend exit: give this process's free frames back. Trees must be closed. */
+void		dex_cache_detach(void);
+/* 1 if this process reads through a cache. */
+int			dex_cache_enabled(void);
+
+/* Frames per (memory node, tree id, level); tree_id = low 32 bits of the ns. */
+typedef struct DexCacheCensusRow
+{
+	int			node;
+	uint32_t	tree_id;
+	int			level;
+	uint64_t	frames;			/* mapped frames (hot + cooling) */
+	uint64_t	cooling;
+	uint64_t	dirty;
+} DexCacheCensusRow;
+
+/* *rows is malloc()ed (free with dex_free()); *n = 0 without a cache. */
+int			dex_cache_census(DexCacheCensusRow **rows, int *n, DexError *err);
+
 /* Drop all connections (backend exit). */
 void		dex_disconnect_all(void);
 
@@ -123,6 +159,11 @@ int			dex_memnode_stats(int node, DexNodeStats *out, DexError *err);
 int			dex_memnode_incarnation(int node, uint64_t *incarnation, DexError *err);
 int			dex_ns_create(int node, const uint8_t tag[DEX_NS_TAG_LEN],
 						  uint64_t *ns, uint64_t *incarnation, DexError *err);
+/*
+ * Both also drop every cached frame of tree id (uint32) ns on that node: a
+ * namespace id can come back after a memory node restart, and a dropped
+ * namespace's memory is reused by the next one.
+ */
 int			dex_ns_drop(int node, uint64_t ns, uint64_t *bytes_freed, DexError *err);
 /* *out is malloc()ed; free with dex_free(). */
 int			dex_ns_list(int node, DexNsInfo **out, int *n, DexError *err);

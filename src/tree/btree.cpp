@@ -186,6 +186,9 @@ GAddr BTree::descend_cached(const EntryKey& k, int level, Node& out, Path* path,
     Node tmp;
     int attempt = 0;
     bool refresh = refresh_next_;
+    // cache_leaves = false (inner nodes only): leaves are neither admitted nor
+    // read from frames admitted earlier under another policy.
+    const bool leaves = cache_->policy().cache_leaves;
     for (;;) {
         if (refresh) refresh_root();
         GAddr a = root_ ? root_ : refresh_root();
@@ -209,7 +212,7 @@ GAddr BTree::descend_cached(const EntryKey& k, int level, Node& out, Path* path,
                 v = R.header(f).begin_read();
                 g = R.header(f).gaddr.load(std::memory_order_acquire);
                 if (v == FrameHeader::kRestart || !R.validate(pf, pv) || !R.validate(f, v)) break;
-                if (refresh) {
+                if (refresh || (expect == 0 && !leaves)) {
                     f = kNoFrame;  // re-read it below like an unswizzled pointer
                 } else {
                     Stats::add(stats().cache_hits);
@@ -222,6 +225,8 @@ GAddr BTree::descend_cached(const EntryKey& k, int level, Node& out, Path* path,
                     cache_drop(g);
                     Stats::add(stats().cache_misses);
                     lf = kNoFrame;
+                } else if (expect == 0 && !leaves) {
+                    lf = kNoFrame;  // inner-only policy: leaves are always read remotely
                 } else {
                     lf = R.lookup(g);  // counts the hit / miss
                 }
@@ -335,7 +340,7 @@ GAddr BTree::descend_cached(const EntryKey& k, int level, Node& out, Path* path,
 }
 
 bool BTree::read_node(GAddr a, Node& out, const Deadline& dl) {
-    if (cache_) {
+    if (cache_ && cache_->policy().cache_leaves) {  // (only used for leaves)
         cache::CacheRegion& R = cache_->region();
         uint32_t f = R.lookup(a);
         if (f != cache::kNoFrame && f != cache::MappingTable::kIoInProgress &&

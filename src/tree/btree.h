@@ -125,7 +125,8 @@ private:
     // frames, swizzled child pointers, admission on misses (src/README.md "Node cache").
     GAddr descend_cached(const EntryKey& k, int level, Node& out, Path* path, const Deadline& dl, bool lt);
     // A validated copy of the node at `a` (from its cached frame if there is
-    // one, else a remote read; no admission). False: no valid image.
+    // one, else a remote read; no admission). False: no valid image. Only
+    // used for leaves: with cache_leaves = false it always reads remotely.
     bool read_node(GAddr a, Node& out, const Deadline& dl);
     // After a remote publish of `fresh` at `a`: bring a cached copy up to date
     // (under the frame lock; never goes backwards in body_version). Waits for

@@ -1,0 +1,76 @@
+--
+-- dex_cache: point lookups through the shared node cache (dex.cache_size is
+-- 64MB in the test cluster, far more than this index needs: no eviction)
+--
+CREATE TABLE c (k int, v int) WITH (autovacuum_enabled = off);
+INSERT INTO c SELECT g, g FROM generate_series(1, 20000) g;
+CREATE INDEX c_k ON c USING dex (k);
+SELECT entries, height FROM dex_check('c_k');
+
+SET enable_seqscan = off;
+SET enable_bitmapscan = off;
+EXPLAIN (COSTS OFF) SELECT v FROM c WHERE k = 42;
+
+-- n point lookups of keys spread over the whole index; returns the sum of v
+CREATE FUNCTION lookups(n int) RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+  s bigint := 0;
+  x int;
+BEGIN
+  FOR i IN 1..n LOOP
+    SELECT v INTO x FROM c WHERE k = (i * 7919) % 20000 + 1;
+    s := s + x;
+  END LOOP;
+  RETURN s;
+END $$;
+SELECT sum((i * 7919) % 20000 + 1) AS expected FROM generate_series(1, 2000) i;
+
+-- Warm: admit every leaf read (deterministic), then the same lookups again
+-- must not touch remote memory at all.
+SET dex.leaf_admission = 1.0;
+SELECT lookups(2000);
+SELECT dex_stats_reset();
+SELECT lookups(2000);
+SELECT remote_reads, cache_hits >= 2000 * 3 AS hits, cache_misses, evictions
+  FROM dex_stats();
+
+-- dex_cache_stats(): frames at every level of the index (root: one frame),
+-- write-through frames are never dirty, nothing cooled in a cache this large
+SELECT level, CASE WHEN level = 2 THEN frames::text ELSE (frames > 0)::text END AS frames,
+       cooling, dirty
+  FROM dex_cache_stats() WHERE index = 'c_k'::regclass ORDER BY level;
+
+-- Inner nodes only (Sherman / SMART policy): leaves come from remote memory
+-- again (one leaf read per lookup), inner nodes still from the cache.
+SET dex.cache_leaves = off;
+SELECT dex_stats_reset();
+SELECT lookups(2000);
+SELECT remote_reads >= 2000 AS leaf_reads, cache_hits >= 2000 * 2 AS inner_hits
+  FROM dex_stats();
+RESET dex.cache_leaves;
+
+-- Writes are write-through and update cached frames: answers stay exact.
+UPDATE c SET v = v + 1 WHERE k % 10 = 0;
+INSERT INTO c SELECT g, g FROM generate_series(20001, 22000) g;
+DELETE FROM c WHERE k % 7 = 0;
+SELECT count(*), sum(v) FROM c WHERE k BETWEEN 1 AND 22000;
+SET enable_indexscan = off; SET enable_seqscan = on;
+SELECT count(*), sum(v) FROM c WHERE k BETWEEN 1 AND 22000;
+RESET enable_indexscan; SET enable_seqscan = off;
+
+-- REINDEX builds a new tree; DROP INDEX drops the frames of its namespace.
+REINDEX INDEX c_k;
+SELECT count(*), sum(v) FROM c WHERE k BETWEEN 1 AND 22000;
+SELECT count(*) > 0 AS cached FROM dex_cache_stats() WHERE index = 'c_k'::regclass;
+CREATE TEMP TABLE others AS
+  SELECT coalesce(sum(frames), 0) AS n FROM dex_cache_stats()
+  WHERE index IS DISTINCT FROM 'c_k'::regclass;
+DROP INDEX c_k;
+SELECT (SELECT coalesce(sum(frames), 0) FROM dex_cache_stats()) = (SELECT n FROM others)
+  AS frames_dropped;
+
+RESET dex.leaf_admission;
+RESET enable_seqscan;
+RESET enable_bitmapscan;
+DROP FUNCTION lookups(int);
+DROP TABLE c;
