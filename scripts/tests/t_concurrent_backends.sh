@@ -2,10 +2,17 @@
 # Several backends insert, delete and scan the same dex index at once (remote
 # locks, splits, merges); then dex_check and an exact comparison with a btree
 # copy that received the same operations.
+# Environment (t_cache_stress.sh reuses this test): CLIENTS, SECONDS_RUN,
+# CACHE_SIZE (dex.cache_size, default the cluster's 64MB), LEAF_ADMISSION
+# (dex.leaf_admission), EXPECT_EVICTIONS=1 (dex_stats() must report evictions).
 source "$(dirname "$0")/common.sh"
 start_memnode mem "$MPORT" 512MB --threads 2
-start_cluster pg "$PPORT" "$MEMNODE_URL"
+conf=()
+[ -n "${CACHE_SIZE:-}" ] && conf+=("dex.cache_size = '$CACHE_SIZE'")
+[ -n "${LEAF_ADMISSION:-}" ] && conf+=("dex.leaf_admission = $LEAF_ADMISSION")
+start_cluster pg "$PPORT" "$MEMNODE_URL" "${conf[@]+"${conf[@]}"}"
 CLIENTS=${CLIENTS:-8}; SECONDS_RUN=${SECONDS_RUN:-20}
+echo "dex.cache_size = $(q -c "show dex.cache_size"), dex.leaf_admission = $(q -c "show dex.leaf_admission")"
 
 q -c "create extension dex"
 q -c "create table d(k int, v bigint); create table b(k int, v bigint)"
@@ -39,4 +46,9 @@ echo "rows differing between dex and btree: $diff"
 [ "$diff" = 0 ] || fail "dex and btree disagree"
 plan=$(q -c "set enable_seqscan = off; explain (costs off) select k, v from d where k >= 0 order by k")
 grep -q "d_k" <<<"$plan" || fail "comparison did not use the dex index: $plan"
+q -c "select index_ops, remote_reads, cache_hits, cache_misses, admissions, evictions, coolings, restarts from dex_stats()" -P footer=off
+if [ "${EXPECT_EVICTIONS:-0}" = 1 ]; then
+    ev=$(q -c "select evictions from dex_stats()")
+    [ "$ev" -gt 0 ] || fail "expected node cache evictions, dex_stats() reports $ev"
+fi
 echo "concurrent backends: ok"
