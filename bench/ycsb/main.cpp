@@ -70,6 +70,7 @@ struct Options {
     uint64_t memory = 0;           // 0 = auto
     int memnode_threads = 2;
     double cache_ratio = -1;  // -1: default (0.125 for the cached modes, else 0)
+    double leaf_admission = 0.1;  // --mode dex: probability a fetched leaf is admitted (DEX 5.4)
     double fill = 0.9;
     int scan_length = 100;
     uint64_t seed = 42;
@@ -113,6 +114,7 @@ void usage(FILE* f) {
         "  --spawn             same, with the dex-memnode of this build\n"
         "  --memory SIZE       pool of the spawned memnode / local buffer (default auto)\n"
         "  --memnode-threads N --threads of the spawned memnode (default 2)\n"
+        "  --leaf-admission P  dex mode: probability a fetched leaf is admitted (default 0.1)\n"
         "  --cache-ratio F     node cache size / index size after the load (inner-only,\n"
         "                      dex; default 0.125)\n"
         "  --fill F            bulk-load fill factor (default 0.9)\n"
@@ -186,7 +188,8 @@ Options parse_args(int argc, char** argv) {
             std::string v = val();
             if (!parse_size(v, o.memory) || o.memory < (1u << 20)) die_usage("invalid --memory \"" + v + "\"");
         } else if (a == "--memnode-threads") o.memnode_threads = static_cast<int>(num(1, 256));
-        else if (a == "--cache-ratio") o.cache_ratio = num(0, 1);
+        else if (a == "--cache-ratio") o.cache_ratio = num(0, 16);
+        else if (a == "--leaf-admission") o.leaf_admission = num(0, 1);
         else if (a == "--fill") o.fill = num(0.1, 1);
         else if (a == "--scan-length") o.scan_length = static_cast<int>(num(1, 100000));
         else if (a == "--seed") o.seed = static_cast<uint64_t>(num(0, 1e18));
@@ -676,11 +679,11 @@ int run(const Options& o) {
         if (cache_mem == MAP_FAILED) throw std::runtime_error("mmap of the node cache region failed");
         cache::AdmissionPolicy pol;
         pol.cache_leaves = o.mode == "dex";
-        pol.leaf_admission = 0.1;
+        pol.leaf_admission = o.leaf_admission;
         region = cache::CacheRegion::init(cache_mem, cache_mem_bytes, pol);
         logf("node cache: %u frames (%.1f MiB = %.3f x index), %s", region->frame_count(),
              static_cast<double>(cache_bytes) / (1 << 20), o.cache_ratio,
-             pol.cache_leaves ? "inner nodes + leaves with probability 0.1" : "inner nodes only");
+             pol.cache_leaves ? "inner nodes + leaves with probability --leaf-admission" : "inner nodes only");
     }
     Plan plan{mix, K, zipf.get(), &scramble, &ins_perm, region};
     signal(SIGINT, on_signal);
@@ -832,6 +835,7 @@ int run(const Options& o) {
         .num("seconds", o.ops_per_worker ? 0 : o.seconds)
         .u("ops_per_worker", o.ops_per_worker)
         .num("cache_ratio", o.cache_ratio)
+        .num("leaf_admission", o.mode == "dex" ? o.leaf_admission : 0.0)
         .num("fill", o.fill)
         .u("scan_length", static_cast<uint64_t>(o.scan_length))
         .u("seed", o.seed)
