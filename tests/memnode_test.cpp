@@ -15,9 +15,12 @@
 #include "common/stats.h"
 #include "engine/engine.h"
 #include "net/protocol.h"
+#include "wire_test_util.h"
 #include "transport/inproc_transport.h"
 
 using namespace dex;
+using dex::testing::append;
+using dex::testing::as;
 using dex::memnode::Engine;
 using dex::memnode::EngineOptions;
 
@@ -33,20 +36,6 @@ EngineOptions small_pool(uint64_t bytes = kPool, std::string token = {}) {
     return o;
 }
 
-template <class T>
-void append(std::vector<uint8_t>& v, const T& x) {
-    size_t o = v.size();
-    v.resize(o + sizeof(T));
-    std::memcpy(v.data() + o, &x, sizeof(T));
-}
-
-template <class T>
-T as(const std::vector<uint8_t>& v, size_t at = 0) {
-    T x{};
-    EXPECT_GE(v.size(), at + sizeof(T));
-    if (v.size() >= at + sizeof(T)) std::memcpy(&x, v.data() + at, sizeof(T));
-    return x;
-}
 
 uint64_t ns_create(Transport& t, const std::string& tag = "test") {
     uint8_t buf[net::kNamespaceTagLen] = {};

@@ -27,9 +27,12 @@
 #include "common/error.h"
 #include "common/stats.h"
 #include "net/protocol.h"
+#include "wire_test_util.h"
 #include "transport/tcp_transport.h"
 
 using namespace dex;
+using dex::testing::append;
+using dex::testing::as;
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -136,20 +139,6 @@ TransportOptions opts(int connect_ms = 2000, int op_ms = 5000, std::string token
     return o;
 }
 
-template <class T>
-void append(std::vector<uint8_t>& v, const T& x) {
-    size_t o = v.size();
-    v.resize(o + sizeof(T));
-    std::memcpy(v.data() + o, &x, sizeof(T));
-}
-
-template <class T>
-T as(const std::vector<uint8_t>& v, size_t at = 0) {
-    T x{};
-    EXPECT_GE(v.size(), at + sizeof(T));
-    if (v.size() >= at + sizeof(T)) std::memcpy(&x, v.data() + at, sizeof(T));
-    return x;
-}
 
 uint64_t ns_create(Transport& t) {
     uint8_t tag[net::kNamespaceTagLen] = "transport-test";

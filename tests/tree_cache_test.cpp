@@ -226,7 +226,9 @@ TEST_P(CachedTreeTest, DeleteToEmptyAndRefill) {
     std::set<EntryKey> model;
     while (model.size() < 30000) {
         EntryKey k = K(static_cast<int64_t>(rng() % 100000), static_cast<uint32_t>(rng() % 100), 1);
-        if (model.insert(k).second) ASSERT_TRUE(tree->insert(k));
+        if (model.insert(k).second) {
+            ASSERT_TRUE(tree->insert(k));
+        }
     }
     auto full = tree->check();
     std::vector<EntryKey> keys(model.begin(), model.end());
@@ -360,7 +362,9 @@ TEST(TreeCache, TwoComputeServersSeeEachOthersSplitsAndMerges) {
     std::mt19937_64 rng(5);
     for (int i = 0; i < 60000; i++) {
         EntryKey k = K(4 * i + 1 + static_cast<int64_t>(rng() % 3), 2, 2);
-        if (model.insert(k).second) ASSERT_TRUE(ta.insert(k));
+        if (model.insert(k).second) {
+            ASSERT_TRUE(ta.insert(k));
+        }
     }
     std::vector<EntryKey> doomed;
     for (auto& k : model)
