@@ -98,7 +98,9 @@ protected:
         if (tree) expect_cache_coherent(*reg->region, *mem);
         // Every scenario must actually have used the cache.
         EXPECT_GT(stats().cache_hits.load(), 0u);
-        if (GetParam().frames <= 64) EXPECT_GT(stats().evictions.load(), 0u) << "tiny cache never evicted";
+        if (GetParam().frames <= 64) {
+            EXPECT_GT(stats().evictions.load(), 0u) << "tiny cache never evicted";
+        }
         std::printf("[ info     ] %s: hits %llu misses %llu admissions %llu evictions %llu restarts %llu\n",
                     GetParam().name, (unsigned long long)stats().cache_hits.load(),
                     (unsigned long long)stats().cache_misses.load(), (unsigned long long)stats().admissions.load(),
