@@ -188,5 +188,12 @@ RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'dex_sql_cache_stats'
 LANGUAGE C STRICT VOLATILE;
 
+-- Write back every dirty cached node of write-back indexes now; returns the
+-- number of nodes written (src/README.md "Write-back mode").
+CREATE FUNCTION dex_flush() RETURNS bigint
+AS 'MODULE_PATHNAME', 'dex_sql_flush'
+LANGUAGE C STRICT VOLATILE;
+
 REVOKE ALL ON FUNCTION dex_free_orphans() FROM PUBLIC;
+REVOKE ALL ON FUNCTION dex_flush() FROM PUBLIC;
 REVOKE ALL ON FUNCTION dex_stats_reset() FROM PUBLIC;

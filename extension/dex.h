@@ -54,6 +54,9 @@ typedef struct DexMetaPageData
 	uint64		ns;				/* namespace id, 0 = none */
 	uint64		incarnation;	/* memory node incarnation at build time */
 	char		address[DEX_ADDR_LEN];	/* memory node address (for messages) */
+	uint64		owner_word;		/* write-back mode: GAddr of the remote dirty-owner
+								 * word (src/README.md "Write-back mode"); 0 =
+								 * none (index built before it existed) */
 } DexMetaPageData;
 
 typedef struct DexPageOpaqueData
@@ -89,6 +92,7 @@ typedef struct DexOptions
 {
 	int32		vl_len_;		/* varlena header (do not touch directly!) */
 	int			fillfactor;
+	bool		write_back;		/* opt-in write-back mode (default off) */
 } DexOptions;
 
 #define DEX_DEFAULT_FILLFACTOR 90

@@ -34,6 +34,7 @@ typedef struct DexBuildState
 
 	/* core handles, released by the reset callback on error */
 	DexTree    *tree;
+	uint64		owner_word;		/* dirty-owner word (write-back mode) */
 	DexBulk    *bulk;
 	MemoryContextCallback cb;
 } DexBuildState;
@@ -186,6 +187,11 @@ dexbuild(Relation heap, Relation index, IndexInfo *indexInfo)
 	if (rc != DEX_OK)
 		dex_report_error(rc, &err, index);
 
+	/* the dirty-owner word of write-back mode (every index gets one) */
+	rc = dex_ns_alloc_word(node, ns, &bs->owner_word, &err);
+	if (rc != DEX_OK)
+		dex_report_error(rc, &err, index);
+
 	/* 2. scan the heap into a sort over (int8 key NULLS LAST, tid) */
 	bs->sortdesc = CreateTemplateTupleDesc(2);
 	TupleDescInitEntry(bs->sortdesc, 1, "key", INT8OID, -1, 0);
@@ -288,6 +294,7 @@ dexbuild(Relation heap, Relation index, IndexInfo *indexInfo)
 	meta.incarnation = incarnation;
 	strlcpy(meta.address, dex_memnode_address(node) ? dex_memnode_address(node) : "",
 			sizeof(meta.address));
+	meta.owner_word = bs->owner_word;
 	dex_write_metapage(index, MAIN_FORKNUM, &meta);
 
 	MemoryContextSwitchTo(oldcxt);

@@ -31,6 +31,7 @@ PG_FUNCTION_INFO_V1(dex_sql_memnodes);
 PG_FUNCTION_INFO_V1(dex_sql_orphans);
 PG_FUNCTION_INFO_V1(dex_sql_free_orphans);
 PG_FUNCTION_INFO_V1(dex_sql_cache_stats);
+PG_FUNCTION_INFO_V1(dex_sql_flush);
 
 static TupleDesc
 dex_result_desc(FunctionCallInfo fcinfo)
@@ -594,4 +595,22 @@ dex_sql_cache_stats(PG_FUNCTION_ARGS)
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;
+}
+
+/* ---- dex_flush ---------------------------------------------------------- */
+
+/* Write back every dirty cached node now (write-back mode); frames written. */
+Datum
+dex_sql_flush(PG_FUNCTION_ARGS)
+{
+	DexError	err;
+	uint64_t	written = 0;
+	int			rc;
+
+	dex_ensure_configured();
+	memset(&err, 0, sizeof(err));
+	rc = dex_cache_flush(&written, &err);
+	if (rc != DEX_OK)
+		dex_report_error(rc, &err, NULL);
+	PG_RETURN_INT64((int64) written);
 }

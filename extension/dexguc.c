@@ -10,7 +10,11 @@
 
 #include "fmgr.h"
 #include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
 #include "storage/ipc.h"
+#include "storage/latch.h"
 #include "storage/shmem.h"
 #include "storage/lwlock.h"
 #include "utils/guc.h"
@@ -18,6 +22,7 @@
 PG_MODULE_MAGIC;
 
 void		_PG_init(void);
+PGDLLEXPORT void dex_writeback_main(Datum arg);
 
 bool		dex_preloaded = false;
 bool		dex_interrupts_suppressed = false;
@@ -29,6 +34,7 @@ static int	dex_connect_timeout_ms = 5000;
 static int	dex_op_timeout_ms = 30000;
 static double dex_leaf_admission = 0.1;
 static bool dex_cache_leaves = true;
+static int	dex_writeback_interval_ms = 1000;
 
 static bool dex_config_dirty = true;
 
@@ -327,12 +333,39 @@ _PG_init(void)
 	EmitWarningsOnPlaceholders("dex");
 #endif
 
+	DefineCustomIntVariable("dex.writeback_interval",
+							"Interval at which the dex write-back worker writes dirty cached "
+							"nodes of write-back indexes to remote memory (the checkpoint-like "
+							"bound on what a crash can lose).",
+							NULL,
+							&dex_writeback_interval_ms,
+							1000, 10, INT_MAX,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
 	dex_init_reloptions();
 
 	if (!process_shared_preload_libraries_in_progress)
 		return;
 
 	dex_preloaded = true;
+
+	/* write-back worker: periodic flush, final flush at shutdown */
+	if (dex_cache_size_kb > 0)
+	{
+		BackgroundWorker worker;
+
+		memset(&worker, 0, sizeof(worker));
+		worker.bgw_flags = BGWORKER_SHMEM_ACCESS;
+		worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+		worker.bgw_restart_time = 1;
+		snprintf(worker.bgw_library_name, BGW_MAXLEN, "dex");
+		snprintf(worker.bgw_function_name, BGW_MAXLEN, "dex_writeback_main");
+		snprintf(worker.bgw_name, BGW_MAXLEN, "dex write-back worker");
+		snprintf(worker.bgw_type, BGW_MAXLEN, "dex write-back worker");
+		RegisterBackgroundWorker(&worker);
+	}
 
 #if PG_VERSION_NUM >= 150000
 	prev_shmem_request_hook = shmem_request_hook;
@@ -345,4 +378,79 @@ _PG_init(void)
 
 	dex_set_interrupt_check(dex_interrupt_check);
 	dex_xact_init();
+}
+
+/* ---------------------------------------------------------------------
+ * write-back worker (src/README.md "Write-back mode"): PostgreSQL has no
+ * checkpoint hook for extensions, so this worker is the checkpoint
+ * equivalent: every dex.writeback_interval it writes back all dirty frames
+ * and clears the dirty-owner words of the flushed indexes; on SIGTERM (fast
+ * or smart shutdown: the postmaster signals background workers before the
+ * shutdown checkpoint) it does a final flush before exiting. An immediate
+ * shutdown or a crash skips it: those indexes then report lost memory.
+ * ---------------------------------------------------------------------
+ */
+static volatile sig_atomic_t dex_wb_stop = false;
+
+static void
+dex_wb_sigterm(SIGNAL_ARGS)
+{
+	int			save_errno = errno;
+
+	dex_wb_stop = true;
+	SetLatch(MyLatch);
+	errno = save_errno;
+}
+
+static uint64
+dex_wb_flush_once(bool quiet)
+{
+	DexError	err;
+	uint64_t	written = 0;
+	int			rc;
+
+	memset(&err, 0, sizeof(err));
+	rc = dex_try_configure(&err);
+	if (rc == DEX_OK)
+		rc = dex_cache_flush(&written, &err);
+	if (rc != DEX_OK && !quiet)
+		ereport(LOG,
+				(errmsg("dex write-back worker: %s", err.message[0] ? err.message : "flush failed")));
+	return (uint64) written;
+}
+
+void
+dex_writeback_main(Datum arg)
+{
+	pqsignal(SIGTERM, dex_wb_sigterm);
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	BackgroundWorkerUnblockSignals();
+
+	while (!dex_wb_stop)
+	{
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 dex_writeback_interval_ms, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+		if (dex_wb_stop)
+			break;
+		(void) dex_wb_flush_once(false);
+	}
+
+	/*
+	 * Shutdown: backends get SIGTERM at the same time and may still finish a
+	 * change; flush until a round finds nothing (bounded).
+	 */
+	for (int round = 0; round < 20; round++)
+	{
+		if (dex_wb_flush_once(round > 0) == 0 && round > 0)
+			break;
+		pg_usleep(100 * 1000L);
+	}
+	ereport(LOG, (errmsg("dex write-back worker: final flush done")));
+	proc_exit(0);
 }

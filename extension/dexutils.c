@@ -102,6 +102,10 @@ dex_init_reloptions(void)
 					  "Packs dex leaf nodes only this full during CREATE INDEX",
 					  DEX_DEFAULT_FILLFACTOR, DEX_MIN_FILLFACTOR, 100,
 					  AccessExclusiveLock);
+	add_bool_reloption(dex_relopt_kind, "write_back",
+					   "Keeps in-place leaf changes in the node cache and writes them back "
+					   "later (requires that no other compute server writes the index)",
+					   false, AccessExclusiveLock);
 }
 
 bytea *
@@ -109,6 +113,7 @@ dexoptions(Datum reloptions, bool validate)
 {
 	static const relopt_parse_elt tab[] = {
 		{"fillfactor", RELOPT_TYPE_INT, offsetof(DexOptions, fillfactor)},
+		{"write_back", RELOPT_TYPE_BOOL, offsetof(DexOptions, write_back)},
 	};
 
 	return (bytea *) build_reloptions(reloptions, validate, dex_relopt_kind,
@@ -614,6 +619,27 @@ dex_get_tree(Relation index)
 	else
 	{
 		rc = dex_tree_validate(e->tree, &err);
+		if (rc != DEX_OK)
+		{
+			if (rc == DEX_ERR_LOST_MEMORY)
+			{
+				dex_tree_close(e->tree);
+				hash_search(dex_tree_cache, &key, HASH_REMOVE, NULL);
+			}
+			dex_report_error(rc, &err, index);
+		}
+	}
+
+	/*
+	 * Write-back mode (reloption write_back): checks the remote dirty-owner
+	 * word once per handle (an instance that crashed holding dirty nodes of
+	 * this index -> "lost its remote memory"), then sets the mode.
+	 */
+	{
+		DexOptions *opts = (DexOptions *) index->rd_options;
+		bool		wb = opts ? opts->write_back : false;
+
+		rc = dex_tree_set_write_back(e->tree, wb ? 1 : 0, meta.owner_word, &err);
 		if (rc != DEX_OK)
 		{
 			if (rc == DEX_ERR_LOST_MEMORY)

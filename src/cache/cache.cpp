@@ -153,15 +153,30 @@ uint32_t Cache::cool_from(uint32_t start) {
     return c != kNoFrame && cool_frame(c) ? c : kNoFrame;
 }
 
-void Cache::write_back_locked(uint32_t f) {
+bool Cache::write_back_locked(uint32_t f) {
     FrameHeader& h = r_.header(f);
-    if (!h.dirty.load(std::memory_order_relaxed)) return;
+    if (!h.dirty.load(std::memory_order_relaxed)) return true;
     if (write_back_) {
         Node img;
         r_.copy_unswizzled(f, img);
-        write_back_(f, img);
+        if (!write_back_(f, img)) return false;  // stays dirty; the caller keeps the frame
     }
     h.dirty.store(0, std::memory_order_relaxed);
+    return true;
+}
+
+bool Cache::flush_frame(uint32_t f) {
+    if (f >= r_.frame_count()) return false;
+    FrameHeader& h = r_.header(f);
+    if (!h.dirty.load(std::memory_order_acquire)) return false;
+    h.lock();  // we hold no other frame lock
+    FrameState s = h.get_state();
+    bool wrote = false;
+    if (h.dirty.load(std::memory_order_relaxed) && h.gaddr.load(std::memory_order_relaxed) != kNullGAddr &&
+        s != FrameState::kFree)
+        wrote = write_back_locked(f) ;
+    h.unlock_unchanged();
+    return wrote;
 }
 
 bool Cache::cool_frame(uint32_t c) {
@@ -190,13 +205,19 @@ bool Cache::cool_frame(uint32_t c) {
         if (p != kNoFrame) r_.header(p).unlock_unchanged();
         return false;
     }
+    // Written back before it becomes an eviction candidate (the paper's
+    // choice); a failed write-back keeps the frame hot and dirty.
+    if (!write_back_locked(c)) {
+        h.unlock_unchanged();
+        if (p != kNoFrame) r_.header(p).unlock_unchanged();
+        return false;
+    }
     // Unswizzle proactively (DEX 5.2): the evicter then needs no parent.
     if (p != kNoFrame) {
         CacheRegion::store_child(r_.node(p), static_cast<uint32_t>(slot), h.gaddr.load(std::memory_order_relaxed));
         r_.header(p).swizzled_children.fetch_sub(1, std::memory_order_relaxed);
         h.parent.store(kNoFrame, std::memory_order_relaxed);
     }
-    write_back_locked(c);
     uint32_t victim;
     {
         CoolingMap::Locked b(r_.cooling(), r_.cooling().bucket_of(h.gaddr.load(std::memory_order_relaxed)));
@@ -235,7 +256,11 @@ bool Cache::finish_evict(uint32_t f) {
         h.unlock_unchanged();
         return false;
     }
-    write_back_locked(f);
+    if (!write_back_locked(f)) {  // could not write it: keep it (hot, dirty)
+        h.set_state(FrameState::kHot);
+        h.unlock_unchanged();
+        return false;
+    }
     r_.table().erase(h.gaddr.load(std::memory_order_relaxed), f);
     h.gaddr.store(kNullGAddr, std::memory_order_relaxed);
     h.parent.store(kNoFrame, std::memory_order_relaxed);
@@ -273,7 +298,7 @@ size_t Cache::invalidate_if(const std::function<bool(const FrameInfo&)>& pred) {
                 if (changed) h.unlock();
                 else h.unlock_unchanged();
             }
-            if (invalidate(g)) {
+            if (invalidate(g, false)) {
                 gone = true;
                 break;
             }
@@ -284,7 +309,7 @@ size_t Cache::invalidate_if(const std::function<bool(const FrameInfo&)>& pred) {
     return left;
 }
 
-bool Cache::invalidate(GAddr g) {
+bool Cache::invalidate(GAddr g, bool write_back) {
     for (int attempt = 0; attempt < 1000; attempt++) {
         uint32_t f = r_.table().lookup(g);
         if (f == kNoFrame || f == MappingTable::kIoInProgress) return f == kNoFrame;
@@ -302,6 +327,12 @@ bool Cache::invalidate(GAddr g) {
         }
         std::atomic_thread_fence(std::memory_order_seq_cst);
         if (h.pins.load(std::memory_order_seq_cst) > 0 || h.swizzled_children.load(std::memory_order_relaxed) > 0) {
+            unlock_all();
+            return false;
+        }
+        // A dirty frame (write-back mode) is written back first (write_back =
+        // false: the node is gone, e.g. its namespace was dropped).
+        if (write_back && !write_back_locked(f)) {
             unlock_all();
             return false;
         }
@@ -328,7 +359,7 @@ bool Cache::invalidate(GAddr g) {
         r_.table().erase(g, f);
         h.gaddr.store(kNullGAddr, std::memory_order_relaxed);
         h.parent.store(kNoFrame, std::memory_order_relaxed);
-        h.dirty.store(0, std::memory_order_relaxed);  // the node is gone / superseded remotely
+        h.dirty.store(0, std::memory_order_relaxed);  // written back, or the node is gone (write_back = false)
         h.set_state(FrameState::kFree);
         h.unlock_obsolete();
         if (p != kNoFrame) {

@@ -26,7 +26,7 @@
 // the shared structures cannot hold the pointers an intrusive container needs.)
 //
 // Write-back: the cache never does I/O itself. Dirty frames (write-back mode,
-// later) are handed to the WriteBack callback, already unswizzled, while the
+// src/README.md "Write-back mode") are handed to the WriteBack callback, already unswizzled, while the
 // frame is locked: when cooled (the paper's choice: the page is written back
 // before it becomes an eviction candidate) and, as a safety net, at eviction.
 // The callback must not call back into the cache.
@@ -62,8 +62,9 @@
 //    remotely, then update the cached image (keeping swizzled entries) and
 //    unlock the frame. Inner splits: unswizzle_all(parent) first (children move
 //    to the new sibling). Freed / merged-away nodes: invalidate(gaddr).
-//  * Write-back mode (later): modify under the frame lock, mark_dirty(); the
-//    WriteBack callback writes copy_unswizzled images when frames cool.
+//  * Write-back mode (done, src/README.md "Write-back mode"): modify under the
+//    frame lock, mark_dirty(); the WriteBack callback writes copy_unswizzled
+//    images when frames cool / are evicted / invalidated / flush_frame()d.
 //  * Offloading (DEX 6.2): pin() the parent of the offloaded subtree, insert an
 //    I/O marker for the subtree root with try_begin_io(), invalidate() nodes the
 //    memory side reports as updated, then abort_io() and unpin().
@@ -82,7 +83,10 @@ namespace dex::cache {
 
 class Cache {
 public:
-    using WriteBack = std::function<void(uint32_t frame, const Node& unswizzled)>;
+    // Writes the image of the dirty frame `frame` (locked by the caller) to remote
+    // memory. False: could not (unreachable, timeout): the frame stays dirty and
+    // is not evicted / dropped. Must not throw and must not call into the cache.
+    using WriteBack = std::function<bool(uint32_t frame, const Node& unswizzled)>;
 
     // seed 0: derive from pid / clock / address.
     explicit Cache(CacheRegion& region, uint64_t seed = 0);
@@ -134,7 +138,12 @@ public:
     uint32_t evict_oldest(uint32_t bucket);
     // Drop g from the cache now (its node was freed / changed elsewhere). Fails
     // (false) if the frame is pinned or still has swizzled children.
-    bool invalidate(GAddr g);
+    // A dirty frame is written back first (write_back = false: discarded, the
+    // node is gone); a failed write-back keeps the frame (false).
+    bool invalidate(GAddr g, bool write_back = true);
+    // Write back frame f if it is dirty (takes its lock; the caller holds no
+    // frame lock). True if it was written.
+    bool flush_frame(uint32_t f);
     // Drops every mapped frame whose FrameInfo satisfies `pred` (leaves first,
     // unswizzling children as needed), e.g. every frame of one memory node or of
     // one tree id. Retries frames that are pinned / being modified for a while;
@@ -149,7 +158,7 @@ private:
     bool cool_frame(uint32_t c);
     // Finish evicting a frame this process moved to EVICTING. True: freed.
     bool finish_evict(uint32_t f);
-    void write_back_locked(uint32_t f);
+    bool write_back_locked(uint32_t f);
 
     CacheRegion& r_;
     Admission admission_;

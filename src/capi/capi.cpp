@@ -5,6 +5,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
+#include <random>
+#include <set>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
@@ -181,9 +184,25 @@ void fill_info(DexTreeInfo* out, const dex::tree::TreeInfo& i) {
 constexpr uint32_t kCacheMaxNodes = 1024;
 constexpr uint64_t kCacheSharedMagic = 0x6465782d63617069ull;  // "dex-capi"
 
+// Write-back mode registry (src/README.md "Write-back mode"): one entry per
+// tree whose remote dirty-owner word may hold this cache's generation.
+constexpr uint32_t kWbMaxTrees = 512;
+struct WbEntry {
+    std::atomic<uint32_t> lock;        // spinlock (a remote op on the owner word is done under it)
+    std::atomic<uint32_t> registered;  // 1: the owner word holds our generation; dirty frames may exist
+    int32_t node;
+    uint64_t ns;
+    uint64_t word;                     // GAddr of the owner word; 0 = free / namespace dropped
+    uint64_t incarnation;
+};
+
 struct CacheShared {
     uint64_t magic;
     uint64_t cache_bytes;
+    uint64_t generation;               // random, chosen when the region is initialized
+    std::atomic<uint32_t> wb_lock;     // serializes adding registry entries
+    std::atomic<uint32_t> wb_used;
+    WbEntry wb[kWbMaxTrees];
     std::atomic<uint32_t> purge_lock;  // serializes purges (spinlock)
     // Incarnation whose frames the cache may hold for node i; 0 = none / purge
     // in progress.
@@ -220,6 +239,26 @@ bool admit_check(dex::GAddr g) {
     }
 }
 
+// The cache's WriteBack callback: write a dirty frame's image with the remote
+// lock protocol. Runs under the frame's lock; never throws.
+bool write_back_frame(uint32_t f, const dex::Node& img) {
+    try {
+        CacheState& s = cstate();
+        dex::GAddr g = s.region->header(f).gaddr.load(std::memory_order_acquire);
+        if (g == dex::kNullGAddr) return true;
+        // A frame of a restarted memory node: the tree is lost anyway (and the
+        // address may belong to someone else now): drop it.
+        if (!admit_check(g)) return true;
+        dex::tree::TreeOptions o;
+        o.op_timeout_ms = client().opts.op_timeout_ms > 0 ? client().opts.op_timeout_ms : 30000;
+        dex::tree::NodeIO io(client().mem, dex::gaddr_node(g), o);
+        dex::tree::write_back_node(io, g, img, dex::tree::Deadline(o.op_timeout_ms));
+        return true;
+    } catch (...) {
+        return false;
+    }
+}
+
 dex::cache::Cache* process_cache() {
     CacheState& s = cstate();
     if (!s.region) return nullptr;
@@ -230,6 +269,7 @@ dex::cache::Cache* process_cache() {
     auto* c = new dex::cache::Cache(*s.region);
     c->set_policy(s.policy);
     c->set_admit_check(admit_check);
+    c->set_write_back(write_back_frame);
     s.cache = c;
     s.pid = me;
     return c;
@@ -286,6 +326,131 @@ void cache_drop_tree(int node, uint64_t ns) {
     });
 }
 
+// ---- write-back registry -------------------------------------------------------
+
+// Registry entry of a tree, or -1 (never had dirty frames here).
+int wb_slot_find(int node, uint64_t ns, uint64_t word) {
+    CacheShared* sh = cstate().shared;
+    if (!sh || !word) return -1;
+    uint32_t used = sh->wb_used.load(std::memory_order_acquire);
+    for (uint32_t i = 0; i < used; i++)
+        if (sh->wb[i].node == node && sh->wb[i].ns == ns && sh->wb[i].word == word) return static_cast<int>(i);
+    return -1;
+}
+
+// Find or add (-1: registry full, the tree then writes through).
+int wb_slot_for(int node, uint64_t ns, uint64_t word, uint64_t inc) {
+    CacheShared* sh = cstate().shared;
+    if (!sh || !word) return -1;
+    int found = wb_slot_find(node, ns, word);
+    if (found >= 0) return found;
+    uint32_t used;
+    PurgeLock lk(sh->wb_lock);
+    used = sh->wb_used.load(std::memory_order_acquire);
+    for (uint32_t i = 0; i < used; i++)
+        if (sh->wb[i].node == node && sh->wb[i].ns == ns && sh->wb[i].word == word) return static_cast<int>(i);
+    if (used >= kWbMaxTrees) return -1;  // full: this tree writes through
+    WbEntry& e = sh->wb[used];
+    e.node = node;
+    e.ns = ns;
+    e.word = word;
+    e.incarnation = inc;
+    e.registered.store(0, std::memory_order_relaxed);
+    sh->wb_used.store(used + 1, std::memory_order_release);
+    return static_cast<int>(used);
+}
+
+Error lost_dirty(const std::string& name) {
+    return Error(ErrorCode::kLostMemory,
+                 "index \"" + name +
+                     "\" lost its remote memory (dirty nodes of write-back mode were lost in a crash: the compute "
+                     "server instance that held them is gone)",
+                 "REINDEX INDEX " + name);
+}
+
+// Make sure the owner word of entry `slot` holds our generation (CAS 0 -> gen).
+void wb_register(int slot, const std::string& name) {
+    CacheShared* sh = cstate().shared;
+    WbEntry& e = sh->wb[slot];
+    if (e.registered.load(std::memory_order_seq_cst)) return;
+    PurgeLock lk(e.lock);
+    if (e.registered.load(std::memory_order_seq_cst) || !e.word) return;
+    uint64_t old = client().mem.cas(e.word, 0, sh->generation);
+    if (old != 0 && old != sh->generation) throw lost_dirty(name);
+    e.registered.store(1, std::memory_order_seq_cst);
+}
+
+// Write back every dirty frame (of entry `only`, or of all trees) and set the
+// owner words of trees left without dirty frames back to 0.
+uint64_t wb_flush(int only) {
+    CacheState& s = cstate();
+    if (!s.shared || !s.region) return 0;
+    CacheShared* sh = s.shared;
+    uint32_t used = sh->wb_used.load(std::memory_order_acquire);
+    if (used == 0) return 0;  // no tree ever registered: no frame can be dirty
+    dex::cache::Cache* c = process_cache();
+    auto selected = [&](uint32_t i) { return only < 0 || static_cast<uint32_t>(only) == i; };
+    // 1. From now on a clean frame that becomes dirty registers again (and so
+    //    keeps its word set); frames already dirty are written by the scan.
+    for (uint32_t i = 0; i < used; i++) {
+        if (!selected(i)) continue;
+        PurgeLock lk(sh->wb[i].lock);
+        sh->wb[i].registered.store(0, std::memory_order_seq_cst);
+    }
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    // 2. Write back.
+    std::vector<uint32_t> frames;
+    int node = only >= 0 ? sh->wb[only].node : -1;
+    uint32_t tid = only >= 0 ? static_cast<uint32_t>(sh->wb[only].ns) : 0;
+    s.region->for_each_frame([&](const dex::cache::FrameInfo& i) {
+        if (!i.dirty || i.gaddr == dex::kNullGAddr) return;
+        if (only >= 0 && (static_cast<int>(dex::gaddr_node(i.gaddr)) != node || i.tree_id != tid)) return;
+        frames.push_back(i.frame);
+    });
+    uint64_t written = 0;
+    for (uint32_t f : frames)
+        if (c->flush_frame(f)) written++;
+    // 3. Trees with frames that are still dirty (a failed write-back) keep their word.
+    std::set<std::pair<uint32_t, uint32_t>> still;
+    s.region->for_each_frame([&](const dex::cache::FrameInfo& i) {
+        if (i.dirty && i.gaddr != dex::kNullGAddr) still.insert({dex::gaddr_node(i.gaddr), i.tree_id});
+    });
+    for (uint32_t i = 0; i < used; i++) {
+        if (!selected(i)) continue;
+        WbEntry& e = sh->wb[i];
+        PurgeLock lk(e.lock);
+        if (!e.word) continue;
+        if (still.count({static_cast<uint32_t>(e.node), static_cast<uint32_t>(e.ns)})) {
+            e.registered.store(1, std::memory_order_seq_cst);
+            continue;
+        }
+        if (e.registered.load(std::memory_order_seq_cst)) continue;  // dirtied again meanwhile
+        try {
+            if (client().mem.node(static_cast<uint32_t>(e.node)).incarnation() != e.incarnation) continue;
+            uint64_t zero = 0;
+            client().mem.write(e.word, &zero, 8);
+        } catch (...) {
+            e.registered.store(1, std::memory_order_seq_cst);  // not cleared: stays "possibly dirty"
+            throw;
+        }
+    }
+    return written;
+}
+
+// The namespace is being dropped: forget its entry (its word is freed memory).
+void wb_forget(int node, uint64_t ns) {
+    CacheShared* sh = cstate().shared;
+    if (!sh) return;
+    uint32_t used = sh->wb_used.load(std::memory_order_acquire);
+    for (uint32_t i = 0; i < used; i++) {
+        WbEntry& e = sh->wb[i];
+        if (e.node != node || e.ns != ns) continue;
+        PurgeLock lk(e.lock);
+        e.word = 0;
+        e.registered.store(0, std::memory_order_seq_cst);
+    }
+}
+
 }  // namespace
 
 struct DexTree {
@@ -295,6 +460,10 @@ struct DexTree {
     std::string name;
     int op_timeout_ms = 0;
     std::unique_ptr<dex::tree::BTree> tree;
+    uint64_t owner_word = 0;    // write-back mode: GAddr of the dirty-owner word (0: none)
+    bool word_checked = false;  // owner word seen free or ours
+    bool wb = false;
+    int wb_slot = -1;
 
     // The node's incarnation must still be the one the tree was built in. Cheap
     // while connected; a reconnect (inside any operation) re-reads it, so we
@@ -447,6 +616,24 @@ int dex_cache_attach(void* mem, uint64_t cache_bytes, int initialize, DexError* 
             sh->magic = kCacheSharedMagic;
             sh->cache_bytes = cache_bytes;
             sh->purge_lock.store(0, std::memory_order_relaxed);
+            {
+                std::random_device rd;
+                uint64_t gen = 0;
+                while (gen == 0)
+                    gen = (static_cast<uint64_t>(rd()) << 32) ^ rd() ^
+                          static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+                sh->generation = gen;
+            }
+            sh->wb_lock.store(0, std::memory_order_relaxed);
+            sh->wb_used.store(0, std::memory_order_relaxed);
+            for (auto& e : sh->wb) {
+                e.lock.store(0, std::memory_order_relaxed);
+                e.registered.store(0, std::memory_order_relaxed);
+                e.node = -1;
+                e.ns = 0;
+                e.word = 0;
+                e.incarnation = 0;
+            }
             for (auto& inc : sh->incarnation) inc.store(0, std::memory_order_relaxed);
             std::atomic_thread_fence(std::memory_order_seq_cst);
             s.region = r;
@@ -567,6 +754,7 @@ int dex_ns_create(int node, const uint8_t tag[DEX_NS_TAG_LEN], uint64_t* ns, uin
 
 int dex_ns_drop(int node, uint64_t ns, uint64_t* bytes_freed, DexError* err) {
     return guarded(err, [&] {
+        wb_forget(node, ns);
         // Its memory goes back to the pool and may hold the next tree's nodes.
         cache_drop_tree(node, ns);
         uint64_t freed = u64_of(node_transport(node).rpc(dex::net::kOpNsDrop, &ns, 8), "NS_DROP");
@@ -716,6 +904,11 @@ void dex_scan_end(DexScan* scan) { delete scan; }
 int dex_tree_check(DexTree* tree, DexTreeInfo* info, DexError* err) {
     return guarded(err, [&] {
         if (!tree) throw Error(ErrorCode::kInvalid, "NULL tree handle");
+        // check() reads remote memory: write this tree's dirty frames first.
+        if (tree->owner_word && cstate().shared) {
+            int slot = wb_slot_find(tree->node, tree->ns, tree->owner_word);
+            if (slot >= 0) wb_flush(slot);
+        }
         dex::tree::TreeInfo i;
         tree->run([&](dex::tree::BTree& b) { i = b.check(); });
         fill_info(info, i);
@@ -741,3 +934,67 @@ int dex_tree_info(DexTree* tree, DexTreeInfo* info, DexError* err) {
 }
 
 }  // extern "C"
+
+int dex_ns_alloc_word(int node, uint64_t ns, uint64_t* addr, DexError* err) {
+    if (addr) *addr = 0;
+    return guarded(err, [&] {
+        uint64_t req[2] = {ns, dex::kNodeSize};
+        uint64_t off = u64_of(node_transport(node).rpc(dex::net::kOpAlloc, req, sizeof req), "ALLOC");
+        dex::GAddr g = dex::make_gaddr(static_cast<uint32_t>(node), off);
+        uint64_t zero = 0;
+        client().mem.write(g, &zero, 8);
+        if (addr) *addr = g;
+    });
+}
+
+int dex_tree_set_write_back(DexTree* tree, int on, uint64_t owner_word, DexError* err) {
+    return guarded(err, [&] {
+        if (!tree) throw Error(ErrorCode::kInvalid, "NULL tree handle");
+        CacheState& s = cstate();
+        tree->owner_word = owner_word;
+        if (owner_word && !tree->word_checked) {
+            tree->validate();
+            uint64_t w = 0;
+            client().mem.read(owner_word, &w, 8);
+            uint64_t gen = s.shared ? s.shared->generation : 0;
+            if (w != 0 && w != gen) throw lost_dirty(tree->name);
+            tree->word_checked = true;
+        }
+        bool want = on && owner_word && s.region != nullptr;
+        if (!want && owner_word && s.shared) {
+            // Leaving write-back mode (or never in it here): frames another
+            // backend left dirty are written back before we write through.
+            int slot = wb_slot_find(tree->node, tree->ns, owner_word);
+            if (slot >= 0 && (tree->wb || s.shared->wb[slot].registered.load(std::memory_order_seq_cst)))
+                wb_flush(slot);
+        }
+        if (want != tree->wb || !tree->tree) {
+            dex::tree::BTree& b = tree->bt();
+            if (want) {
+                DexTree* t = tree;
+                b.set_write_back(true, [t]() {
+                    if (t->wb_slot < 0) t->wb_slot = wb_slot_for(t->node, t->ns, t->owner_word, t->incarnation);
+                    if (t->wb_slot < 0) return false;
+                    wb_register(t->wb_slot, t->name);
+                    return true;
+                });
+            } else {
+                b.set_write_back(false, {});
+            }
+            tree->wb = want;
+        }
+    });
+}
+
+int dex_cache_flush(uint64_t* written, DexError* err) {
+    if (written) *written = 0;
+    return guarded(err, [&] {
+        uint64_t w = wb_flush(-1);
+        if (written) *written = w;
+    });
+}
+
+uint64_t dex_cache_generation(void) {
+    CacheShared* sh = cstate().shared;
+    return sh ? sh->generation : 0;
+}

@@ -218,6 +218,26 @@ void		dex_scan_end(DexScan *scan);
  */
 int			dex_tree_compact(DexTree *tree, uint64_t *freed, DexError *err);
 
+/* ---- write-back mode (src/README.md "Write-back mode") ------------------ */
+
+/*
+ * Allocate the tree's 8-byte dirty-owner word (zeroed) in namespace ns; its
+ * GAddr goes into the metapage.
+ */
+int			dex_ns_alloc_word(int node, uint64_t ns, uint64_t *addr, DexError *err);
+/*
+ * Called on every open of an index: owner_word is the metapage's (0: none,
+ * write-back impossible). If the word names another cache generation (an
+ * instance that crashed with dirty nodes), fails with DEX_ERR_LOST_MEMORY.
+ * on != 0 (and a cache) turns write-back mode on for this handle; off writes
+ * back dirty frames of the tree left by others first.
+ */
+int			dex_tree_set_write_back(DexTree *tree, int on, uint64_t owner_word, DexError *err);
+/* Write back every dirty frame; clears the owner words of flushed trees. */
+int			dex_cache_flush(uint64_t *written, DexError *err);
+/* Random id of this cache region (0 without a cache). */
+uint64_t	dex_cache_generation(void);
+
 /* Verify the whole tree (order, fences, levels, siblings, reachability). */
 int			dex_tree_check(DexTree *tree, DexTreeInfo *info, DexError *err);
 /* Count entries/nodes by walking the levels (no invariant checks). */

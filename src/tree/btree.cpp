@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <exception>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -60,7 +61,8 @@ BTree::BTree(RemoteMemory& mem, uint32_t node_id, uint64_t ns, TreeOptions opts)
       tree_id_(static_cast<uint32_t>(ns)),
       opts_(opts),
       io_(mem, node_id, opts),
-      cache_(opts.cache) {}
+      cache_(opts.cache),
+      wb_(opts.write_back && opts.cache != nullptr) {}
 
 // Today every node may be shared with another compute server: there is no
 // logical partitioning yet, so any node can be modified by a process that does
@@ -70,14 +72,179 @@ BTree::BTree(RemoteMemory& mem, uint32_t node_id, uint64_t ns, TreeOptions opts)
 // compute server; those could be modified under the cached frame's lock alone
 // (no remote CAS) and written back lazily, and their cached copies could never
 // go stale. The question stays explicit here so that change has one place to go.
-bool BTree::node_is_shared(const Node&) const { return true; }
 //
-// TODO(write-back): the cache's WriteBack callback is left unset. Write-through
-// never marks a frame dirty, so the cache never calls it. For write-back mode
-// (unshared nodes) it must write the copy_unswizzled image with the remote-lock
-// protocol (read, CAS, publish batch). It runs under the frame's lock, so the
-// rule that makes that safe must be kept: nobody waits for a frame lock while
-// holding a remote lock (cache_update runs only after the publish released them).
+// Write-back mode (TreeOptions::write_back, reloption write_back = on) is the
+// operator's promise that no other compute server writes this index: then no
+// node is shared, and leaf changes that need no structure modification stay
+// in the cached frame (dirty) until written back. Inner nodes and SMOs still go
+// through the remote locks (src/README.md "Write-back mode").
+bool BTree::node_is_shared(const Node&) const { return !wb_; }
+
+// The cache's WriteBack callback (set by the C API) and the write-back slow
+// path use this. It runs under the frame's lock, which is safe because nobody
+// waits for a frame lock while holding a remote lock (cache_update runs only
+// after the publish released them; the write-back slow path takes the frame
+// lock before the remote one).
+uint64_t write_back_node(NodeIO& io, GAddr a, const Node& img, const Deadline& dl) {
+    Node snap;
+    int attempt = 0;
+    for (;;) {
+        dl.check("writing back a dirty cached node");
+        if (io.read(a, snap, dl) != NodeIO::Read::kOk)
+            throw Error(ErrorCode::kCorrupt, "write-back: node " + hex_addr(a) + " is not a valid node image");
+        if (snap.tree_id != img.tree_id || snap.level != img.level)
+            throw Error(ErrorCode::kCorrupt, "write-back: node " + hex_addr(a) + " belongs to another tree now");
+        Locks locks(io);
+        LockedNode* ln = locks.try_lock(a, snap);
+        if (!ln) {
+            backoff(attempt++);
+            continue;
+        }
+        std::memcpy(static_cast<void*>(&ln->node), &img, kNodeSize);
+        locks.publish({ln});
+        Stats::add(stats().write_backs);
+        return ln->version + 1;
+    }
+}
+
+// ---- write-back mode ---------------------------------------------------------
+
+int BTree::wb_modify(GAddr a, const EntryKey* keys, size_t n, bool insert, size_t* used, uint64_t* deleted) {
+    cache::CacheRegion& R = cache_->region();
+    uint32_t f = R.table().lookup(a);
+    if (f == cache::kNoFrame || f == cache::MappingTable::kIoInProgress) return 0;
+    cache::FrameHeader& h = R.header(f);
+    h.lock();  // we hold no other frame lock
+    if (h.gaddr.load(std::memory_order_relaxed) != a || h.get_state() == cache::FrameState::kFree) {
+        h.unlock_unchanged();
+        return 0;
+    }
+    Node* nd = R.node(f);
+    if (nd->tree_id != tree_id_ || nd->level != 0 || nd->is_deleted() || nd->count > kLeafCapacity ||
+        compare_keys(nd->low, keys[0]) > 0 || !key_below_high(keys[0], *nd)) {
+        h.unlock_unchanged();
+        return 0;
+    }
+    if (insert) {
+        size_t pos = leaf_lower_bound(*nd, keys[0]);
+        if (pos < nd->count && nd->leaf[pos] == keys[0]) {
+            h.unlock_unchanged();
+            return -1;
+        }
+        if (nd->count >= kLeafCapacity) {  // needs a split: write through
+            h.unlock_unchanged();
+            return 0;
+        }
+    }
+    if (!h.dirty.load(std::memory_order_relaxed)) {
+        bool ok;
+        try {
+            ok = opts_.register_dirty ? opts_.register_dirty() : false;
+        } catch (...) {
+            h.unlock_unchanged();
+            throw;
+        }
+        if (!ok) {
+            h.unlock_unchanged();
+            return 0;
+        }
+    }
+    if (insert) {
+        size_t pos = leaf_lower_bound(*nd, keys[0]);
+        std::memmove(&nd->leaf[pos + 1], &nd->leaf[pos], (nd->count - pos) * sizeof(EntryKey));
+        nd->leaf[pos] = keys[0];
+        nd->count++;
+        if (used) *used = 1;
+    } else {
+        size_t j = 0;
+        while (j < n && compare_keys(nd->low, keys[j]) <= 0 && key_below_high(keys[j], *nd)) {
+            size_t pos = leaf_lower_bound(*nd, keys[j]);
+            if (pos < nd->count && nd->leaf[pos] == keys[j]) {
+                std::memmove(&nd->leaf[pos], &nd->leaf[pos + 1], (nd->count - pos - 1) * sizeof(EntryKey));
+                nd->count--;
+                if (deleted) (*deleted)++;
+            }
+            j++;
+        }
+        if (used) *used = j;
+    }
+    R.mark_dirty(f);
+    h.unlock();
+    Stats::add(stats().dirty_updates);
+    return 1;
+}
+
+void BTree::wb_acquire(GAddr a, WbGuard& g, const Deadline& dl) {
+    cache::CacheRegion& R = cache_->region();
+    int attempt = 0;
+    for (;;) {
+        dl.check("waiting for a cached leaf in write-back mode");
+        uint32_t f = R.table().lookup(a);
+        if (f == cache::MappingTable::kIoInProgress) {
+            backoff(attempt++);
+            continue;
+        }
+        if (f == cache::kNoFrame) {
+            auto b = cache_->try_begin_io(a);
+            if (b == cache::MappingTable::Begin::kOwner) {
+                g.t = this;
+                g.a = a;
+                g.marker = true;
+                return;
+            }
+            if (b != cache::MappingTable::Begin::kCached) backoff(attempt++);
+            continue;
+        }
+        cache::FrameHeader& h = R.header(f);
+        h.lock();  // we hold no other frame lock
+        if (h.gaddr.load(std::memory_order_relaxed) != a || h.get_state() == cache::FrameState::kFree) {
+            h.unlock_unchanged();
+            continue;
+        }
+        g.t = this;
+        g.a = a;
+        g.frame = f;  // from here on the guard unlocks it
+        if (h.dirty.load(std::memory_order_relaxed)) {
+            Node img;
+            R.copy_unswizzled(f, img);
+            write_back_node(io_, a, img, dl);
+            h.dirty.store(0, std::memory_order_relaxed);
+        }
+        return;
+    }
+}
+
+BTree::WbGuard::~WbGuard() {
+    BTree* owner = t;
+    GAddr addr = a;
+    bool had_frame = t && frame != cache::kNoFrame;
+    release(nullptr);
+    if (had_frame && std::uncaught_exceptions() > 0) {
+        try {
+            owner->cache_drop(addr);
+        } catch (...) {
+        }
+    }
+}
+
+void BTree::WbGuard::release(const Node* published) {
+    if (!t) return;
+    cache::CacheRegion& R = t->cache_->region();
+    if (frame != cache::kNoFrame) {
+        cache::FrameHeader& h = R.header(frame);
+        if (published) {
+            std::memcpy(static_cast<void*>(R.node(frame)), published, kNodeSize);
+            h.unlock();
+        } else {
+            h.unlock_unchanged();
+        }
+    } else if (marker) {
+        t->cache_->abort_io(a);
+    }
+    t = nullptr;
+    frame = cache::kNoFrame;
+    marker = false;
+}
 
 // ---- memory-node RPCs ------------------------------------------------------
 
@@ -188,7 +355,9 @@ GAddr BTree::descend_cached(const EntryKey& k, int level, Node& out, Path* path,
     bool refresh = refresh_next_;
     // cache_leaves = false (inner nodes only): leaves are neither admitted nor
     // read from frames admitted earlier under another policy.
-    const bool leaves = cache_->policy().cache_leaves;
+    // Write-back mode: the cached leaf may be the only up-to-date copy, so
+    // leaves are always read from frames, and always admitted.
+    const bool leaves = wb_ || cache_->policy().cache_leaves;
     for (;;) {
         if (refresh) refresh_root();
         GAddr a = root_ ? root_ : refresh_root();
@@ -212,7 +381,7 @@ GAddr BTree::descend_cached(const EntryKey& k, int level, Node& out, Path* path,
                 v = R.header(f).begin_read();
                 g = R.header(f).gaddr.load(std::memory_order_acquire);
                 if (v == FrameHeader::kRestart || !R.validate(pf, pv) || !R.validate(f, v)) break;
-                if (refresh || (expect == 0 && !leaves)) {
+                if ((refresh && !wb_) || (expect == 0 && !leaves)) {
                     f = kNoFrame;  // re-read it below like an unswizzled pointer
                 } else {
                     Stats::add(stats().cache_hits);
@@ -221,7 +390,9 @@ GAddr BTree::descend_cached(const EntryKey& k, int level, Node& out, Path* path,
             }
             if (!np) {
                 uint32_t lf;
-                if (refresh) {  // replace whatever copy we have by the remote node
+                // Write-back mode: frames are coherent (one compute server, and a
+                // dirty leaf is the newest copy): never replaced by a remote read.
+                if (refresh && !wb_) {  // replace whatever copy we have by the remote node
                     cache_drop(g);
                     Stats::add(stats().cache_misses);
                     lf = kNoFrame;
@@ -241,7 +412,7 @@ GAddr BTree::descend_cached(const EntryKey& k, int level, Node& out, Path* path,
                 } else {
                     uint8_t lvl = static_cast<uint8_t>(expect >= 0 ? expect : 1);  // the root: as an inner node
                     bool owner = false;
-                    if (cache_->should_admit(lvl)) {
+                    if ((wb_ && expect == 0) || cache_->should_admit(lvl)) {
                         auto b = cache_->try_begin_io(g);
                         if (b == MappingTable::Begin::kIoInProgress || b == MappingTable::Begin::kCached) break;
                         owner = b == MappingTable::Begin::kOwner;  // kFull: proceed uncached
@@ -340,7 +511,7 @@ GAddr BTree::descend_cached(const EntryKey& k, int level, Node& out, Path* path,
 }
 
 bool BTree::read_node(GAddr a, Node& out, const Deadline& dl) {
-    if (cache_ && cache_->policy().cache_leaves) {  // (only used for leaves)
+    if (cache_ && (wb_ || cache_->policy().cache_leaves)) {  // (only used for leaves)
         cache::CacheRegion& R = cache_->region();
         uint32_t f = R.lookup(a);
         if (f != cache::kNoFrame && f != cache::MappingTable::kIoInProgress &&
@@ -351,6 +522,9 @@ bool BTree::read_node(GAddr a, Node& out, const Deadline& dl) {
                 if (R.validate(f, v)) return true;
             }
         }
+        // Write-back mode: a frame we could not use may be dirty; the caller
+        // descends instead (which waits for it) rather than read remotely.
+        if (wb_ && f != cache::kNoFrame) return false;
     }
     return io_.read(a, out, dl) == NodeIO::Read::kOk;
 }
@@ -435,12 +609,10 @@ LockedNode* BTree::lock_covering(GAddr a, int level, const EntryKey& k, Locks& l
             a = snap.right;
             continue;
         }
-        // Shared nodes -- every node, today -- are modified only under their
-        // remote lock, and written through. An unshared node (DEX 4 logical
-        // partitioning, not implemented) would be modified under its cache
-        // frame's lock instead.
-        if (!node_is_shared(snap))
-            throw Error(ErrorCode::kInvalid, "unshared (partitioned) nodes are not implemented");
+        // Every change that reaches this point takes the remote lock and is
+        // written through -- also in write-back mode (unshared nodes), whose
+        // in-place leaf changes stay in the frame (wb_modify) and whose
+        // structure modifications come here holding the leaf's frame.
         if (LockedNode* ln = locks.try_lock(a, snap)) return ln;
         Stats::add(stats().restarts);
         backoff(attempt++);
@@ -479,15 +651,29 @@ bool BTree::insert(const EntryKey& key) {
     Stats::add(stats().index_ops);
     Deadline dl = deadline();
     int attempt = 0;
+    GAddr hint = 0;  // write-back mode: the leaf lock_covering moved right to
     for (;;) {
         Path path{};
         Node snap;
         GAddr a = descend(key, 0, snap, &path, dl);
+        if (hint) a = hint;
+        hint = 0;
+        WbGuard guard;
+        if (wb_) {
+            int r = wb_modify(a, &key, 1, true, nullptr, nullptr);
+            if (r != 0) return r > 0;
+            wb_acquire(a, guard, dl);  // frame locked (clean) or I/O marker held
+        }
         Locks locks(io_);
         LockedNode* ln = lock_covering(a, 0, key, locks, dl);
         if (!ln) {
             Stats::add(stats().restarts);
             backoff(attempt++);
+            continue;
+        }
+        if (wb_ && ln->addr != a) {  // moved right: guard that leaf instead
+            hint = ln->addr;
+            locks.unlock(ln);
             continue;
         }
         Node& n = ln->node;
@@ -501,16 +687,19 @@ bool BTree::insert(const EntryKey& key) {
             n.leaf[pos] = key;
             n.count++;
             locks.publish({ln});
-            cache_update(ln->addr, n, dl);  // write-through: remote first, then the cached copy
+            if (wb_)
+                guard.release(&n);
+            else
+                cache_update(ln->addr, n, dl);  // write-through: remote first, then the cached copy
             return true;
         }
-        split_leaf(locks, ln, pos, key, path, dl);
+        split_leaf(locks, ln, pos, key, path, dl, wb_ ? &guard : nullptr);
         return true;
     }
 }
 
 void BTree::split_leaf(Locks& locks, LockedNode* ln, size_t pos, const EntryKey& key, Path& path,
-                       const Deadline& dl) {
+                       const Deadline& dl, WbGuard* guard) {
     Node& n = ln->node;
     EntryKey all[kLeafCapacity + 1];
     std::memcpy(all, n.leaf, pos * sizeof(EntryKey));
@@ -535,7 +724,10 @@ void BTree::split_leaf(Locks& locks, LockedNode* ln, size_t pos, const EntryKey&
     EntryKey sep = all[mid];
     // Step 1 (new sibling) and step 2 (publish + unlock) in one ordered batch.
     locks.publish({ln}, {write_node_op(na, r)});
-    cache_update(ln->addr, n, dl);
+    if (guard)
+        guard->release(&n);  // write-back mode: we hold the frame (or marker) of ln
+    else
+        cache_update(ln->addr, n, dl);
     cache_update(na, r, dl);  // only matters if a copy of na's previous life is still cached
     // Step 3.
     insert_parent(1, sep, na, path, dl);
@@ -636,19 +828,38 @@ uint64_t BTree::remove(const EntryKey* keys, size_t n) {
     uint64_t deleted = 0;
     size_t i = 0;
     int attempt = 0;
+    GAddr hint = 0;
     while (i < n) {
         Deadline dl = deadline();  // bounds the waits of one leaf group, not of the whole batch
         Path path{};
         Node snap;
         GAddr a = descend(keys[i], 0, snap, &path, dl);
+        if (hint) a = hint;
+        hint = 0;
         bool emptied = false;
         GAddr leaf = 0;
         {
+            // Write-back mode: deletes never need a structure modification
+            // (empty leaves are not merged), so a cached leaf takes them all.
+            WbGuard guard;
+            if (wb_) {
+                size_t used = 0;
+                if (wb_modify(a, keys + i, n - i, false, &used, &deleted) > 0 && used > 0) {
+                    i += used;
+                    continue;
+                }
+                wb_acquire(a, guard, dl);
+            }
             Locks locks(io_);
             LockedNode* ln = lock_covering(a, 0, keys[i], locks, dl);
             if (!ln) {
                 Stats::add(stats().restarts);
                 backoff(attempt++);
+                continue;
+            }
+            if (wb_ && ln->addr != a) {
+                hint = ln->addr;
+                locks.unlock(ln);
                 continue;
             }
             Node& nd = ln->node;
@@ -666,10 +877,13 @@ uint64_t BTree::remove(const EntryKey* keys, size_t n) {
             }
             if (changed) {
                 locks.publish({ln});
-                cache_update(ln->addr, nd, dl);
+                if (wb_)
+                    guard.release(&nd);
+                else
+                    cache_update(ln->addr, nd, dl);
             } else
                 locks.unlock(ln);
-            emptied = changed && nd.count == 0;
+            emptied = changed && nd.count == 0 && !wb_;  // write-back mode: no merges
             leaf = ln->addr;
             i = j;
         }
@@ -747,6 +961,7 @@ GAddr BTree::try_merge(GAddr e, const Path& path, const Deadline& dl, bool* merg
 
 uint64_t BTree::compact() {
     uint64_t freed = 0;
+    if (wb_) return 0;  // write-back mode never merges (a dirty leaf would be involved)
     Node parent, child;
     Deadline dl = deadline();
     // Leftmost level-1 node, then along level 1 through right links.

@@ -33,6 +33,13 @@ public:
     uint32_t node_id() const { return node_id_; }
     uint64_t ns() const { return ns_; }
     uint32_t tree_id() const { return tree_id_; }
+    // Switch write-back mode (only effective with a cache). Switching it off
+    // does not write dirty frames back: the caller flushes them first.
+    void set_write_back(bool on, std::function<bool()> register_dirty) {
+        opts_.write_back = on;
+        opts_.register_dirty = std::move(register_dirty);
+        wb_ = on && cache_ != nullptr;
+    }
     void set_op_timeout(int ms) {
         opts_.op_timeout_ms = ms;
         io_.set_op_timeout(ms);
@@ -137,11 +144,33 @@ private:
     // Is this node possibly read or written by another compute server (a
     // process that does not share our CacheRegion)? See btree.cpp.
     bool node_is_shared(const Node& n) const;
+    bool write_back() const { return wb_; }
+    // Write-back mode, fast path: apply an insert (n == 1) or deletes of
+    // keys[0..n) to the cached frame of leaf `a` under its lock, marking it
+    // dirty. 1: done (*used keys consumed); -1: insert found the entry; 0: not
+    // possible (no frame, not covering, full leaf): write through instead.
+    int wb_modify(GAddr a, const EntryKey* keys, size_t n, bool insert, size_t* used, uint64_t* deleted);
+    // Write-back mode, slow path: exclusive right to change leaf `a` while
+    // writing through: its frame locked (written back first if dirty), or, if
+    // not cached, its I/O marker held (nobody admits and dirties it meanwhile).
+    struct WbGuard {
+        BTree* t = nullptr;
+        GAddr a = 0;
+        uint32_t frame = 0xFFFFFFFFu;
+        bool marker = false;
+        // Unwinding (a failed publish may have reached remote memory): the
+        // clean frame may now be older than the remote node, so it is dropped.
+        ~WbGuard();
+        // Install `published` (if given) into the frame, then let go.
+        void release(const Node* published);
+    };
+    void wb_acquire(GAddr a, WbGuard& g, const Deadline& dl);
     // Lock the node at `level` covering k starting at `a` (moving right).
     // nullptr: restart from the root.
     LockedNode* lock_covering(GAddr a, int level, const EntryKey& k, Locks& locks, const Deadline& dl);
     void insert_parent(int level, const EntryKey& sep, GAddr child, Path& path, const Deadline& dl);
-    void split_leaf(Locks& locks, LockedNode* ln, size_t pos, const EntryKey& key, Path& path, const Deadline& dl);
+    void split_leaf(Locks& locks, LockedNode* ln, size_t pos, const EntryKey& key, Path& path, const Deadline& dl,
+                    WbGuard* guard = nullptr);
     // Returns the survivor if it is still empty (caller may merge again), else 0.
     GAddr try_merge(GAddr leaf, const Path& path, const Deadline& dl, bool* merged = nullptr);
     bool valid_node(const Node& n, int level) const;
@@ -154,12 +183,18 @@ private:
     NodeIO io_;
     GAddr root_ = 0;
     cache::Cache* cache_ = nullptr;
+    bool wb_ = false;  // write-back mode (opts_.write_back with a cache)
     // Set when a node reached through the cache did not cover the search key
     // (stale cached copy, or freed/reused memory): the next descent re-reads
     // its whole path from remote memory, starting at the remote root, and
     // replaces the cached copies on it.
     bool refresh_next_ = false;
 };
+
+// Write-back mode: publish `img` (the image of a dirty cached leaf; no swizzled
+// pointers) at `a` with the remote-lock protocol (read, CAS, publish batch).
+// Returns the published body_version.
+uint64_t write_back_node(NodeIO& io, GAddr a, const Node& img, const Deadline& dl);
 
 // Order helpers shared with the scan / check code.
 inline bool key_below_high(const EntryKey& k, const Node& n) {

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <initializer_list>
 #include <optional>
 #include <string>
@@ -29,6 +30,15 @@ struct TreeOptions {
     // node is read from remote memory (the original code path, unchanged).
     // Admission policy (inner-only / leaf probability) is the region's.
     cache::Cache* cache = nullptr;
+    // Write-back mode (src/README.md "Write-back mode"; needs `cache`): leaf
+    // changes that need no structure modification stay in the cached frame
+    // (dirty) instead of being written through. Only for nodes no other compute
+    // server touches (node_is_shared() == false).
+    bool write_back = false;
+    // Called (under the frame lock) before a clean frame of this tree becomes
+    // dirty: records remotely that this compute server holds dirty nodes of the
+    // tree. False: not possible now, write through instead. May throw.
+    std::function<bool()> register_dirty;
 };
 
 inline size_t entry_size(uint8_t level) { return level == 0 ? sizeof(EntryKey) : sizeof(InnerEntry); }

@@ -1,0 +1,85 @@
+--
+-- dex_writeback: opt-in write-back mode (reloption write_back = on,
+-- src/README.md "Write-back mode"). In-place leaf changes stay in the node
+-- cache (dirty frames) and reach remote memory on eviction, dex_flush(), the
+-- write-back worker's periodic flush, or a clean shutdown.
+--
+-- The write-back worker must not flush behind our back while we count.
+ALTER SYSTEM SET dex.writeback_interval = '1h';
+SELECT pg_reload_conf();
+SELECT pg_sleep(0.5);
+
+CREATE TABLE wb (k int, v int) WITH (autovacuum_enabled = off);
+INSERT INTO wb SELECT g, g FROM generate_series(1, 4000) g;
+CREATE INDEX wb_k ON wb USING dex (k) WITH (write_back = on);
+CREATE TABLE wt (k int, v int) WITH (autovacuum_enabled = off);
+INSERT INTO wt SELECT g, g FROM generate_series(1, 4000) g;
+CREATE INDEX wt_k ON wt USING dex (k);
+SELECT relname, reloptions FROM pg_class WHERE relname IN ('wb_k', 'wt_k') ORDER BY relname;
+SELECT dex_flush() >= 0 AS flushed_leftovers;
+
+-- Same in-place inserts (one per leaf: no split) into both indexes.
+SELECT dex_stats_reset();
+INSERT INTO wb SELECT g, -g FROM generate_series(1, 4000, 60) g;
+SELECT remote_writes AS wb_writes, index_ops AS wb_ops FROM dex_stats() \gset
+SELECT dex_stats_reset();
+INSERT INTO wt SELECT g, -g FROM generate_series(1, 4000, 60) g;
+SELECT remote_writes AS wt_writes FROM dex_stats() \gset
+SELECT :wb_ops >= 67 AS all_inserted, :wt_writes >= 67 AS write_through_writes,
+       :wb_writes * 10 < :wt_writes AS write_back_writes_far_fewer;
+SELECT sum(dirty) > 0 AS has_dirty_frames FROM dex_cache_stats() WHERE index = 'wb_k'::regclass;
+
+-- Answers through the dirty frames equal a sequential scan.
+CREATE FUNCTION wb_diff() RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE d bigint;
+BEGIN
+  SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off;
+  CREATE TEMP TABLE via_index ON COMMIT DROP AS SELECT k, v FROM wb WHERE k BETWEEN -10 AND 100000;
+  SET LOCAL enable_seqscan = on; SET LOCAL enable_indexscan = off;
+  SELECT (SELECT count(*) FROM (SELECT * FROM via_index EXCEPT ALL SELECT k, v FROM wb) a) +
+         (SELECT count(*) FROM (SELECT k, v FROM wb EXCEPT ALL SELECT * FROM via_index) b) INTO d;
+  DROP TABLE via_index;
+  RETURN d;
+END $$;
+SELECT wb_diff() AS differing_rows;
+SET enable_seqscan = off; SET enable_bitmapscan = off;
+EXPLAIN (COSTS OFF) SELECT v FROM wb WHERE k = 61;
+SELECT k, v FROM wb WHERE k = 61 ORDER BY v;
+SELECT count(*) FROM wb WHERE k BETWEEN 1 AND 1000;
+RESET enable_seqscan; RESET enable_bitmapscan;
+
+-- dex_flush() writes the dirty frames back; then remote memory is complete.
+SELECT dex_flush() > 0 AS wrote_dirty_frames;
+SELECT coalesce(sum(dirty), 0) AS dirty_after_flush FROM dex_cache_stats() WHERE index = 'wb_k'::regclass;
+SELECT entries, height FROM dex_check('wb_k');
+
+-- In-place deletes, then splits (write-through, the dirty leaf written first).
+DELETE FROM wb WHERE k % 3 = 0;
+VACUUM wb;   -- removes the index entries (dex remove: in place, in the cached leaves)
+SELECT sum(dirty) > 0 AS deletes_left_dirty_frames FROM dex_cache_stats() WHERE index = 'wb_k'::regclass;
+INSERT INTO wb SELECT 2000, g FROM generate_series(1, 300) g;
+SELECT wb_diff() AS differing_rows;
+SELECT entries FROM dex_check('wb_k');   -- flushes this index's dirty frames first
+SELECT wb_diff() AS differing_rows;
+
+-- Leaving write-back mode: the next open writes the index's dirty frames back.
+INSERT INTO wb SELECT g, 7 FROM generate_series(1, 4000, 90) g;
+ALTER INDEX wb_k SET (write_back = off);
+SELECT wb_diff() AS differing_rows;
+SELECT coalesce(sum(dirty), 0) AS dirty_after_mode_change FROM dex_cache_stats() WHERE index = 'wb_k'::regclass;
+INSERT INTO wb SELECT g, 8 FROM generate_series(1, 4000, 90) g;
+SELECT wb_diff() AS differing_rows;
+SELECT entries FROM dex_check('wb_k');
+
+-- A write-back index keeps working after REINDEX (a new namespace).
+ALTER INDEX wb_k SET (write_back = on);
+REINDEX INDEX wb_k;
+INSERT INTO wb SELECT g, 9 FROM generate_series(1, 4000, 70) g;
+SELECT wb_diff() AS differing_rows;
+
+DROP TABLE wb;
+DROP TABLE wt;
+DROP FUNCTION wb_diff();
+SELECT dex_flush() >= 0 AS flushed;
+ALTER SYSTEM RESET dex.writeback_interval;
+SELECT pg_reload_conf();
