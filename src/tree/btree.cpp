@@ -64,14 +64,12 @@ BTree::BTree(RemoteMemory& mem, uint32_t node_id, uint64_t ns, TreeOptions opts)
       cache_(opts.cache),
       wb_(opts.write_back && opts.cache != nullptr) {}
 
-// Today every node may be shared with another compute server: there is no
-// logical partitioning yet, so any node can be modified by a process that does
-// not share our CacheRegion. Hence every modification takes the remote lock
+// Is this node possibly modified by another compute server (a process that
+// does not share our CacheRegion)? There is no logical partitioning yet, so by
+// default every node is: every modification takes the remote lock
 // (src/README.md "Synchronization (remote)") and is written through. With DEX's
-// logical partitioning (DEX 4), nodes below the partition level belong to one
-// compute server; those could be modified under the cached frame's lock alone
-// (no remote CAS) and written back lazily, and their cached copies could never
-// go stale. The question stays explicit here so that change has one place to go.
+// logical partitioning (DEX 4), nodes below the partition level will belong to
+// one compute server; this is the one place that answer goes.
 //
 // Write-back mode (TreeOptions::write_back, reloption write_back = on) is the
 // operator's promise that no other compute server writes this index: then no
