@@ -19,33 +19,12 @@ q -c "create table d(k int, v bigint); create table b(k int, v bigint)"
 q -c "insert into d select g % 20000, g from generate_series(1, 40000) g; insert into b select * from d"
 q -c "create index d_k on d using dex (k); create index b_k on b (k)"
 
-cat >"$DEX_WORK/mix.sql" <<'SQL'
-\set k random(0, 30000)
-\set op random(1, 10)
-BEGIN;
-SELECT pg_advisory_xact_lock(:k);
-INSERT INTO d SELECT :k, :op * 1000000 + :client_id WHERE :op <= 5;
-INSERT INTO b SELECT :k, :op * 1000000 + :client_id WHERE :op <= 5;
-DELETE FROM d WHERE k = :k AND :op BETWEEN 6 AND 8;
-DELETE FROM b WHERE k = :k AND :op BETWEEN 6 AND 8;
-SELECT count(*) FROM d WHERE k BETWEEN :k AND :k + 200;
-COMMIT;
-SQL
-"$PG_BIN/pgbench" -n -h "$DEX_WORK" -p "$PPORT" -U postgres -c "$CLIENTS" -j 2 -T "$SECONDS_RUN" \
-    -f "$DEX_WORK/mix.sql" postgres | grep -E 'number of (transactions|failed)|tps' || fail "pgbench failed"
+write_mix_script "$DEX_WORK/mix.sql" d b
+run_mix "$DEX_WORK/mix.sql"
 
 q -c "vacuum d" -c "vacuum b"
 q -c "select * from dex_check('d_k')" || fail "dex_check"
-cmp_sql="set enable_seqscan = off; set enable_bitmapscan = off;
-with x as (select k, v from d where k >= 0 order by k),
-     y as (select k, v from b)
-select (select count(*) from (select * from x except all select * from y) s) +
-       (select count(*) from (select * from y except all select * from x) s)"
-diff=$(q -c "$cmp_sql")
-echo "rows differing between dex and btree: $diff"
-[ "$diff" = 0 ] || fail "dex and btree disagree"
-plan=$(q -c "set enable_seqscan = off; explain (costs off) select k, v from d where k >= 0 order by k")
-grep -q "d_k" <<<"$plan" || fail "comparison did not use the dex index: $plan"
+compare_with_btree d d_k
 q -c "select index_ops, remote_reads, cache_hits, cache_misses, admissions, evictions, coolings, restarts from dex_stats()" -P footer=off
 if [ "${EXPECT_EVICTIONS:-0}" = 1 ]; then
     ev=$(q -c "select evictions from dex_stats()")

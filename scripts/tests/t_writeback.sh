@@ -18,56 +18,28 @@ q -c "create table d(k int, v bigint); create table b(k int, v bigint); create t
 q -c "insert into d select g % 20000, g from generate_series(1, 40000) g; insert into b select * from d; insert into w select * from d"
 q -c "create index d_k on d using dex (k) with (write_back = on); create index b_k on b (k); create index w_k on w using dex (k)"
 
-cat >"$DEX_WORK/mix.sql" <<'SQL'
-\set k random(0, 30000)
-\set op random(1, 10)
-BEGIN;
-SELECT pg_advisory_xact_lock(:k);
-INSERT INTO d SELECT :k, :op * 1000000 + :client_id WHERE :op <= 5;
-INSERT INTO b SELECT :k, :op * 1000000 + :client_id WHERE :op <= 5;
-INSERT INTO w SELECT :k, :op * 1000000 + :client_id WHERE :op <= 5;
-DELETE FROM d WHERE k = :k AND :op BETWEEN 6 AND 8;
-DELETE FROM b WHERE k = :k AND :op BETWEEN 6 AND 8;
-DELETE FROM w WHERE k = :k AND :op BETWEEN 6 AND 8;
-SELECT count(*) FROM d WHERE k BETWEEN :k AND :k + 200;
-COMMIT;
-SQL
-run_mix() {
-    "$PG_BIN/pgbench" -n -h "$DEX_WORK" -p "$PPORT" -U postgres -c "$CLIENTS" -j 2 -T "$SECONDS_RUN" \
-        -f "$DEX_WORK/mix.sql" postgres | grep -E 'number of (transactions|failed)|tps' || fail "pgbench failed"
-}
-compare() {  # compare TABLE INDEX: index scan of TABLE == btree copy b
-    local diff plan
-    diff=$(q -c "set enable_seqscan = off; set enable_bitmapscan = off;
-        with x as (select k, v from $1 where k >= 0 order by k), y as (select k, v from b)
-        select (select count(*) from (select * from x except all select * from y) s) +
-               (select count(*) from (select * from y except all select * from x) s)")
-    echo "$1: rows differing from the btree copy: $diff"
-    [ "$diff" = 0 ] || fail "$1 and btree disagree"
-    plan=$(q -c "set enable_seqscan = off; set enable_bitmapscan = off; explain (costs off) select k, v from $1 where k >= 0 order by k")
-    grep -q "$2" <<<"$plan" || fail "comparison did not use $2: $plan"
-}
+write_mix_script "$DEX_WORK/mix.sql" d b w
 stats() { q -c "select index_ops, remote_writes, evictions, coolings from dex_stats()" -P footer=off; }
 
 echo "== phase 1: concurrent DML, write-back index, small cache"
-run_mix
-compare d d_k; compare w w_k
+run_mix "$DEX_WORK/mix.sql"
+compare_with_btree d d_k; compare_with_btree w w_k
 stats
 ev=$(q -c "select evictions from dex_stats()")
 [ "$ev" -gt 0 ] || fail "expected evictions (write-backs on eviction), got $ev"
 q -c "select * from dex_check('d_k')" >/dev/null || fail "dex_check d_k"
 
 echo "== phase 2: clean restart in the middle"
-run_mix &
+run_mix "$DEX_WORK/mix.sql" &
 bg=$!
 wait $bg
 dirty=$(q -c "select coalesce(sum(dirty), 0) from dex_cache_stats() where index = 'd_k'::regclass")
 echo "dirty d_k frames before the clean restart: $dirty"
 as_user "$PG_BIN/pg_ctl" -D "$DEX_WORK/pg" -m fast -w restart -l "$DEX_WORK/pg-server.log" >/dev/null || fail "restart"
 grep -q "final flush done" "$DEX_WORK/pg-server.log" || echo "(note: no final-flush log line seen)"
-compare d d_k
-run_mix
-compare d d_k; compare w w_k
+compare_with_btree d d_k
+run_mix "$DEX_WORK/mix.sql"
+compare_with_btree d d_k; compare_with_btree w w_k
 q -c "select * from dex_check('d_k')" >/dev/null || fail "dex_check d_k after the clean restart"
 
 echo "== phase 3: crash with dirty nodes"
@@ -82,9 +54,9 @@ as_user "$PG_BIN/pg_ctl" -D "$DEX_WORK/pg" -l "$DEX_WORK/pg-server.log" -w start
 expect_error "set enable_seqscan = off; set enable_bitmapscan = off; select count(*) from d where k between 0 and 100" \
     'index "d_k" lost its remote memory' 'write-back' 'HINT: +REINDEX INDEX d_k'
 expect_error "insert into d values (1, 1)" 'index "d_k" lost its remote memory' 'REINDEX INDEX d_k' >/dev/null
-compare w w_k   # the write-through index survived the crash
+compare_with_btree w w_k   # the write-through index survived the crash
 q -c "reindex index d_k"
-compare d d_k
+compare_with_btree d d_k
 q -c "select * from dex_check('d_k')" >/dev/null || fail "dex_check d_k after REINDEX"
 q -c "alter system reset dex.writeback_interval" -c "select pg_reload_conf()" >/dev/null
 echo "write-back: ok"
