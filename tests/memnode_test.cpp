@@ -21,6 +21,7 @@
 using namespace dex;
 using dex::testing::append;
 using dex::testing::as;
+using namespace dex::testing::rpc;
 using dex::memnode::Engine;
 using dex::memnode::EngineOptions;
 
@@ -36,50 +37,6 @@ EngineOptions small_pool(uint64_t bytes = kPool, std::string token = {}) {
     return o;
 }
 
-
-uint64_t ns_create(Transport& t, const std::string& tag = "test") {
-    uint8_t buf[net::kNamespaceTagLen] = {};
-    std::memcpy(buf, tag.data(), std::min(tag.size(), sizeof buf));
-    auto r = t.rpc(net::kOpNsCreate, buf, sizeof buf);
-    return as<uint64_t>(r);
-}
-
-uint64_t alloc(Transport& t, uint64_t ns, uint64_t bytes) {
-    std::vector<uint8_t> p;
-    append(p, ns);
-    append(p, bytes);
-    return as<uint64_t>(t.rpc(net::kOpAlloc, p.data(), p.size()));
-}
-
-void free_(Transport& t, uint64_t ns, uint64_t off, uint64_t bytes) {
-    std::vector<uint8_t> p;
-    append(p, ns);
-    append(p, off);
-    append(p, bytes);
-    auto r = t.rpc(net::kOpFree, p.data(), p.size());
-    EXPECT_TRUE(r.empty());
-}
-
-uint64_t ns_drop(Transport& t, uint64_t ns) { return as<uint64_t>(t.rpc(net::kOpNsDrop, &ns, 8)); }
-
-uint64_t get_root(Transport& t, uint64_t ns) { return as<uint64_t>(t.rpc(net::kOpGetRoot, &ns, 8)); }
-
-uint64_t set_root(Transport& t, uint64_t ns, uint64_t expected, uint64_t desired) {
-    std::vector<uint8_t> p;
-    append(p, ns);
-    append(p, expected);
-    append(p, desired);
-    return as<uint64_t>(t.rpc(net::kOpSetRoot, p.data(), p.size()));
-}
-
-bool client_alive(Transport& t, uint32_t id) {
-    std::vector<uint8_t> p;
-    append(p, id);
-    append(p, uint32_t{0});
-    return as<uint64_t>(t.rpc(net::kOpClientAlive, p.data(), p.size())) == 1;
-}
-
-net::NodeStats node_stats(Transport& t) { return as<net::NodeStats>(t.rpc(net::kOpStats, nullptr, 0)); }
 
 ErrorCode code_of(const std::function<void()>& f, std::string* msg = nullptr) {
     try {

@@ -33,6 +33,7 @@
 using namespace dex;
 using dex::testing::append;
 using dex::testing::as;
+using namespace dex::testing::rpc;
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -140,24 +141,6 @@ TransportOptions opts(int connect_ms = 2000, int op_ms = 5000, std::string token
 }
 
 
-uint64_t ns_create(Transport& t) {
-    uint8_t tag[net::kNamespaceTagLen] = "transport-test";
-    return as<uint64_t>(t.rpc(net::kOpNsCreate, tag, sizeof tag));
-}
-
-uint64_t alloc(Transport& t, uint64_t ns, uint64_t bytes) {
-    std::vector<uint8_t> p;
-    append(p, ns);
-    append(p, bytes);
-    return as<uint64_t>(t.rpc(net::kOpAlloc, p.data(), p.size()));
-}
-
-bool client_alive(Transport& t, uint32_t id) {
-    std::vector<uint8_t> p;
-    append(p, id);
-    append(p, uint32_t{0});
-    return as<uint64_t>(t.rpc(net::kOpClientAlive, p.data(), p.size())) == 1;
-}
 
 ErrorCode code_of(const std::function<void()>& f, std::string* msg = nullptr) {
     try {

@@ -10,6 +10,7 @@
 #include "transport/inproc_transport.h"
 #include "transport/remote_memory.h"
 #include "tree/btree.h"
+#include "wire_test_util.h"
 
 namespace dex::testing {
 
@@ -32,14 +33,7 @@ inline std::unique_ptr<RemoteMemory> make_mem(memnode::Engine& e) {
     return std::make_unique<RemoteMemory>(std::move(v));
 }
 
-inline uint64_t ns_create(Transport& t) {
-    uint8_t tag[net::kNamespaceTagLen] = {};
-    std::memcpy(tag, "tree-test", 9);
-    auto r = t.rpc(net::kOpNsCreate, tag, sizeof tag);
-    uint64_t ns;
-    std::memcpy(&ns, r.data(), 8);
-    return ns;
-}
+inline uint64_t ns_create(Transport& t) { return rpc::ns_create(t, "tree-test"); }
 
 inline uint64_t ns_bytes(Transport& t, uint64_t ns) {
     auto r = t.rpc(net::kOpNsList, nullptr, 0);
