@@ -587,6 +587,8 @@ void dex_stats_read(DexStatsSnapshot* out) {
     out->coolings = ld(s.coolings);
     out->restarts = ld(s.restarts);
     out->lock_steals = ld(s.lock_steals);
+    out->dirty_updates = ld(s.dirty_updates);
+    out->write_backs = ld(s.write_backs);
 }
 
 void dex_stats_reset(void) { dex::stats().reset(); }
