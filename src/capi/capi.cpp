@@ -921,6 +921,12 @@ int dex_tree_compact(DexTree* tree, uint64_t* freed, DexError* err) {
     return guarded(err, [&] {
         if (!tree) throw Error(ErrorCode::kInvalid, "NULL tree handle");
         uint64_t n = 0;
+        // compact() judges leaves by their remote images: write this tree's
+        // dirty frames first (the merges themselves handle later changes).
+        if (tree->owner_word && cstate().shared) {
+            int slot = wb_slot_find(tree->node, tree->ns, tree->owner_word);
+            if (slot >= 0) wb_flush(slot);
+        }
         tree->run([&](dex::tree::BTree& b) { n = b.compact(); });
         if (freed) *freed = n;
     });
