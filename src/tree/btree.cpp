@@ -837,8 +837,8 @@ uint64_t BTree::remove(const EntryKey* keys, size_t n) {
         bool emptied = false;
         GAddr leaf = 0;
         {
-            // Write-back mode: deletes never need a structure modification
-            // (empty leaves are not merged), so a cached leaf takes them all.
+            // Write-back mode: a cached leaf takes the deletes in place (a
+            // leaf emptied there is merged later by compact(), i.e. VACUUM).
             WbGuard guard;
             if (wb_) {
                 size_t used = 0;
