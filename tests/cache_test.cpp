@@ -384,6 +384,27 @@ TEST(CacheAdmission, Probability) {
     EXPECT_TRUE(c.should_admit(2));
 }
 
+TEST(CacheAdmission, LeavesFillUnusedFrames) {
+    // Leaf admission probability 0: leaves still go into frames nobody uses.
+    RegionFixture rf(16, {true, 0.0});
+    Cache c(*rf.region, 3);
+    std::vector<uint32_t> owned;
+    for (int i = 0; i < 16; i++) {
+        ASSERT_TRUE(c.should_admit(0)) << "frame " << i << " of 16 is unused";
+        uint32_t f = c.allocate_frame();
+        ASSERT_NE(f, kNoFrame);
+        owned.push_back(f);
+    }
+    for (int i = 0; i < 1000; i++) ASSERT_FALSE(c.should_admit(0)) << "cache full: the draw decides";
+    EXPECT_TRUE(c.should_admit(1));
+    c.release_frame(owned.back());  // a free frame again
+    EXPECT_TRUE(c.should_admit(0));
+    // Inner-only policy: never a leaf, free frames or not.
+    RegionFixture inner(16, {false, 1.0});
+    Cache ci(*inner.region, 4);
+    EXPECT_FALSE(ci.should_admit(0));
+}
+
 // ---- path-aware cooling ----------------------------------------------------------
 
 namespace {

@@ -108,7 +108,14 @@ public:
     Rng& rng() { return admission_.rng(); }
 
     // ---- admission ----
-    bool should_admit(uint8_t level) { return admission_.should_admit(level); }
+    // Admission control (DEX 5.4) keeps leaves fetched once from pushing hot
+    // nodes out. While frames are still unused nothing is pushed out, so a
+    // leaf turned away by the draw is admitted anyway (cache_leaves permitting):
+    // a cache larger than the index then ends up holding all of it.
+    bool should_admit(uint8_t level) {
+        if (admission_.should_admit(level)) return true;
+        return level == 0 && admission_.policy().cache_leaves && (!free_.empty() || r_.has_unused());
+    }
     MappingTable::Begin try_begin_io(GAddr g, uint32_t* frame = nullptr) { return r_.table().try_begin_io(g, frame); }
     void abort_io(GAddr g) { r_.table().abort_io(g); }
     // Caller owns g's I/O marker (try_begin_io == kOwner) and fetched `n` (a

@@ -136,6 +136,7 @@ public:
 
     // ---- free frames (used by Cache) ----
     uint32_t take_unused();               // next never-used frame, or kNoFrame
+    bool has_unused() const { return next_unused_.load(std::memory_order_relaxed) < nframes_; }
     void push_free(uint32_t f);           // shared stack: frames a process gives back
     uint32_t pop_free();                  // or kNoFrame
 
