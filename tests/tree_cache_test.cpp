@@ -324,6 +324,50 @@ TEST(TreeCache, FullyCachedLookupIssuesNoRemoteOps) {
     expect_cache_coherent(*reg.region, *mem);
 }
 
+// A scan walks right through leaves it did not descend to; those leaves are
+// admitted like descended ones (here: while the cache has unused frames, which
+// admits leaves whatever the admission probability), so a repeated scan is
+// served from the cache. Once the cache is full the probability decides again.
+TEST(TreeCache, ScansAdmitTheLeavesTheyWalk) {
+    auto engine = make_engine(128ull << 20);
+    auto mem = make_mem(*engine);
+    uint64_t ns = ns_create(mem->node(0));
+    Region reg(1u << 12, {true, 0.0});
+    cache::Cache c(*reg.region, 1);
+    tree::TreeOptions o;
+    o.cache = &c;
+    BTree t(*mem, 0, ns, o);
+    {
+        BTree::BulkLoader bl(t, 0.9);
+        for (int i = 0; i < 20000; i++) bl.add(K(i, 1, 1));
+        bl.finish();
+    }
+    const uint64_t leaves = t.check().leaves;
+    ASSERT_GT(leaves, 100u);
+    ASSERT_LT(leaves + 50, 1u << 12) << "the whole index must fit";
+    Snapshot s0 = Snapshot::take();
+    ASSERT_EQ(scan_all(t, neg_inf_key(), pos_inf_key(), false).size(), 20000u);
+    Snapshot s1 = Snapshot::take();
+    EXPECT_GE(s1.reads - s0.reads, leaves) << "the first scan reads every leaf remotely";
+    ASSERT_EQ(scan_all(t, neg_inf_key(), pos_inf_key(), false).size(), 20000u);
+    Snapshot s2 = Snapshot::take();
+    EXPECT_EQ(s2.remote_ops(), s1.remote_ops()) << "the second scan must be served by the cache";
+    expect_cache_coherent(*reg.region, *mem);
+
+    // A cache far smaller than the index, admission probability 0: once its
+    // frames are used, walked leaves are no longer admitted.
+    Region small(64, {true, 0.0});
+    cache::Cache cs(*small.region, 2);
+    tree::TreeOptions os;
+    os.cache = &cs;
+    BTree ts(*mem, 0, ns, os);
+    ASSERT_EQ(scan_all(ts, neg_inf_key(), pos_inf_key(), false).size(), 20000u);
+    Snapshot s3 = Snapshot::take();
+    ASSERT_EQ(scan_all(ts, neg_inf_key(), pos_inf_key(), false).size(), 20000u);
+    Snapshot s4 = Snapshot::take();
+    EXPECT_GE(s4.reads - s3.reads, leaves - 64) << "a full cache admits no leaf at probability 0";
+}
+
 // ---- two compute servers, separate caches ----------------------------------------
 
 TEST(TreeCache, TwoComputeServersSeeEachOthersSplitsAndMerges) {

@@ -523,6 +523,24 @@ bool BTree::read_node(GAddr a, Node& out, const Deadline& dl) {
         // Write-back mode: a frame we could not use may be dirty; the caller
         // descends instead (which waits for it) rather than read remotely.
         if (wb_ && f != cache::kNoFrame) return false;
+        // A miss: admitted like a leaf reached by descent (a scan that walks
+        // right would otherwise never bring its leaves into the cache). The
+        // I/O marker goes in before the read, as in descend().
+        if (f == cache::kNoFrame && (wb_ || cache_->should_admit(0)) &&
+            cache_->try_begin_io(a) == cache::MappingTable::Begin::kOwner) {
+            NodeIO::Read rd;
+            try {
+                rd = io_.read(a, out, dl);
+            } catch (...) {
+                cache_->abort_io(a);
+                throw;
+            }
+            if (rd == NodeIO::Read::kOk && valid_node(out, 0) && !out.is_deleted())
+                cache_->admit(a, out);
+            else
+                cache_->abort_io(a);
+            return rd == NodeIO::Read::kOk;
+        }
     }
     return io_.read(a, out, dl) == NodeIO::Read::kOk;
 }
