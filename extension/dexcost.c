@@ -101,6 +101,17 @@ dexcostestimate(PlannerInfo *root, IndexPath *path, double loop_count,
 	costs.indexStartupCost += descent;
 	costs.indexTotalCost += descent;
 
+	/*
+	 * No index-only scans (see dexgettuple). The planner offers one whenever
+	 * the query needs no column at all, e.g. SELECT count(*) FROM t, whatever
+	 * amcanreturn says; make sure it never wins, even against a disabled
+	 * sequential scan.
+	 */
+#if PG_VERSION_NUM < 180000
+	if (path->path.pathtype == T_IndexOnlyScan)
+		costs.indexTotalCost += 2.0 * disable_cost;
+#endif
+
 	*indexStartupCost = costs.indexStartupCost;
 	*indexTotalCost = costs.indexTotalCost;
 	*indexSelectivity = costs.indexSelectivity;

@@ -424,6 +424,19 @@ dexgettuple(IndexScanDesc scan, ScanDirection dir)
 	DexScanOpaque so = (DexScanOpaque) scan->opaque;
 	bool		forward = ScanDirectionIsForward(dir);
 
+	/*
+	 * Index-only scans would trust an entry without its heap tuple whenever
+	 * the page is all-visible; dex entries are not WAL-logged with the heap,
+	 * so only the heap recheck keeps a crash from producing wrong rows.
+	 * dexcostestimate() keeps the planner away from them; this is the net.
+	 */
+	if (scan->xs_want_itup)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("index \"%s\" cannot be used for an index-only scan",
+						RelationGetRelationName(scan->indexRelation)),
+				 errhint("Use SET enable_indexonlyscan = off for this query.")));
+
 	dex_ensure_ready(scan);
 	if (so->empty)
 		return false;

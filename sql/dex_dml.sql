@@ -78,3 +78,22 @@ ROLLBACK;
 SELECT dex_same('SELECT id FROM mt WHERE k = 424242');
 VACUUM mt;
 SELECT dex_entries_ok('mt_k', 'mt');
+
+-- No index-only scans: after VACUUM every heap page is all-visible, and a
+-- query that needs no column (count(*)) is offered an index-only scan of any
+-- index whatever amcanreturn says. dex must never be chosen for one (its
+-- entries are only trusted after the heap recheck), not even with seqscans
+-- disabled; the count stays right.
+CREATE TABLE ios (k int) WITH (autovacuum_enabled = off);
+INSERT INTO ios SELECT g FROM generate_series(1, 5000) g;
+CREATE INDEX ios_k ON ios USING dex (k);
+VACUUM ANALYZE ios;
+SET enable_seqscan = off;
+EXPLAIN (COSTS OFF) SELECT count(*) FROM ios;
+SELECT count(*) FROM ios;
+SET enable_bitmapscan = off;
+EXPLAIN (COSTS OFF) SELECT count(*) FROM ios;
+SELECT count(*) FROM ios;
+SELECT count(*) FROM ios WHERE k > 4990;
+RESET enable_seqscan; RESET enable_bitmapscan;
+DROP TABLE ios;
