@@ -194,6 +194,16 @@ for t in ycsb_dex ycsb_btree; do
 done
 
 INSERT_BASE=0
+# After a run with inserts: insert j of a client is base + cnt*nclients + client_id
+# with cnt <= that client's inserts (script 1 in the transaction log), so the
+# next run starts above the largest j used. Keys stay in the loaded key range
+# until ROWS inserts in total.
+advance_insert_base() {  # advance_insert_base WORKLOAD CLIENTS LOGPREFIX
+    case $1 in insert-intensive|scan-intensive) ;; *) return 0 ;; esac
+    local m
+    m=$(cat "$3".* | awk '$4 == 1 { n[$1]++ } END { m = 0; for (c in n) if (n[c] > m) m = n[c]; print m }')
+    INSERT_BASE=$(( INSERT_BASE + (m + 1) * $2 ))
+}
 NRUN=0
 run_pg() {  # run_pg ID PHASE WORKLOAD DIST MODE CLIENTS SECS WARM RATIO CACHE_KB
     local id=$1 phase=$2 wl=$3 dist=$4 mode=$5 c=$6 secs=$7 warm=$8 ratio=$9 cache_kb=${10}
@@ -203,10 +213,10 @@ run_pg() {  # run_pg ID PHASE WORKLOAD DIST MODE CLIENTS SECS WARM RATIO CACHE_K
     local pgb=("$PG_BIN/pgbench" -n -h "$DEX_WORK" -p "$pport" -U postgres -c "$c" -j "$c")
     if [ "$warm" != 0 ]; then
         # shellcheck disable=SC2086
-        PGOPTIONS="$opts" "${pgb[@]}" -T "$warm" -D cnt=0 -D base="$INSERT_BASE" -D nc="$c" $args postgres \
-            >"$RAW/$id.warm.txt" 2>&1 || { cat "$RAW/$id.warm.txt" >&2; die "pgbench warm-up $id failed"; }
-        local wtx; wtx=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$RAW/$id.warm.txt")
-        INSERT_BASE=$(( INSERT_BASE + (wtx + 1) * c ))
+        PGOPTIONS="$opts" "${pgb[@]}" -T "$warm" -D cnt=0 -D base="$INSERT_BASE" -D nc="$c" -l --log-prefix="$RAW/$id.warmlog" \
+            $args postgres >"$RAW/$id.warm.txt" 2>&1 || { cat "$RAW/$id.warm.txt" >&2; die "pgbench warm-up $id failed"; }
+        advance_insert_base "$wl" "$c" "$RAW/$id.warmlog"
+        rm -f "$RAW/$id.warmlog".*
     fi
     PQ "select dex_stats_reset()" >/dev/null
     local load0; load0=$(cut -d' ' -f1 /proc/loadavg)
@@ -217,8 +227,7 @@ run_pg() {  # run_pg ID PHASE WORKLOAD DIST MODE CLIENTS SECS WARM RATIO CACHE_K
         || { cat "$RAW/$id.pgbench.err" >&2; die "pgbench $id failed"; }
     P --csv -c "select * from dex_stats()" >"$RAW/$id.dex_stats.csv"
     local frames; frames=$(cache_frames)
-    local txs; txs=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$RAW/$id.pgbench.txt")
-    INSERT_BASE=$(( INSERT_BASE + (txs + 1) * c ))
+    advance_insert_base "$wl" "$c" "$RAW/$id.txlog"
     NRUN=$((NRUN + 1))
     local line
     line=$($PY run --id "$id" --raw "$RAW" --phase "$phase" --workload "$wl" --dist "$dist" --mode "$mode" \
@@ -282,7 +291,13 @@ for ratio in $RATIOS; do
     done
 done
 P --csv -c "select * from dex_check('ycsb_dex_k')" >"$RAW/dex_check_end.csv"
-P --csv -c "select (select count(*) from ycsb_dex) as dex_rows, (select count(*) from ycsb_btree) as btree_rows" >"$RAW/rows_end.csv"
+P --csv -c "select (select count(*) from ycsb_dex) as dex_rows, (select count(*) from ycsb_btree) as btree_rows,
+    (select count(*) from ycsb_dex where k % 4 = 2) as dex_inserted,
+    (select count(*) from ycsb_dex where k % 4 = 2 and k >= 4 * $ROWS) as dex_inserted_beyond_load,
+    (select count(*) - count(distinct k) from ycsb_dex) + (select count(*) - count(distinct k) from ycsb_btree) as duplicate_keys" \
+    >"$RAW/rows_end.csv"
+dups=$(tail -1 "$RAW/rows_end.csv" | awk -F, '{ print $5 }')
+[ "$dups" = 0 ] || die "$dups duplicate keys: inserts were not fresh"
 P --csv -c "select * from dex_index_info('ycsb_dex_k')" >"$RAW/index_info_end.csv"
 P --csv -c "select pg_relation_size('ycsb_btree_k') as btree_index_bytes" >"$RAW/sizes_end.csv"
 stop_cluster eval

@@ -527,8 +527,10 @@ def cmd_report(a):
     w("")
     w(f"Index build: dex {meta['build_dex_ms']} ms, btree {meta['build_btree_ms']} ms. "
       + (f"After all workloads: {rows_end['dex_rows']} rows (dex table) / {rows_end['btree_rows']} (btree table); "
+         f"{rows_end['dex_inserted']} keys inserted into the dex table ({rows_end['dex_inserted_beyond_load']} of them "
+         f"beyond the loaded key range), no duplicate keys in either table; "
          f"dex {info1['entries']} entries in {int(info1['bytes'])} bytes ({int(info1['bytes']) / int(info1['entries']):.1f} "
-         f"B/entry), btree {sizes1['btree_index_bytes']} bytes; both include the dead entries of updated rows "
+         f"B/entry), btree {sizes1['btree_index_bytes']} bytes; both may include dead entries of updated rows "
          f"that the last VACUUM had not yet removed." if info1 and rows_end and sizes1 else ""))
     w("")
     frames_by_ratio = [(r["ratio"], r["cache_kb"], r["cache_frames"]) for r in runs
