@@ -362,7 +362,7 @@ def cmd_report(a):
     w(f"Machine: {meta['cores']} cores ({meta['cpu'] or 'unknown CPU'}), {meta['mem_gib']} GiB, kernel "
       f"{meta['kernel']}, PostgreSQL {meta['pg_version']}, transport `{meta['transport']}` (TCP loopback: the "
       f"memory node runs on the same machine, `--threads {meta['memnode_threads']}`, pool {meta['memnode_mem']}); "
-      f"shared_buffers {meta['shared_buffers']}, fsync off, autovacuum off (VACUUM between workloads). "
+      f"shared_buffers {meta['shared_buffers']}, fsync off, autovacuum off (VACUUM between workloads, and before each workload of the cache-ratio phase). "
       f"The machine is shared with other engineers' builds and tests: 1-minute load average during the pgbench "
       f"runs {min(loads):.1f}..{max(loads):.1f} (mean {sum(loads) / len(loads):.1f}) on {meta['cores']} cores, "
       f"{meta['loadavg_end']} at the end. **Throughput numbers are noisy; remote operations per transaction "
@@ -400,7 +400,7 @@ def cmd_report(a):
       "`remote ops` = reads + writes + atomics + RPCs. btree runs read `dex_stats()` too (they must show 0).")
     w(f"- Cache: `dex.cache_size` is a postmaster setting, so the cluster restarts per ratio, sized from "
       f"the index's size measured right before the restart: `dex_index_info()` leaves + inner nodes x "
-      f"{node_size} B (what cache frames hold; dex-ycsb's `--cache-ratio` uses the same definition). 'full' = 1.5 x index + 1 MB, warmed by point lookups of every 8th record with `dex.leaf_admission = 1` (scans do not admit leaves); the other "
+      f"{node_size} B (what cache frames hold; dex-ycsb's `--cache-ratio` uses the same definition). 'full' = 4 x index + 4 MB (the index roughly doubles during the write workloads), warmed by point lookups of every 8th record with `dex.leaf_admission = 1` (scans do not admit leaves); the other "
       f"ratios start empty and are warmed by {meta['warm']} s of the workload itself. `inner-only` = "
       f"`dex.cache_leaves = off` (Sherman/SMART's policy). Heap and btree are prewarmed into shared_buffers "
       f"(pg_prewarm) after every restart, so both indexes see an in-memory heap.")
@@ -422,6 +422,13 @@ def cmd_report(a):
                 cells.append(f"{x['tps']:.0f} / {y['tps']:.0f} ({x['tps'] / y['tps']:.2f}x)" if x and y else "-")
             w(f"| {wl} | " + " | ".join(cells) + " |")
         w("")
+    ev = sum(r["dex_stats"]["evictions"] for r in runs if r["phase"] == "clients" and r["mode"] == "dex")
+    adm = sum(r["dex_stats"]["admissions"] for r in runs if r["phase"] == "clients" and r["mode"] == "dex")
+    w(f"dex cache during these runs: {adm} admissions, {ev} evictions (0 evictions = the cache never ran out of "
+      f"frames, i.e. it really held the whole index). Within a workload, updated rows leave dead index entries until "
+      f"the VACUUM that follows the workload; btree removes such versions itself (LP_DEAD hints, bottom-up "
+      f"deletion), dex does not (no kill_prior_tuple support), so hot keys under updates cost dex more scanning.")
+    w("")
     cmid = clients[min(1, len(clients) - 1)]
     w(f"Latency and remote traffic at {cmid} clients (dex fully cached):")
     w("")
