@@ -165,6 +165,8 @@ def zipf_facts(n, s):
 
 
 def gnuplot(script, cwd):
+    first, rest = script.split("\n", 1)  # the terminal line, then: no "_" subscripts in titles
+    script = first + "\nset termoption noenhanced\n" + rest
     p = subprocess.run(["gnuplot"], input=script, text=True, cwd=cwd, capture_output=True)
     if p.returncode != 0:
         raise SystemExit("gnuplot failed:\n" + p.stderr)
@@ -241,11 +243,11 @@ def cmd_report(a):
         info = ratio_info.get(rt)
         xval[rt] = info["cache_kb"] * 1024.0 / info["index_bytes"] if info else ratio_key(rt)
     if ratios:
-        gp = [f"set terminal pngcairo size {420 * max(1, len(rdists))},{330} font 'sans,9'",
+        gp = [f"set terminal pngcairo size {640 * max(1, len(rdists))},{420} font 'sans,9'",
               "set output 'remote-reads-vs-cache-ratio.png'",
               f"set multiplot layout 1,{len(rdists)} title 'pgbench: remote reads per transaction vs dex.cache_size / index size'",
               "set logscale x", "set xlabel 'cache size / index size'", "set ylabel 'remote reads / transaction'",
-              "set key outside right", "set grid", "set yrange [0:*]"]
+              "set key top right font ',8'", "set grid", "set yrange [0:*]"]
         for dist in rdists:
             plot = []
             for wl in rwls:
