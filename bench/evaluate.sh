@@ -193,16 +193,17 @@ for t in ycsb_dex ycsb_btree; do
     done
 done
 
-INSERT_BASE=0
+# One insert counter per table, so both tables receive the same key sequence.
+declare -A INSERT_BASE=([ycsb_dex]=0 [ycsb_btree]=0)
 # After a run with inserts: insert j of a client is base + cnt*nclients + client_id
 # with cnt <= that client's inserts (script 1 in the transaction log), so the
 # next run starts above the largest j used. Keys stay in the loaded key range
-# until ROWS inserts in total.
-advance_insert_base() {  # advance_insert_base WORKLOAD CLIENTS LOGPREFIX
-    case $1 in insert-intensive|scan-intensive) ;; *) return 0 ;; esac
+# until ROWS inserts into the table.
+advance_insert_base() {  # advance_insert_base TABLE WORKLOAD CLIENTS LOGPREFIX
+    case $2 in insert-intensive|scan-intensive) ;; *) return 0 ;; esac
     local m
-    m=$(cat "$3".* | awk '$4 == 1 { n[$1]++ } END { m = 0; for (c in n) if (n[c] > m) m = n[c]; print m }')
-    INSERT_BASE=$(( INSERT_BASE + (m + 1) * $2 ))
+    m=$(cat "$4".* | awk '$4 == 1 { n[$1]++ } END { m = 0; for (c in n) if (n[c] > m) m = n[c]; print m }')
+    INSERT_BASE[$1]=$(( ${INSERT_BASE[$1]} + (m + 1) * $3 ))
 }
 NRUN=0
 run_pg() {  # run_pg ID PHASE WORKLOAD DIST MODE CLIENTS SECS WARM RATIO CACHE_KB
@@ -213,21 +214,21 @@ run_pg() {  # run_pg ID PHASE WORKLOAD DIST MODE CLIENTS SECS WARM RATIO CACHE_K
     local pgb=("$PG_BIN/pgbench" -n -h "$DEX_WORK" -p "$pport" -U postgres -c "$c" -j "$c")
     if [ "$warm" != 0 ]; then
         # shellcheck disable=SC2086
-        PGOPTIONS="$opts" "${pgb[@]}" -T "$warm" -D cnt=0 -D base="$INSERT_BASE" -D nc="$c" -l --log-prefix="$RAW/$id.warmlog" \
+        PGOPTIONS="$opts" "${pgb[@]}" -T "$warm" -D cnt=0 -D base="${INSERT_BASE[$t]}" -D nc="$c" -l --log-prefix="$RAW/$id.warmlog" \
             $args postgres >"$RAW/$id.warm.txt" 2>&1 || { cat "$RAW/$id.warm.txt" >&2; die "pgbench warm-up $id failed"; }
-        advance_insert_base "$wl" "$c" "$RAW/$id.warmlog"
+        advance_insert_base "$t" "$wl" "$c" "$RAW/$id.warmlog"
         rm -f "$RAW/$id.warmlog".*
     fi
     PQ "select dex_stats_reset()" >/dev/null
     local load0; load0=$(cut -d' ' -f1 /proc/loadavg)
-    local cmd="PGOPTIONS=\"$opts\" pgbench -n -c $c -j $c -T $secs -D cnt=0 -D base=$INSERT_BASE -D nc=$c -l $args"
+    local cmd="PGOPTIONS=\"$opts\" pgbench -n -c $c -j $c -T $secs -D cnt=0 -D base=${INSERT_BASE[$t]} -D nc=$c -l $args"
     # shellcheck disable=SC2086
-    PGOPTIONS="$opts" "${pgb[@]}" -T "$secs" -D cnt=0 -D base="$INSERT_BASE" -D nc="$c" -l --log-prefix="$RAW/$id.txlog" \
+    PGOPTIONS="$opts" "${pgb[@]}" -T "$secs" -D cnt=0 -D base="${INSERT_BASE[$t]}" -D nc="$c" -l --log-prefix="$RAW/$id.txlog" \
         $args postgres >"$RAW/$id.pgbench.txt" 2>"$RAW/$id.pgbench.err" \
         || { cat "$RAW/$id.pgbench.err" >&2; die "pgbench $id failed"; }
     P --csv -c "select * from dex_stats()" >"$RAW/$id.dex_stats.csv"
     local frames; frames=$(cache_frames)
-    advance_insert_base "$wl" "$c" "$RAW/$id.txlog"
+    advance_insert_base "$t" "$wl" "$c" "$RAW/$id.txlog"
     NRUN=$((NRUN + 1))
     local line
     line=$($PY run --id "$id" --raw "$RAW" --phase "$phase" --workload "$wl" --dist "$dist" --mode "$mode" \
@@ -359,7 +360,7 @@ cat >"$OUT/meta.json" <<JSON
  "host": "$(hostname)", "cores": $(nproc), "mem_gib": "$(free -g | awk '/Mem:/{print $2}')", "kernel": "$(uname -r)",
  "cpu": "$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1)",
  "pg_version": "$("$PG_BIN/postgres" --version | awk '{print $3}')",
- "commit": "$(git -C "$DEX_ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$DEX_ROOT" status --porcelain 2>/dev/null | grep -q . && echo +dirty || true)",
+ "commit": "$(git -C "$DEX_ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$DEX_ROOT" status --porcelain --untracked-files=no 2>/dev/null | grep -q . && echo +dirty || true)",
  "branch": "$(git -C "$DEX_ROOT" rev-parse --abbrev-ref HEAD 2>/dev/null || echo unknown)",
  "started": "$(date -u -d @"$T_START" +%Y-%m-%dT%H:%M:%SZ)", "runtime_s": $((T_END - T_START)),
  "loadavg_end": "$(cut -d' ' -f1-3 /proc/loadavg)"}
