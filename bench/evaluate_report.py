@@ -243,14 +243,14 @@ def cmd_report(a):
         info = ratio_info.get(rt)
         xval[rt] = info["cache_kb"] * 1024.0 / info["index_bytes"] if info else ratio_key(rt)
     if ratios:
-        gp = [f"set terminal pngcairo size {640 * max(1, len(rdists))},{420} font 'sans,9'",
+        gp = [f"set terminal pngcairo size {640 * max(1, len(rdists))},{520} font 'sans,9'",
               "set output 'remote-reads-vs-cache-ratio.png'",
               f"set multiplot layout 1,{len(rdists)} title 'pgbench: remote reads per transaction vs dex.cache_size / index size'",
               "set logscale x", "set xlabel 'cache size / index size'", "set ylabel 'remote reads / transaction'",
-              "set key top right font ',8'", "set grid", "set yrange [0:*]"]
+              "set key outside below horizontal maxcols 2 font ',8'", "set grid", "set yrange [0:*]"]
         for dist in rdists:
             plot = []
-            for wl in rwls:
+            for li, wl in enumerate(rwls):
                 fn = f"plotdata/ratio-{wl}-{dist}.dat"
                 with open(os.path.join(d, fn), "w") as f:
                     f.write("# cache_ratio dex inner_only\n")
@@ -258,8 +258,9 @@ def cmd_report(a):
                         x, y = p3.get((rt, wl, dist, "dex")), p3.get((rt, wl, dist, "inner-only"))
                         if x and y:
                             f.write(f"{xval[rt]:.5f} {x['remote_reads_per_txn']:.4f} {y['remote_reads_per_txn']:.4f}\n")
-                plot.append(f"'{fn}' u 1:2 w lp lw 2 t '{wl} dex'")
-                plot.append(f"'{fn}' u 1:3 w lp lw 1 dt 2 t '{wl} inner-only'")
+                # one colour per workload: dex solid, inner-only dashed
+                plot.append(f"'{fn}' u 1:2 w lp lw 2 pt 7 lc {li + 1} t '{wl} dex'")
+                plot.append(f"'{fn}' u 1:3 w lp lw 1 pt 6 dt 2 lc {li + 1} t '{wl} inner-only'")
             gp.append(f"set title '{dist} keys'")
             gp.append("plot " + ", ".join(plot))
         gp.append("unset multiplot")
