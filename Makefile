@@ -42,6 +42,11 @@ dex-core:
 
 $(DEX_MEMNODE): dex-core
 all: dex-core
+# dex.so must be relinked whenever the core library changed; the core is built
+# by CMake (a phony step), so tie the link to a stamp that changes with it.
+$(DEX_CORE_LIB): dex-core
+	@:
+$(shlib): $(DEX_CORE_LIB)
 
 check-unit:
 	cmake -S $(srcdir) -B $(DEX_BUILD_DIR) -DCMAKE_BUILD_TYPE=$(CMAKE_BUILD_TYPE) >/dev/null

@@ -173,8 +173,8 @@ dex_sql_stats(PG_FUNCTION_ARGS)
 {
 	TupleDesc	tupdesc;
 	DexStatsSnapshot s;
-	Datum		values[15];
-	bool		nulls[15];
+	Datum		values[17];
+	bool		nulls[17];
 
 	dex_require_preload();
 	tupdesc = dex_result_desc(fcinfo);
@@ -196,6 +196,8 @@ dex_sql_stats(PG_FUNCTION_ARGS)
 	values[12] = Int64GetDatum((int64) s.coolings);
 	values[13] = Int64GetDatum((int64) s.restarts);
 	values[14] = Int64GetDatum((int64) s.lock_steals);
+	values[15] = Int64GetDatum((int64) s.dirty_updates);
+	values[16] = Int64GetDatum((int64) s.write_backs);
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
 }
 

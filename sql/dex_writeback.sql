@@ -21,12 +21,17 @@ SELECT dex_flush() >= 0 AS flushed_leftovers;
 -- Same in-place inserts (one per leaf: no split) into both indexes.
 SELECT dex_stats_reset();
 INSERT INTO wb SELECT g, -g FROM generate_series(1, 4000, 60) g;
-SELECT remote_writes AS wb_writes, index_ops AS wb_ops FROM dex_stats() \gset
+SELECT remote_writes AS wb_writes, index_ops AS wb_ops, dirty_updates AS wb_dirty,
+       write_backs AS wb_written FROM dex_stats() \gset
 SELECT dex_stats_reset();
 INSERT INTO wt SELECT g, -g FROM generate_series(1, 4000, 60) g;
-SELECT remote_writes AS wt_writes FROM dex_stats() \gset
+SELECT remote_writes AS wt_writes, dirty_updates AS wt_dirty FROM dex_stats() \gset
 SELECT :wb_ops >= 67 AS all_inserted, :wt_writes >= 67 AS write_through_writes,
        :wb_writes * 10 < :wt_writes AS write_back_writes_far_fewer;
+-- dex_stats() counts the changes kept dirty (write-back index only) and the
+-- dirty frames written back (none yet: nothing was evicted or flushed).
+SELECT :wb_dirty >= 67 AS dirty_updates_counted, :wt_dirty AS write_through_dirty_updates,
+       :wb_written AS written_back_before_flush;
 SELECT sum(dirty) > 0 AS has_dirty_frames FROM dex_cache_stats() WHERE index = 'wb_k'::regclass;
 
 -- Answers through the dirty frames equal a sequential scan.
@@ -49,14 +54,20 @@ SELECT count(*) FROM wb WHERE k BETWEEN 1 AND 1000;
 RESET enable_seqscan; RESET enable_bitmapscan;
 
 -- dex_flush() writes the dirty frames back; then remote memory is complete.
-SELECT dex_flush() > 0 AS wrote_dirty_frames;
+SELECT dex_stats_reset();
+SELECT dex_flush() AS flushed_frames \gset
+SELECT :flushed_frames > 0 AS wrote_dirty_frames, write_backs = :flushed_frames AS write_backs_counted
+  FROM dex_stats();
 SELECT coalesce(sum(dirty), 0) AS dirty_after_flush FROM dex_cache_stats() WHERE index = 'wb_k'::regclass;
 SELECT entries, height FROM dex_check('wb_k');
 
 -- In-place deletes, then splits (write-through, the dirty leaf written first).
 DELETE FROM wb WHERE k % 3 = 0;
-VACUUM wb;   -- removes the index entries (dex remove: in place, in the cached leaves)
-SELECT sum(dirty) > 0 AS deletes_left_dirty_frames FROM dex_cache_stats() WHERE index = 'wb_k'::regclass;
+SELECT dex_stats_reset();
+-- removes the index entries (dex remove: in place, in the cached leaves); the
+-- cleanup pass then writes the dirty frames back before looking for empty leaves
+VACUUM wb;
+SELECT dirty_updates > 0 AS deletes_in_place, write_backs > 0 AS cleanup_wrote_back FROM dex_stats();
 INSERT INTO wb SELECT 2000, g FROM generate_series(1, 300) g;
 SELECT wb_diff() AS differing_rows;
 SELECT entries FROM dex_check('wb_k');   -- flushes this index's dirty frames first
@@ -76,6 +87,18 @@ ALTER INDEX wb_k SET (write_back = on);
 REINDEX INDEX wb_k;
 INSERT INTO wb SELECT g, 9 FROM generate_series(1, 4000, 70) g;
 SELECT wb_diff() AS differing_rows;
+
+-- Empty leaves of a write-back index are merged away by VACUUM (its dirty
+-- frames are written back first; merges hold both leaves' frames).
+INSERT INTO wb SELECT g, 10 FROM generate_series(1, 4000, 50) g;  -- in place: dirty leaves
+SELECT leaves AS leaves_before FROM dex_index_info('wb_k') \gset
+DELETE FROM wb WHERE k > 100;
+VACUUM wb;
+SELECT leaves * 4 < :leaves_before AS empty_leaves_merged FROM dex_index_info('wb_k');
+SELECT wb_diff() AS differing_rows;
+INSERT INTO wb SELECT g, 11 FROM generate_series(1, 4000, 40) g;
+SELECT wb_diff() AS differing_rows;
+SELECT entries FROM dex_check('wb_k');
 
 DROP TABLE wb;
 DROP TABLE wt;

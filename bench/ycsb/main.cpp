@@ -61,6 +61,7 @@ struct Options {
     std::string mode = "no-cache";
     std::string dist = "uniform";
     double theta = 0.99;
+    bool clustered = false;  // --hot-keys clustered: zipf rank r is record r (no scrambling)
     uint64_t keys = 1000000;
     int workers = 2;
     double seconds = 10;
@@ -105,6 +106,10 @@ void usage(FILE* f) {
         "                      leaves admitted with probability 0.1)\n"
         "  --dist D            uniform | zipfian (default uniform)\n"
         "  --theta T           zipfian skew, 0 < T < 1 (default 0.99)\n"
+        "  --hot-keys H        scrambled | clustered (default scrambled): zipfian ranks\n"
+        "                      are spread over the key space by a random permutation\n"
+        "                      (YCSB's scrambled zipfian), or rank r is the r-th\n"
+        "                      smallest key, so hot records share leaves\n"
         "  --keys K            records bulk-loaded (default 1000000)\n"
         "  --workers N         worker processes (default 2)\n"
         "  --seconds S         run length (default 10)\n"
@@ -194,6 +199,11 @@ Options parse_args(int argc, char** argv) {
         else if (a == "--scan-length") o.scan_length = static_cast<int>(num(1, 100000));
         else if (a == "--seed") o.seed = static_cast<uint64_t>(num(0, 1e18));
         else if (a == "--verify") o.verify = true;
+        else if (a == "--hot-keys") {
+            std::string v = val();
+            if (v != "scrambled" && v != "clustered") die_usage("unknown --hot-keys " + v);
+            o.clustered = v == "clustered";
+        }
         else die_usage("unknown option " + a);
     }
     Mix m;
@@ -387,7 +397,7 @@ struct Plan {
     Mix mix;
     uint64_t K;
     const Zipfian* zipf;       // null for uniform
-    const Permutation* scramble;
+    const Permutation* scramble;  // null: --hot-keys clustered
     const Permutation* ins_perm;
     cache::CacheRegion* region;  // the node cache (MAP_SHARED, built before fork), or null
 };
@@ -409,7 +419,11 @@ void run_worker(int id, const Options& o, const Plan& plan, Shared sh, const std
     std::vector<EntryKey> buf;
     buf.reserve(256);
     const uint64_t K = plan.K;
-    auto pick = [&]() -> uint64_t { return plan.zipf ? (*plan.scramble)(plan.zipf->next(rng)) : rng.below(K); };
+    auto pick = [&]() -> uint64_t {
+        if (!plan.zipf) return rng.below(K);
+        uint64_t rank = plan.zipf->next(rng);
+        return plan.scramble ? (*plan.scramble)(rank) : rank;
+    };
     const int c1 = plan.mix.lookup, c2 = c1 + plan.mix.update, c3 = c2 + plan.mix.insert;
 
     sh.ctl->ready.fetch_add(1);
@@ -685,7 +699,7 @@ int run(const Options& o) {
              static_cast<double>(cache_bytes) / (1 << 20), o.cache_ratio,
              pol.cache_leaves ? "inner nodes + leaves with probability --leaf-admission" : "inner nodes only");
     }
-    Plan plan{mix, K, zipf.get(), &scramble, &ins_perm, region};
+    Plan plan{mix, K, zipf.get(), o.clustered ? nullptr : &scramble, &ins_perm, region};
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
     for (int i = 0; i < o.workers; i++) {
@@ -830,6 +844,7 @@ int run(const Options& o) {
         .str("mode", o.mode)
         .str("dist", o.dist)
         .num("theta", o.dist == "zipfian" ? o.theta : 0)
+        .str("hot_keys", o.dist != "zipfian" ? "n/a" : (o.clustered ? "clustered" : "scrambled"))
         .u("keys", K)
         .u("workers", static_cast<uint64_t>(o.workers))
         .num("seconds", o.ops_per_worker ? 0 : o.seconds)

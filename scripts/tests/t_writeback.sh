@@ -29,6 +29,20 @@ ev=$(q -c "select evictions from dex_stats()")
 [ "$ev" -gt 0 ] || fail "expected evictions (write-backs on eviction), got $ev"
 q -c "select * from dex_check('d_k')" >/dev/null || fail "dex_check d_k"
 
+echo "== phase 1b: VACUUM merges empty write-back leaves while DML runs"
+q -c "delete from d where k between 2000 and 18000; delete from b where k between 2000 and 18000; delete from w where k between 2000 and 18000"
+before=$(q -c "select leaves from dex_index_info('d_k')")
+run_mix "$DEX_WORK/mix.sql" &
+bg=$!
+for i in 1 2 3; do q -c "vacuum d" >/dev/null || fail "vacuum d during DML"; sleep 1; done
+wait $bg
+q -c "vacuum d" >/dev/null
+after=$(q -c "select leaves from dex_index_info('d_k')")
+echo "d_k leaves: $before before the deletes were vacuumed, $after after"
+[ "$after" -lt $((before * 4 / 5)) ] || fail "VACUUM did not merge empty write-back leaves ($before -> $after)"
+compare_with_btree d d_k; compare_with_btree w w_k
+q -c "select * from dex_check('d_k')" >/dev/null || fail "dex_check d_k after merges"
+
 echo "== phase 2: clean restart in the middle"
 run_mix "$DEX_WORK/mix.sql" &
 bg=$!

@@ -587,6 +587,8 @@ void dex_stats_read(DexStatsSnapshot* out) {
     out->coolings = ld(s.coolings);
     out->restarts = ld(s.restarts);
     out->lock_steals = ld(s.lock_steals);
+    out->dirty_updates = ld(s.dirty_updates);
+    out->write_backs = ld(s.write_backs);
 }
 
 void dex_stats_reset(void) { dex::stats().reset(); }
@@ -919,6 +921,12 @@ int dex_tree_compact(DexTree* tree, uint64_t* freed, DexError* err) {
     return guarded(err, [&] {
         if (!tree) throw Error(ErrorCode::kInvalid, "NULL tree handle");
         uint64_t n = 0;
+        // compact() judges leaves by their remote images: write this tree's
+        // dirty frames first (the merges themselves handle later changes).
+        if (tree->owner_word && cstate().shared) {
+            int slot = wb_slot_find(tree->node, tree->ns, tree->owner_word);
+            if (slot >= 0) wb_flush(slot);
+        }
         tree->run([&](dex::tree::BTree& b) { n = b.compact(); });
         if (freed) *freed = n;
     });

@@ -80,7 +80,8 @@ typedef struct DexStatsSnapshot
 {
 	uint64_t	index_ops, remote_reads, remote_writes, remote_atomics, remote_rpcs,
 				round_trips, bytes_read, bytes_written, cache_hits, cache_misses,
-				admissions, evictions, coolings, restarts, lock_steals;
+				admissions, evictions, coolings, restarts, lock_steals,
+				dirty_updates, write_backs;
 } DexStatsSnapshot;
 
 typedef struct DexTreeInfo

@@ -837,8 +837,8 @@ uint64_t BTree::remove(const EntryKey* keys, size_t n) {
         bool emptied = false;
         GAddr leaf = 0;
         {
-            // Write-back mode: deletes never need a structure modification
-            // (empty leaves are not merged), so a cached leaf takes them all.
+            // Write-back mode: a cached leaf takes the deletes in place (a
+            // leaf emptied there is merged later by compact(), i.e. VACUUM).
             WbGuard guard;
             if (wb_) {
                 size_t used = 0;
@@ -881,7 +881,7 @@ uint64_t BTree::remove(const EntryKey* keys, size_t n) {
                     cache_update(ln->addr, nd, dl);
             } else
                 locks.unlock(ln);
-            emptied = changed && nd.count == 0 && !wb_;  // write-back mode: no merges
+            emptied = changed && nd.count == 0;
             leaf = ln->addr;
             i = j;
         }
@@ -916,6 +916,15 @@ GAddr BTree::try_merge(GAddr e, const Path& path, const Deadline& dl, bool* merg
         la = pn.inner[idx - 1].child;
         ra = e;
     }
+    // Write-back mode: a leaf's newest image may be a dirty frame. Hold both
+    // leaves' frames (left to right, as every path that holds two does),
+    // written back first, so remote memory is current and no in-place change
+    // slips in until the merged images are installed below.
+    WbGuard gl, gr;
+    if (wb_) {
+        wb_acquire(la, gl, dl);
+        wb_acquire(ra, gr, dl);
+    }
     Locks locks(io_);
     Node s;
     if (io_.read(la, s, dl, false) != NodeIO::Read::kOk || !valid_node(s, 0) || s.is_deleted() || s.right != ra)
@@ -949,9 +958,14 @@ GAddr BTree::try_merge(GAddr e, const Path& path, const Deadline& dl, bool* merg
     pp.count--;
     locks.publish({L, R, P});
     if (merged) *merged = true;
-    cache_update(la, l, dl);
+    if (wb_) {
+        gl.release(&l);
+        gr.release(&r);  // deleted: an in-place change now falls back to the locked path
+    } else {
+        cache_update(la, l, dl);
+    }
     cache_update(p, pp, dl);
-    cache_update(ra, r, dl);  // deleted, forwarding to la (if the drop below fails)
+    if (!wb_) cache_update(ra, r, dl);  // deleted, forwarding to la (if the drop below fails)
     free_node(ra);
     cache_drop(ra);
     return l.count == 0 ? la : 0;  // survivor still empty: try again
@@ -959,7 +973,6 @@ GAddr BTree::try_merge(GAddr e, const Path& path, const Deadline& dl, bool* merg
 
 uint64_t BTree::compact() {
     uint64_t freed = 0;
-    if (wb_) return 0;  // write-back mode never merges (a dirty leaf would be involved)
     Node parent, child;
     Deadline dl = deadline();
     // Leftmost level-1 node, then along level 1 through right links.
