@@ -4,6 +4,8 @@
 #   make test       everything: apt deps, build, unit tests, regression + shell tests
 #                   (scripts/test-all.sh; see README.md)
 #   make installcheck  pg_regress against a running server (scripts/test-all.sh sets it up)
+#   make bench      the one-command evaluation, quick profile (bench/evaluate.sh;
+#                   BENCH_ARGS="--full" for the full one); report in bench/results/
 
 MODULE_big = dex
 OBJS = $(patsubst %.c,%.o,$(sort $(wildcard extension/*.c)))
@@ -33,7 +35,7 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
-.PHONY: dex-core test check-unit
+.PHONY: dex-core test check-unit bench
 dex-core:
 	cmake -S $(srcdir) -B $(DEX_BUILD_DIR) -DCMAKE_BUILD_TYPE=$(CMAKE_BUILD_TYPE) >/dev/null
 	cmake --build $(DEX_BUILD_DIR) -j$(shell nproc) --target dexcore dex-memnode
@@ -53,3 +55,7 @@ check-unit:
 
 test:
 	bash scripts/test-all.sh
+
+BENCH_ARGS ?= --quick
+bench:
+	bash bench/evaluate.sh $(BENCH_ARGS)
