@@ -11,7 +11,7 @@ DATA = extension/dex.control $(wildcard extension/dex--*.sql)
 MODULEDIR = extension
 PGFILEDESC = "dex - B+-tree index on disaggregated memory"
 
-REGRESS = dex_build dex_cache dex_writeback dex_dml dex_lifecycle dex_errors dex_differential
+REGRESS = dex_build dex_cache dex_writeback dex_dml dex_lifecycle dex_errors dex_differential dex_placement
 REGRESS_OPTS =
 
 DEX_BUILD_DIR ?= build
@@ -32,6 +32,9 @@ override with_llvm = no
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+# dex.so embeds the core library: relink when it changed.
+$(shlib): $(DEX_CORE_LIB)
 
 .PHONY: dex-core test check-unit
 dex-core:

@@ -58,11 +58,25 @@ BTree::BTree(RemoteMemory& mem, uint32_t node_id, uint64_t ns, TreeOptions opts)
     : mem_(mem),
       node_id_(node_id),
       ns_(ns),
-      tree_id_(static_cast<uint32_t>(ns)),
+      tree_id_(tree_id_for(node_id, ns)),
+      part_ns_(node_id + 1, 0),
       opts_(opts),
       io_(mem, node_id, opts),
       cache_(opts.cache),
-      wb_(opts.write_back && opts.cache != nullptr) {}
+      wb_(opts.write_back && opts.cache != nullptr) {
+    part_ns_[node_id] = ns;
+}
+
+void BTree::set_placement(std::vector<uint64_t> ns_by_node, int level) {
+    if (ns_by_node.size() <= node_id_) ns_by_node.resize(node_id_ + 1, 0);
+    if (ns_by_node[node_id_] != ns_)
+        throw Error(ErrorCode::kInvalid, "placement: the home memory node's namespace must be the tree's");
+    if (level < 1 || level > kMaxPlacementLevel)
+        throw Error(ErrorCode::kInvalid, "placement level " + std::to_string(level) + " is out of range 1.." +
+                                             std::to_string(kMaxPlacementLevel));
+    part_ns_ = std::move(ns_by_node);
+    place_level_ = level;
+}
 
 // Is this node possibly modified by another compute server (a process that
 // does not share our CacheRegion)? There is no logical partitioning yet, so by
@@ -264,15 +278,86 @@ bool BTree::set_root(GAddr expected, GAddr desired) {
     return false;
 }
 
-GAddr BTree::alloc_node() {
-    uint64_t req[2] = {ns_, kNodeSize};
-    std::vector<uint8_t> r = mem_.node(node_id_).rpc(net::kOpAlloc, req, sizeof req);
-    return make_gaddr(node_id_, get_u64(r, "ALLOC"));
+std::vector<std::pair<int64_t, uint32_t>> BTree::nodes_by_free() {
+    std::vector<std::pair<int64_t, uint32_t>> v;
+    for (uint32_t i = 0; i < part_ns_.size(); i++) {
+        if (!part_ns_[i]) continue;
+        int64_t free_bytes = -1;
+        try {
+            std::vector<uint8_t> r = mem_.node(i).rpc(net::kOpStats, nullptr, 0);
+            if (r.size() >= sizeof(net::NodeStats)) {
+                net::NodeStats st;
+                std::memcpy(&st, r.data(), sizeof st);
+                free_bytes = static_cast<int64_t>(st.pool_bytes - std::min(st.pool_bytes, st.used_bytes));
+            }
+        } catch (const Error& e) {
+            if (e.code() == ErrorCode::kInterrupted || e.code() == ErrorCode::kLostMemory) throw;
+        }
+        v.emplace_back(free_bytes, i);
+    }
+    std::stable_sort(v.begin(), v.end(), [](auto& a, auto& b) { return a.first > b.first; });
+    return v;
+}
+
+Error BTree::out_of_space(const std::string& what) {
+    std::string sizes;
+    for (uint32_t i = 0; i < part_ns_.size(); i++) {
+        if (!part_ns_[i]) continue;
+        if (!sizes.empty()) sizes += ", ";
+        std::string addr;
+        try {
+            Transport& t = mem_.node(i);
+            addr = t.address();
+            std::vector<uint8_t> r = t.rpc(net::kOpStats, nullptr, 0);
+            net::NodeStats st{};
+            if (r.size() >= sizeof st) std::memcpy(&st, r.data(), sizeof st);
+            sizes += addr + " " + std::to_string(st.used_bytes) + " of " + std::to_string(st.pool_bytes) + " bytes used";
+        } catch (const std::exception&) {
+            sizes += (addr.empty() ? "memory node " + std::to_string(i) : addr) + " unreachable";
+        }
+    }
+    return Error(ErrorCode::kOutOfSpace, "memory nodes out of space (" + what + "; " + sizes + ")",
+                 "Give the memory nodes more --memory, add memory nodes to dex.memnodes and REINDEX, or drop "
+                 "unused dex indexes.");
+}
+
+GAddr BTree::alloc_node(uint32_t node) {
+    if (node >= part_ns_.size() || !part_ns_[node])
+        throw Error(ErrorCode::kCorrupt, "memory node " + std::to_string(node) + " holds no namespace of tree " +
+                                             std::to_string(tree_id_));
+    uint64_t req[2] = {part_ns_[node], kNodeSize};
+    std::vector<uint8_t> r;
+    try {
+        r = mem_.node(node).rpc(net::kOpAlloc, req, sizeof req);
+    } catch (const Error& e) {
+        if (e.code() != ErrorCode::kOutOfSpace) throw;
+        throw out_of_space("the subtree's memory node " + mem_.node(node).address() + " is full");
+    }
+    return make_gaddr(node, get_u64(r, "ALLOC"));
+}
+
+GAddr BTree::alloc_anywhere() {
+    try {
+        return alloc_node(node_id_);
+    } catch (const Error& e) {
+        if (e.code() != ErrorCode::kOutOfSpace) throw;
+    }
+    for (auto& [free_bytes, i] : nodes_by_free()) {
+        if (i == node_id_ || free_bytes < static_cast<int64_t>(kNodeSize)) continue;
+        try {
+            return alloc_node(i);
+        } catch (const Error& e) {
+            if (e.code() != ErrorCode::kOutOfSpace) throw;
+        }
+    }
+    throw out_of_space("no memory node has room for a new node");
 }
 
 void BTree::free_node(GAddr a) {
-    uint64_t req[3] = {ns_, gaddr_offset(a), kNodeSize};
-    mem_.node(node_id_).rpc(net::kOpFree, req, sizeof req);
+    uint32_t node = gaddr_node(a);
+    if (node >= part_ns_.size() || !part_ns_[node]) return;  // not ours: leave it (check() reports strays)
+    uint64_t req[3] = {part_ns_[node], gaddr_offset(a), kNodeSize};
+    mem_.node(node).rpc(net::kOpFree, req, sizeof req);
 }
 
 // A reused block keeps versions increasing, so a CAS prepared from a read of the
@@ -631,7 +716,7 @@ bool BTree::contains(const EntryKey& key) {
 
 void BTree::init_empty() {
     Stats::add(stats().index_ops);
-    GAddr a = alloc_node();
+    GAddr a = alloc_node(node_id_);
     Node n;
     init_node(n, tree_id_, 0);
     seal_node(n, fresh_version(a));
@@ -705,7 +790,10 @@ void BTree::split_leaf(Locks& locks, LockedNode* ln, size_t pos, const EntryKey&
     std::memcpy(all + pos + 1, n.leaf + pos, (n.count - pos) * sizeof(EntryKey));
     const size_t total = n.count + 1, mid = total / 2;
 
-    GAddr na = alloc_node();
+    // The new sibling lives next to the leaf it splits from: a subtree rooted
+    // at the placement level stays on one memory node. Allocated before
+    // anything is published, so running out of space changes nothing.
+    GAddr na = alloc_node(gaddr_node(ln->addr));
     Node r;
     init_node(r, tree_id_, 0);
     r.count = static_cast<uint16_t>(total - mid);
@@ -753,7 +841,9 @@ void BTree::insert_parent(int level, const EntryKey& sep, GAddr child, Path& pat
                 // The level above does not exist yet: install a new root over the
                 // leftmost node (the old root) and `child`. Any node in between
                 // that lacks a downlink is reachable through right links.
-                GAddr na = alloc_node();
+                // A new root at or below the placement level belongs to the
+                // subtree of the old root; above it, it may go anywhere.
+                GAddr na = level > place_level_ ? alloc_anywhere() : alloc_node(gaddr_node(r));
                 Node nr;
                 init_node(nr, tree_id_, static_cast<uint8_t>(level));
                 nr.count = 2;
@@ -797,7 +887,20 @@ void BTree::insert_parent(int level, const EntryKey& sep, GAddr child, Path& pat
         all[pos] = InnerEntry{sep, child};
         std::memcpy(all + pos + 1, n.inner + pos, (n.count - pos) * sizeof(InnerEntry));
         const size_t total = n.count + 1, mid = total / 2;
-        GAddr na = alloc_node();
+        // Same memory node as the splitting node: at or below the placement
+        // level the children that move to `na` are on it (one subtree per node).
+        // Above it, a full memory node may be skipped.
+        GAddr na;
+        if (level > place_level_) {
+            try {
+                na = alloc_node(gaddr_node(ln->addr));
+            } catch (const Error& e) {
+                if (e.code() != ErrorCode::kOutOfSpace) throw;
+                na = alloc_anywhere();
+            }
+        } else {
+            na = alloc_node(gaddr_node(ln->addr));
+        }
         Node r;
         init_node(r, tree_id_, static_cast<uint8_t>(level));
         r.count = static_cast<uint16_t>(total - mid);
@@ -811,7 +914,12 @@ void BTree::insert_parent(int level, const EntryKey& sep, GAddr child, Path& pat
         n.high = all[mid].sep;
         n.right = na;
         EntryKey up = all[mid].sep;
-        locks.publish({ln}, {write_node_op(na, r)});
+        if (gaddr_node(na) == gaddr_node(ln->addr)) {
+            locks.publish({ln}, {write_node_op(na, r)});
+        } else {  // step 1 on another memory node: complete it before step 2
+            mem_.write(na, &r, static_cast<uint32_t>(used_bytes(r)));
+            locks.publish({ln});
+        }
         cache_update(ln->addr, n, dl);  // unswizzles its children: some moved to na
         cache_update(na, r, dl);
         insert_parent(level + 1, up, na, path, dl);
@@ -1046,30 +1154,85 @@ BTree::BulkLoader::BulkLoader(BTree& t, double ff) : t_(t) {
     if (ff < 0.1) ff = 0.1;
     leaf_fill_ = std::max<size_t>(1, static_cast<size_t>(kLeafCapacity * ff));
     inner_fill_ = std::max<size_t>(2, static_cast<size_t>(kInnerCapacity * ff));
-    cur_addr_ = alloc();
+    // A segment is the leaves of one full subtree at the placement level.
+    seg_leaves_ = 1;
+    for (int i = 0; i < t_.place_level_ && seg_leaves_ < (uint64_t(1) << 40); i++) seg_leaves_ *= inner_fill_;
+    ext_.resize(t_.part_ns_.size());
+    free_.assign(t_.part_ns_.size(), -1);
+    size_t nparts = 0;
+    for (uint64_t ns : t_.part_ns_) nparts += ns != 0;
+    if (nparts > 1) {
+        for (auto& [free_bytes, i] : t_.nodes_by_free()) free_[i] = free_bytes;
+    } else {
+        free_[t_.node_id_] = INT64_MAX;  // one node: no choice to make
+    }
+    cur_addr_ = alloc(segment_node());
     init_node(cur_, t_.tree_id_, 0);
-    children_.push_back(Child{neg_inf_key(), cur_addr_});
+    children_.push_back(Child{neg_inf_key(), cur_addr_, 0});
+    leaves_ = 1;
 }
 
-GAddr BTree::BulkLoader::alloc() {
-    if (ext_left_ == 0) {
+// Memory node for the next segment: round-robin over the tree's memory nodes
+// (starting at one picked by the tree id, so small indexes do not all start
+// on the same node), skipping nodes whose free space (measured at the start,
+// minus what this load took since) cannot hold a whole segment; if none can,
+// the one with most free space. Single-node trees: the home node.
+uint32_t BTree::BulkLoader::segment_node() {
+    const uint64_t seg_bytes = (seg_leaves_ + seg_leaves_ / inner_fill_ + 1) * kNodeSize;
+    std::vector<uint32_t> parts;
+    for (uint32_t i = 0; i < free_.size(); i++)
+        if (t_.part_ns_[i] && free_[i] >= 0) parts.push_back(i);
+    uint32_t best = t_.node_id_;
+    if (!parts.empty()) {
+        size_t start = (t_.tree_id_ + seg_node_.size()) % parts.size();
+        bool found = false;
+        for (size_t k = 0; k < parts.size() && !found; k++) {
+            uint32_t i = parts[(start + k) % parts.size()];
+            if (free_[i] >= static_cast<int64_t>(seg_bytes)) {
+                best = i;
+                found = true;
+            }
+        }
+        if (!found) {
+            int64_t best_free = -1;
+            for (uint32_t i : parts)
+                if (free_[i] > best_free) {
+                    best = i;
+                    best_free = free_[i];
+                }
+        }
+    }
+    seg_node_.push_back(best);
+    return best;
+}
+
+GAddr BTree::BulkLoader::alloc(uint32_t node) {
+    Extent& x = ext_[node];
+    if (x.left == 0) {
         uint64_t bytes = kBulkExtentBytes;
         std::vector<uint8_t> r;
+        uint64_t ns = t_.part_ns_[node];
         try {
-            uint64_t req[2] = {t_.ns_, bytes};
-            r = t_.mem_.node(t_.node_id_).rpc(net::kOpAlloc, req, sizeof req);
+            uint64_t req[2] = {ns, bytes};
+            r = t_.mem_.node(node).rpc(net::kOpAlloc, req, sizeof req);
         } catch (const Error& e) {
             if (e.code() != ErrorCode::kOutOfSpace) throw;
             bytes = kNodeSize;
-            uint64_t req[2] = {t_.ns_, bytes};
-            r = t_.mem_.node(t_.node_id_).rpc(net::kOpAlloc, req, sizeof req);
+            uint64_t req[2] = {ns, bytes};
+            try {
+                r = t_.mem_.node(node).rpc(net::kOpAlloc, req, sizeof req);
+            } catch (const Error& e2) {
+                if (e2.code() != ErrorCode::kOutOfSpace) throw;
+                throw t_.out_of_space("bulk load: memory node " + t_.mem_.node(node).address() + " is full");
+            }
         }
-        ext_off_ = get_u64(r, "ALLOC");
-        ext_left_ = bytes / kNodeSize;
+        x.off = get_u64(r, "ALLOC");
+        x.left = bytes / kNodeSize;
+        if (free_[node] >= 0) free_[node] = std::max<int64_t>(0, free_[node] - static_cast<int64_t>(bytes));
     }
-    GAddr a = make_gaddr(t_.node_id_, ext_off_);
-    ext_off_ += kNodeSize;
-    ext_left_--;
+    GAddr a = make_gaddr(node, x.off);
+    x.off += kNodeSize;
+    x.left--;
     return a;
 }
 
@@ -1084,7 +1247,15 @@ void BTree::BulkLoader::flush() {
     std::vector<RemoteOp> ops;
     ops.reserve(pending_.size());
     for (auto& [a, n] : pending_) ops.push_back(write_node_op(a, n));
-    t_.mem_.batch(t_.node_id_, ops.data(), ops.size());
+    // One batch per run of nodes on the same memory node, in order.
+    size_t b = 0;
+    while (b < ops.size()) {
+        uint32_t node = gaddr_node(pending_[b].first);
+        size_t e = b + 1;
+        while (e < ops.size() && gaddr_node(pending_[e].first) == node) e++;
+        t_.mem_.batch(node, ops.data() + b, e - b);
+        b = e;
+    }
     // Bulk-loaded nodes start at version 1: a cached copy of an earlier life of
     // the same memory must go, it could look newer.
     for (auto& [a, n] : pending_) t_.cache_drop(a);
@@ -1099,14 +1270,17 @@ void BTree::BulkLoader::add(const EntryKey& key) {
         throw Error(ErrorCode::kInvalid,
                     "bulk load keys must be strictly ascending: " + key_str(key) + " after " + key_str(last_));
     if (cur_.count >= leaf_fill_) {
-        GAddr na = alloc();
+        int64_t seg = static_cast<int64_t>(leaves_ / seg_leaves_);
+        uint32_t node = static_cast<size_t>(seg) < seg_node_.size() ? seg_node_[seg] : segment_node();
+        GAddr na = alloc(node);
+        leaves_++;
         cur_.high = key;
         cur_.right = na;
         emit(cur_addr_, cur_);
         init_node(cur_, t_.tree_id_, 0);
         cur_.low = key;
         cur_addr_ = na;
-        children_.push_back(Child{key, na});
+        children_.push_back(Child{key, na, seg});
     }
     cur_.leaf[cur_.count++] = key;
     last_ = key;
@@ -1121,29 +1295,55 @@ void BTree::BulkLoader::finish() {
     std::vector<Child> kids = std::move(children_);
     uint8_t level = 1;
     while (kids.size() > 1) {
+        // Up to the placement level, a node groups children of one segment
+        // only (so each segment becomes one subtree on its memory node); above
+        // it, children of any segment, and the node goes to the home node.
+        const bool in_segment = level <= t_.place_level_;
+        struct Group {
+            size_t begin, end;
+            int64_t seg;
+        };
+        std::vector<Group> groups;
+        size_t run = 0;
+        while (run < kids.size()) {
+            size_t run_end = run + 1;
+            while (run_end < kids.size() && (!in_segment || kids[run_end].seg == kids[run].seg)) run_end++;
+            size_t n = run_end - run;
+            size_t ng = (n + inner_fill_ - 1) / inner_fill_;
+            // Spread evenly so that no node is left nearly empty.
+            size_t per = (n + ng - 1) / ng;
+            for (size_t b = run; b < run_end; b += per)
+                groups.push_back(Group{b, std::min(run_end, b + per), in_segment ? kids[run].seg : -1});
+            run = run_end;
+        }
+        std::vector<GAddr> addrs;
+        addrs.reserve(groups.size());
+        for (auto& g : groups) {
+            if (g.seg >= 0) {
+                addrs.push_back(alloc(seg_node_[static_cast<size_t>(g.seg)]));
+            } else {
+                try {
+                    addrs.push_back(alloc(t_.node_id_));
+                } catch (const Error& e) {
+                    if (e.code() != ErrorCode::kOutOfSpace) throw;
+                    addrs.push_back(alloc(segment_node()));  // home full: most free node
+                }
+            }
+        }
         std::vector<Child> parents;
-        size_t groups = (kids.size() + inner_fill_ - 1) / inner_fill_;
-        // Spread evenly so that no node is left nearly empty.
-        size_t per = (kids.size() + groups - 1) / groups;
-        GAddr a = alloc();
-        size_t begin = 0;
-        for (size_t g = 0; g < groups && begin < kids.size(); g++) {
-            size_t end = std::min(kids.size(), begin + per);
+        for (size_t gi = 0; gi < groups.size(); gi++) {
+            const Group& g = groups[gi];
             Node n;
             init_node(n, t_.tree_id_, level);
-            n.low = kids[begin].low;
-            n.count = static_cast<uint16_t>(end - begin);
-            for (size_t i = begin; i < end; i++) n.inner[i - begin] = InnerEntry{kids[i].low, kids[i].addr};
-            GAddr next = 0;
-            if (end < kids.size()) {
-                next = alloc();
-                n.high = kids[end].low;
-                n.right = next;
+            n.low = kids[g.begin].low;
+            n.count = static_cast<uint16_t>(g.end - g.begin);
+            for (size_t i = g.begin; i < g.end; i++) n.inner[i - g.begin] = InnerEntry{kids[i].low, kids[i].addr};
+            if (gi + 1 < groups.size()) {
+                n.high = kids[groups[gi + 1].begin].low;
+                n.right = addrs[gi + 1];
             }
-            parents.push_back(Child{n.low, a});
-            emit(a, n);
-            a = next;
-            begin = end;
+            parents.push_back(Child{n.low, addrs[gi], level < t_.place_level_ ? g.seg : -1});
+            emit(addrs[gi], n);
         }
         kids = std::move(parents);
         level++;
@@ -1174,7 +1374,14 @@ TreeInfo BTree::check() {
     GAddr root = refresh_root();
     if (!root)
         throw Error(ErrorCode::kCorrupt, "dex index check failed: namespace " + std::to_string(ns_) + " has no root");
-    if (gaddr_node(root) != node_id_) throw corrupt(root, "root is on another memory node");
+    auto ours = [&](GAddr a) {
+        uint32_t nd = gaddr_node(a);
+        return nd < part_ns_.size() && part_ns_[nd] != 0;
+    };
+    if (!ours(root)) throw corrupt(root, "root is on a memory node that holds no namespace of this tree");
+    info.placement_level = place_level_;
+    info.nodes_on.assign(part_ns_.size(), 0);
+    info.subtrees_on.assign(part_ns_.size(), 0);
     Node n;
     read_strict(root, n);
     if (n.is_deleted()) throw corrupt(root, "root is marked deleted");
@@ -1186,6 +1393,7 @@ TreeInfo BTree::check() {
 
     struct Range {
         EntryKey lo, hi;
+        int node;  // memory node the child must be on (placement), -1: any
     };
     std::unordered_map<GAddr, Range> expected;
     std::unordered_set<GAddr> seen;
@@ -1200,7 +1408,10 @@ TreeInfo BTree::check() {
         std::unordered_set<GAddr> this_level;
         const std::string lv = "level " + std::to_string(level);
         while (a) {
-            if (gaddr_node(a) != node_id_) throw corrupt(a, "address names another memory node");
+            if (!ours(a)) throw corrupt(a, "address names a memory node that holds no namespace of this tree");
+            const uint32_t here = gaddr_node(a);
+            info.nodes_on[here]++;
+            if (level == place_level_ || (level == root_level && root_level < place_level_)) info.subtrees_on[here]++;
             if (!seen.insert(a).second)
                 throw corrupt(a, "reached twice (cycle in right links, or node shared between levels/parents)");
             this_level.insert(a);
@@ -1250,11 +1461,21 @@ TreeInfo BTree::check() {
                     cover_hi = it->second.hi;
                     have_cover = true;
                     linked++;
+                    if (it->second.node >= 0 && static_cast<int>(here) != it->second.node)
+                        throw corrupt(a, "placement: on memory node " + std::to_string(here) + " but its parent (level " +
+                                             std::to_string(level + 1) + " <= placement level " +
+                                             std::to_string(place_level_) + ") is on memory node " +
+                                             std::to_string(it->second.node) +
+                                             " (a subtree must lie on one memory node)");
                 } else {
                     if (!have_cover || compare_keys(n.low, cover_hi) >= 0 || compare_keys(n.high, cover_hi) > 0)
                         throw corrupt(a, "no downlink in " + std::string("level ") + std::to_string(level + 1) +
                                              " and range [" + key_str(n.low) + ", " + key_str(n.high) +
                                              ") is not covered by a left sibling's parent range");
+                    if (level < place_level_ && prev && gaddr_node(prev) != here)
+                        throw corrupt(a, "placement: reachable only through the right link of " + hex_addr(prev) +
+                                             " on another memory node (below the placement level a split stays on "
+                                             "its memory node)");
                     info.missing_downlinks++;
                 }
             }
@@ -1266,7 +1487,8 @@ TreeInfo BTree::check() {
                 for (size_t i = 0; i < n.count; i++) {
                     GAddr c = n.inner[i].child;
                     if (!c) throw corrupt(a, "entry " + std::to_string(i) + " has a null child");
-                    Range r{n.inner[i].sep, i + 1 < n.count ? n.inner[i + 1].sep : n.high};
+                    Range r{n.inner[i].sep, i + 1 < n.count ? n.inner[i + 1].sep : n.high,
+                            level <= place_level_ ? static_cast<int>(here) : -1};
                     if (!next_expected.emplace(c, r).second)
                         throw corrupt(a, "child " + hex_addr(c) + " is referenced twice");
                 }

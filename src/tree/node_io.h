@@ -90,6 +90,9 @@ public:
     // Raw READ without validation.
     void read_raw(GAddr a, Node& out) { mem_.read(a, &out, kNodeSize); }
 
+    // The connection to the memory node holding `a` (a tree may span several
+    // memory nodes: src/README.md "Placement over several memory nodes").
+    Transport& transport(GAddr a) { return mem_.node(gaddr_node(a)); }
     Transport& transport() { return mem_.node(node_id_); }
     RemoteMemory& mem() { return mem_; }
     uint32_t node_id() const { return node_id_; }
@@ -98,7 +101,7 @@ public:
 
 private:
     void steal(GAddr a, uint64_t word);
-    bool client_alive(uint32_t owner);
+    bool client_alive(GAddr a, uint32_t owner);
 
     RemoteMemory& mem_;
     uint32_t node_id_;
@@ -130,6 +133,7 @@ public:
     void unlock(LockedNode* ln);
     // One batch: `before` ops (e.g. WRITE of a new sibling), then each node's
     // body WRITE, then each node's lock word WRITE (version + 1, unlocked).
+    // `before` ops target the memory node of the first node.
     void publish(std::initializer_list<LockedNode*> nodes, const std::vector<RemoteOp>& before = {});
     size_t held() const { return held_count_; }
 
