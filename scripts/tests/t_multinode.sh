@@ -77,7 +77,9 @@ read -r okc bad < <(tally none)
 q -c "select * from dex_check('t_k')" >/dev/null
 same_as_heap || fail "after REINDEX: dex and heap differ"
 
-# Out of space: 3 x 8MB pools, insert until a subtree's node is full.
+# Out of space: 3 x 8MB pools, append keys until a subtree's node is full
+# (ascending keys all land in the rightmost subtree: only migrations at
+# placement-level splits spread them).
 echo "filling the memory nodes"
 err=""
 for i in $(seq 1 60); do
@@ -89,6 +91,9 @@ done
 grep -q 'memory nodes out of space' <<<"$err" || fail "wrong error: $err"
 grep -qE 'bytes used' <<<"$err" || fail "error lacks sizes: $err"
 echo "$err" | head -3
+# splits at the placement level move subtrees to emptier nodes: all are nearly full
+[ "$(q -c "select bool_and(used_bytes > pool_bytes * 0.8) from dex_memnodes()")" = t ] ||
+    fail "out of space while another memory node had room: $(q -c "select address, used_bytes, pool_bytes from dex_memnodes()")"
 q -c "select * from dex_check('t_k')" >/dev/null || fail "dex_check after out of space"
 same_as_heap || fail "after out of space: dex and heap differ"
 q -c "select memnode, subtrees, nodes, bytes from dex_placement('t_k')"

@@ -887,6 +887,7 @@ void BTree::insert_parent(int level, const EntryKey& sep, GAddr child, Path& pat
         all[pos] = InnerEntry{sep, child};
         std::memcpy(all + pos + 1, n.inner + pos, (n.count - pos) * sizeof(InnerEntry));
         const size_t total = n.count + 1, mid = total / 2;
+        if (level == place_level_ && migrate_split(locks, ln, all, total, mid, path, dl)) return;
         // Same memory node as the splitting node: at or below the placement
         // level the children that move to `na` are on it (one subtree per node).
         // Above it, a full memory node may be skipped.
@@ -925,6 +926,152 @@ void BTree::insert_parent(int level, const EntryKey& sep, GAddr child, Path& pat
         insert_parent(level + 1, up, na, path, dl);
         return;
     }
+}
+
+// Free-space difference (bytes) above which a split at the placement level
+// moves its right half to the emptier memory node.
+constexpr int64_t kMigrateMarginBytes = 1 << 20;
+constexpr size_t kMigrateMaxNodes = 8192;
+
+bool BTree::migrate_split(Locks& locks, LockedNode* ln, const InnerEntry* all, size_t total, size_t mid, Path& path,
+                          const Deadline& dl) {
+    if (wb_ || mid == 0 || mid >= total) return false;  // write-back: dirty frames may be newer than remote
+    size_t nparts = 0;
+    for (uint64_t x : part_ns_) nparts += x != 0;
+    if (nparts < 2) return false;
+    const uint32_t here = gaddr_node(ln->addr);
+    auto byfree = nodes_by_free();
+    int64_t here_free = -1;
+    for (auto& [f, i] : byfree)
+        if (i == here) here_free = f;
+    if (byfree.empty() || byfree[0].second == here || byfree[0].first < here_free + kMigrateMarginBytes) return false;
+    const uint32_t target = byfree[0].second;
+    const int level = ln->node.level;
+    const EntryKey lo = all[mid].sep, hi = ln->node.high;
+
+    // Lock, level by level, the chain of nodes the right half covers ([lo, hi))
+    // and the node left of it (its right link changes). try_lock only: we hold
+    // the parent, so we must not wait for a child (lock order).
+    std::vector<LockedNode*> held;      // everything locked here (released on abort)
+    std::vector<LockedNode*> moved;     // nodes to copy
+    std::vector<LockedNode*> lefts;     // node left of the moved chain, per level
+    auto abort = [&] {
+        for (LockedNode* x : held) locks.unlock(x);
+        return false;
+    };
+    GAddr first = all[mid].child, left_start = all[mid - 1].child;
+    Node snap;
+    for (int k = level - 1; k >= 0; k--) {
+        // the left neighbour: from the left half's last child, move right to `first`
+        GAddr a = left_start;
+        LockedNode* left = nullptr;
+        for (int hops = 0; a && hops < 16; hops++) {
+            if (io_.read(a, snap, dl, false) != NodeIO::Read::kOk || !valid_node(snap, k) || snap.is_deleted())
+                return abort();
+            if (snap.right == first) {
+                left = locks.try_lock(a, snap);
+                break;
+            }
+            a = snap.right;
+        }
+        if (!left || gaddr_node(left->addr) != here) return abort();
+        held.push_back(left);
+        lefts.push_back(left);
+        GAddr next_first = 0, next_left = 0;
+        a = first;
+        for (;;) {
+            if (moved.size() >= kMigrateMaxNodes) return abort();
+            if (io_.read(a, snap, dl, false) != NodeIO::Read::kOk || !valid_node(snap, k) || snap.is_deleted() ||
+                gaddr_node(a) != here)
+                return abort();
+            LockedNode* m = locks.try_lock(a, snap);
+            if (!m) return abort();
+            held.push_back(m);
+            moved.push_back(m);
+            if (!next_first && k > 0) next_first = m->node.inner[0].child;
+            if (hi.cls == kPosInf ? m->node.right == 0 : !(compare_keys(m->node.high, hi) < 0)) break;
+            a = m->node.right;
+            if (!a) return abort();
+        }
+        if (k > 0) {
+            next_left = left->node.inner[left->node.count - 1].child;
+            first = next_first;
+            left_start = next_left;
+        }
+    }
+    // Allocate the copies and the new level-L sibling on the target node.
+    std::unordered_map<GAddr, GAddr> to;
+    std::vector<GAddr> fresh;
+    try {
+        for (LockedNode* m : moved) {
+            GAddr c = alloc_node(target);
+            fresh.push_back(c);
+            to[m->addr] = c;
+        }
+        fresh.push_back(alloc_node(target));
+    } catch (const Error& e) {
+        if (e.code() != ErrorCode::kOutOfSpace) throw;
+        for (GAddr c : fresh) free_node(c);
+        return abort();
+    }
+    const GAddr na = fresh.back();
+    auto map = [&](GAddr a) {
+        auto it = to.find(a);
+        return it == to.end() ? a : it->second;
+    };
+    std::vector<Node> copies(moved.size());
+    std::vector<RemoteOp> ops;
+    for (size_t i = 0; i < moved.size(); i++) {
+        Node& c = copies[i];
+        std::memcpy(static_cast<void*>(&c), &moved[i]->node, kNodeSize);
+        if (!c.is_leaf())
+            for (size_t j = 0; j < c.count; j++) c.inner[j].child = map(c.inner[j].child);
+        c.right = map(c.right);
+        seal_node(c, fresh_version(fresh[i]));
+        ops.push_back(write_node_op(fresh[i], c));
+    }
+    Node r;
+    init_node(r, tree_id_, static_cast<uint8_t>(level));
+    r.count = static_cast<uint16_t>(total - mid);
+    r.right = ln->node.right;
+    r.low = lo;
+    r.high = hi;
+    for (size_t i = mid; i < total; i++) r.inner[i - mid] = InnerEntry{all[i].sep, map(all[i].child)};
+    seal_node(r, fresh_version(na));
+    ops.push_back(write_node_op(na, r));
+    // 1. the copies (unreachable until step 2)
+    for (size_t b = 0; b < ops.size(); b += net::kMaxBatch) mem_.batch(target, ops.data() + b, std::min<size_t>(net::kMaxBatch, ops.size() - b));
+    // 2. one ordered batch on this node: left neighbours now link to the copies,
+    //    the moved nodes are deleted forwarding to their copies, the split node
+    //    keeps the left half and links to the new sibling.
+    for (LockedNode* l : lefts) l->node.right = map(l->node.right);
+    for (size_t i = 0; i < moved.size(); i++) {
+        Node& o = moved[i]->node;
+        o.flags |= kNodeDeleted;
+        o.right = fresh[i];
+        o.count = 0;
+    }
+    Node& n = ln->node;
+    n.count = static_cast<uint16_t>(mid);
+    std::memcpy(n.inner, all, mid * sizeof(InnerEntry));
+    n.high = lo;
+    n.right = na;
+    std::vector<LockedNode*> pub{ln};
+    pub.insert(pub.end(), held.begin(), held.end());
+    locks.publish(pub);
+    Stats::add(stats().migrations);
+    cache_update(ln->addr, n, dl);
+    for (LockedNode* l : lefts) cache_update(l->addr, l->node, dl);
+    for (size_t i = 0; i < moved.size(); i++) cache_update(fresh[i], copies[i], dl);
+    cache_update(na, r, dl);
+    for (LockedNode* m : moved) {
+        cache_update(m->addr, m->node, dl);  // deleted, forwarding (if the drop below fails)
+        free_node(m->addr);
+        cache_drop(m->addr);
+    }
+    // 3. the new sibling's downlink
+    insert_parent(level + 1, lo, na, path, dl);
+    return true;
 }
 
 // ---- delete ----------------------------------------------------------------

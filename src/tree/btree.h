@@ -215,6 +215,13 @@ private:
     // nullptr: restart from the root.
     LockedNode* lock_covering(GAddr a, int level, const EntryKey& k, Locks& locks, const Deadline& dl);
     void insert_parent(int level, const EntryKey& sep, GAddr child, Path& path, const Deadline& dl);
+    // Split of a node at the placement level (locked: ln; entries all[0..total),
+    // the right half from `mid`): if another memory node has clearly more free
+    // space, copy the right half's whole subtree there instead of keeping it
+    // here (src/README.md "Placement over several memory nodes"). Best effort:
+    // false (nothing changed, ln still locked) if any node of it is busy.
+    bool migrate_split(Locks& locks, LockedNode* ln, const InnerEntry* all, size_t total, size_t mid, Path& path,
+                       const Deadline& dl);
     void split_leaf(Locks& locks, LockedNode* ln, size_t pos, const EntryKey& key, Path& path, const Deadline& dl,
                     WbGuard* guard = nullptr);
     // Returns the survivor if it is still empty (caller may merge again), else 0.

@@ -228,7 +228,7 @@ void Locks::unlock(LockedNode* ln) {
     on_release();
 }
 
-void Locks::publish(std::initializer_list<LockedNode*> nodes, const std::vector<RemoteOp>& before) {
+void Locks::publish(const std::vector<LockedNode*>& nodes, const std::vector<RemoteOp>& before) {
     std::vector<RemoteOp> ops(before);
     // Memory node of each op: `before` ops go to the first node's memory node.
     std::vector<GAddr> op_addr(before.size(), nodes.size() ? (*nodes.begin())->addr : 0);

@@ -134,7 +134,10 @@ public:
     // One batch: `before` ops (e.g. WRITE of a new sibling), then each node's
     // body WRITE, then each node's lock word WRITE (version + 1, unlocked).
     // `before` ops target the memory node of the first node.
-    void publish(std::initializer_list<LockedNode*> nodes, const std::vector<RemoteOp>& before = {});
+    void publish(std::initializer_list<LockedNode*> nodes, const std::vector<RemoteOp>& before = {}) {
+        publish(std::vector<LockedNode*>(nodes), before);
+    }
+    void publish(const std::vector<LockedNode*>& nodes, const std::vector<RemoteOp>& before = {});
     size_t held() const { return held_count_; }
 
 private:
