@@ -1074,6 +1074,35 @@ bool BTree::migrate_split(Locks& locks, LockedNode* ln, const InnerEntry* all, s
     return true;
 }
 
+// ---- offloading --------------------------------------------------------------
+
+uint8_t BTree::offload(uint8_t kind, GAddr start, int level, const EntryKey& key, Node* leaf_out, GAddr* leaf_addr) {
+    if (gaddr_is_swizzled(start) || level < 0 || level > place_level_)
+        throw Error(ErrorCode::kInvalid, "offload: start node must be a remote address at or below the placement level");
+    net::OffloadRequest req{};
+    req.start = gaddr_offset(start);
+    req.tree_id = tree_id_;
+    req.node = static_cast<uint16_t>(gaddr_node(start));
+    req.kind = kind;
+    req.start_level = static_cast<uint8_t>(level);
+    std::memcpy(req.key, &key, sizeof req.key);
+    std::vector<uint8_t> r = mem_.node(gaddr_node(start)).rpc(net::kOpOffload, &req, sizeof req);
+    net::OffloadReply rep{};
+    if (r.size() < sizeof rep) throw Error(ErrorCode::kProtocol, "OFFLOAD: short response from memory node");
+    std::memcpy(&rep, r.data(), sizeof rep);
+    Stats::add(stats().offloads);
+    if (leaf_addr) *leaf_addr = rep.leaf;
+    if (rep.status == net::kOffloadDone) {
+        if (kind == net::kOffloadLeaf) {
+            if (r.size() < sizeof rep + kNodeSize) throw Error(ErrorCode::kProtocol, "OFFLOAD: leaf image missing");
+            if (leaf_out) std::memcpy(static_cast<void*>(leaf_out), r.data() + sizeof rep, kNodeSize);
+        } else {
+            cache_drop(rep.leaf);  // DEX 6.2: no cached copy of a node the memory node changed survives
+        }
+    }
+    return rep.status;
+}
+
 // ---- delete ----------------------------------------------------------------
 
 uint64_t BTree::remove(const EntryKey* keys, size_t n) {

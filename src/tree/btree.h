@@ -142,6 +142,17 @@ public:
         bool finished_ = false;
     };
 
+    // Offloading (DEX 6): the memory node holding `start` (a node at `level`,
+    // at or below the placement level, so its whole subtree is on that node)
+    // finishes the operation on `key` there: kind = net::kOffloadLeaf (the
+    // leaf covering key is copied to *leaf_out), kOffloadInsert or
+    // kOffloadDelete (only if no split / merge is needed). Returns the
+    // net::OffloadStatus; kOffloadNeedsSmo / kOffloadRestart changed nothing
+    // and the caller takes the normal path. A changed leaf's cached copy is
+    // dropped before returning.
+    uint8_t offload(uint8_t kind, GAddr start, int level, const EntryKey& key, Node* leaf_out = nullptr,
+                    GAddr* leaf_addr = nullptr);
+
     // Verifies every invariant of node_layout.h / README; throws
     // Error(kCorrupt) naming the node and the violated invariant.
     TreeInfo check();
