@@ -166,3 +166,63 @@ TEST(Offload, ConcurrentWithOneSidedWriters) {
 
 }  // namespace
 }  // namespace dex::testing
+
+#include "cache/cache.h"
+#include "cache/region.h"
+#include "common/stats.h"
+#include "tree/offload_policy.h"
+
+namespace dex::testing {
+namespace {
+
+// Lookups and forward scans through a tiny node cache with offloading forced
+// on: misses below the placement level are answered by the memory node, and
+// every answer is still exact while other clients write.
+TEST(Offload, CachedDescentOffloadsMissesAndStaysExact) {
+    Fixture f;
+    f.load(60000);
+    size_t bytes = cache::CacheRegion::bytes_for(size_t(64) * kNodeSize);
+    std::unique_ptr<char[]> rmem(new char[bytes]);
+    cache::AdmissionPolicy ap;
+    ap.leaf_admission = 0.1;
+    cache::CacheRegion* region = cache::CacheRegion::init(rmem.get(), bytes, ap);
+    cache::Cache c(*region, 7);
+    tree::OffloadPolicy pol;
+    pol.set_mode(tree::OffloadMode::kOn);
+    tree::TreeOptions o;
+    o.cache = &c;
+    o.offload = &pol;
+    auto mem = make_mem(*f.engine);
+    tree::BTree t(*mem, 0, f.ns, o);
+    const uint64_t off0 = stats().offloads.load();
+    std::atomic<bool> stop{false};
+    std::thread writer([&] {  // odd keys come and go meanwhile (one-sided, uncached client)
+        auto wm = make_mem(*f.engine);
+        tree::BTree w(*wm, 0, f.ns);
+        for (int round = 0; !stop; round++)
+            for (int64_t k = 1; k < 60000 && !stop; k += 50) {
+                EntryKey key = K(k, 1, 1);
+                if (round % 2 == 0) w.insert(key); else w.remove(&key, 1);
+            }
+    });
+    for (int64_t k = 0; k < 60000; k += 14) EXPECT_EQ(t.contains(K(k, 1, 1)), true) << k;
+    auto s = t.scan(K(1000, 0, 0), K(3000, 0, 0), false);
+    std::vector<EntryKey> batch, got;
+    while (s->next(batch))
+        for (auto& e : batch)
+            if (e.value % 2 == 0) got.push_back(e);  // even keys never change
+    stop = true;
+    writer.join();
+    EXPECT_EQ(got.size(), 1000u);
+    EXPECT_GT(stats().offloads.load() - off0, 100u);
+    // auto mode with offloads much slower than reads: no more offloads
+    pol.set_mode(tree::OffloadMode::kAuto);
+    for (int i = 0; i < 50; i++) pol.record_offload(1e6), pol.record_remote_read(1);
+    const uint64_t off1 = stats().offloads.load();
+    for (int64_t k = 0; k < 60000; k += 14) EXPECT_TRUE(t.contains(K(k, 1, 1)));
+    EXPECT_LT(stats().offloads.load() - off1, 100u);  // only the ~1% contrary actions
+    f.t->check();
+}
+
+}  // namespace
+}  // namespace dex::testing

@@ -19,6 +19,7 @@ trap 'test_cleanup; for i in $(seq 2 $extra_i); do stop_memnode "mem$i"; done' E
 conf=()
 [ -n "${CACHE_SIZE:-}" ] && conf+=("dex.cache_size = '$CACHE_SIZE'")
 [ -n "${LEAF_ADMISSION:-}" ] && conf+=("dex.leaf_admission = $LEAF_ADMISSION")
+[ -n "${OFFLOAD:-}" ] && conf+=("dex.offload = $OFFLOAD")
 start_cluster pg "$PPORT" "$MEMNODE_URL" "${conf[@]+"${conf[@]}"}"
 CLIENTS=${CLIENTS:-8}; SECONDS_RUN=${SECONDS_RUN:-20}
 echo "dex.cache_size = $(q -c "show dex.cache_size"), dex.leaf_admission = $(q -c "show dex.leaf_admission")"
@@ -40,4 +41,9 @@ if [ "${EXPECT_EVICTIONS:-0}" = 1 ]; then
     [ "$ev" -gt 0 ] || fail "expected node cache evictions, dex_stats() reports $ev"
 fi
 [ -z "${EXTRA_MEMNODES:-}" ] || q -c "select memnode, subtrees, nodes from dex_placement('d_k')" -P footer=off
+if [ "${OFFLOAD:-}" = on ]; then
+    off=$(q -c "select sum(offloads) from dex_memnodes()")
+    echo "offloaded operations: $off"
+    [ "$off" -gt 0 ] || fail "dex.offload = on but the memory nodes executed no offloads"
+fi
 echo "concurrent backends: ok"

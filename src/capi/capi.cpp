@@ -29,6 +29,7 @@
 #include "transport/tcp_transport.h"
 #include "tree/btree.h"
 #include "tree/key.h"
+#include "tree/offload_policy.h"
 
 using dex::Error;
 using dex::ErrorCode;
@@ -275,6 +276,30 @@ dex::cache::Cache* process_cache() {
     return c;
 }
 
+// This process's offloading decision model (src/README.md "Offloading"),
+// created per pid like the cache handle: its moving averages are per backend.
+struct OffloadState {
+    dex::tree::OffloadPolicy* policy = nullptr;
+    pid_t pid = 0;
+    dex::tree::OffloadMode mode = dex::tree::OffloadMode::kOff;  // dex.offload's default
+};
+OffloadState& ostate() {
+    static OffloadState* s = new OffloadState();  // never destroyed (see client())
+    return *s;
+}
+dex::tree::OffloadPolicy* process_offload_policy() {
+    OffloadState& s = ostate();
+    pid_t me = getpid();
+    if (!s.policy || s.pid != me) {
+        std::random_device rd;
+        s.policy = new dex::tree::OffloadPolicy(dex::tree::OffloadPolicy::Params{},
+                                                (static_cast<uint64_t>(rd()) << 32) ^ rd() ^ static_cast<uint64_t>(me));
+        s.pid = me;
+    }
+    s.policy->set_mode(s.mode);
+    return s.policy;
+}
+
 struct PurgeLock {
     std::atomic<uint32_t>& w;
     explicit PurgeLock(std::atomic<uint32_t>& word) : w(word) {
@@ -489,6 +514,7 @@ struct DexTree {
         if (!tree) {
             dex::tree::TreeOptions o;
             o.cache = process_cache();  // nullptr: no cache in this process
+            if (o.cache) o.offload = process_offload_policy();  // offloading decides on cache misses
             tree = std::make_unique<dex::tree::BTree>(client().mem, static_cast<uint32_t>(node), ns, o);
             if (!part_ns.empty()) tree->set_placement(part_ns, placement_level);
             op_timeout_ms = 0;
@@ -880,6 +906,14 @@ int dex_tree_open_parts(int home, int nnodes, const uint64_t* ns, const uint64_t
         t->validate();
         *out = t.release();
     });
+}
+
+void dex_set_offload_mode(int mode) {
+    OffloadState& s = ostate();
+    s.mode = mode == DEX_OFFLOAD_ON ? dex::tree::OffloadMode::kOn
+             : mode == DEX_OFFLOAD_OFF ? dex::tree::OffloadMode::kOff
+                                       : dex::tree::OffloadMode::kAuto;
+    if (s.policy && s.pid == getpid()) s.policy->set_mode(s.mode);
 }
 
 uint32_t dex_tree_id(int home, uint64_t ns) { return dex::tree::tree_id_for(static_cast<uint32_t>(home), ns); }

@@ -192,6 +192,16 @@ int			dex_tree_open(int node, uint64_t ns, uint64_t incarnation,
 int			dex_tree_open_parts(int home, int nnodes, const uint64_t *ns,
 								const uint64_t *incarnation, int placement_level,
 								const char *index_name, DexTree **out, DexError *err);
+/*
+ * Offloading (src/README.md "Offloading"; GUC dex.offload): on a cache miss at
+ * or below the placement level, lookups and forward scans may let the memory
+ * node finish the traversal: DEX_OFFLOAD_AUTO decides by the DEX cost model,
+ * ON always, OFF never. Per process.
+ */
+#define DEX_OFFLOAD_AUTO 0
+#define DEX_OFFLOAD_ON 1
+#define DEX_OFFLOAD_OFF 2
+void		dex_set_offload_mode(int mode);
 /* Tree id stamped in the nodes of the tree homed in namespace ns on `home`. */
 uint32_t	dex_tree_id(int home, uint64_t ns);
 /*

@@ -8,6 +8,8 @@
 
 #include "cache/cache.h"
 #include "common/stats.h"
+#include "tree/offload_policy.h"
+#include <chrono>
 
 namespace dex::tree {
 
@@ -493,6 +495,40 @@ GAddr BTree::descend_cached(const EntryKey& k, int level, Node& out, Path* path,
                     np = R.node(f);
                     if (pf != kNoFrame && R.swizzle_optimistic(pf, pv, static_cast<uint16_t>(pslot), f)) pf = kNoFrame;
                 } else {
+                    // DEX 6: a miss at a subtree root at or below the placement
+                    // level; the memory node may finish the lookup. A miss at
+                    // the leaf itself saves nothing (and the leaf would not be
+                    // admitted): offloaded only when forced on.
+                    if (offload_read_ && opts_.offload && level == 0 && !lt && !wb_ && !refresh &&
+                        (expect >= 1 || (expect == 0 && opts_.offload->mode() == OffloadMode::kOn)) &&
+                        expect <= place_level_ && opts_.offload->should_offload(expect + 1)) {
+                        auto b = cache_->try_begin_io(g);
+                        if (b == MappingTable::Begin::kIoInProgress || b == MappingTable::Begin::kCached) break;
+                        const bool owner = b == MappingTable::Begin::kOwner;  // marker: nobody fetches g meanwhile
+                        const bool pinned =
+                            pf != kNoFrame && R.pin(pf, R.header(pf).gaddr.load(std::memory_order_acquire));
+                        auto release = [&] {
+                            if (pinned) R.unpin(pf);
+                            if (owner) cache_->abort_io(g);
+                        };
+                        uint8_t st;
+                        GAddr leaf = 0;
+                        auto t0 = std::chrono::steady_clock::now();
+                        try {
+                            st = offload(net::kOffloadLeaf, g, expect, k, &out, &leaf);
+                        } catch (...) {
+                            release();
+                            throw;
+                        }
+                        opts_.offload->record_offload(
+                            std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+                        release();
+                        if (st == net::kOffloadDone) {
+                            refresh_next_ = false;
+                            return leaf;
+                        }
+                        // otherwise continue with one-sided reads
+                    }
                     uint8_t lvl = static_cast<uint8_t>(expect >= 0 ? expect : 1);  // the root: as an inner node
                     bool owner = false;
                     if ((wb_ && expect == 0) || cache_->should_admit(lvl)) {
@@ -504,8 +540,13 @@ GAddr BTree::descend_cached(const EntryKey& k, int level, Node& out, Path* path,
                     // `g` after our read waits for the marker and then updates the
                     // frame (cache_update), so we cannot cache an outdated image.
                     NodeIO::Read rd;
+                    auto t0 = std::chrono::steady_clock::now();
                     try {
                         rd = io_.read(g, tmp, dl);
+                        if (opts_.offload)
+                            opts_.offload->record_remote_read(
+                                std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
+                                    .count());
                     } catch (...) {
                         if (owner) cache_->abort_io(g);
                         throw;
@@ -707,7 +748,10 @@ bool BTree::contains(const EntryKey& key) {
     Stats::add(stats().index_ops);
     Deadline dl = deadline();
     Node n;
-    descend(key, 0, n, nullptr, dl);
+    {
+        OffloadRead o(*this);
+        descend(key, 0, n, nullptr, dl);
+    }
     size_t pos = leaf_lower_bound(n, key);
     return pos < n.count && n.leaf[pos] == key;
 }
@@ -1291,7 +1335,10 @@ bool BTree::Scan::next(std::vector<EntryKey>& out) {
                      !n.is_deleted() && n.low == cursor_;
                 next_addr_ = 0;
             }
-            if (!ok) t_.descend(cursor_, 0, n, nullptr, dl);
+            if (!ok) {
+                OffloadRead o(t_);
+                t_.descend(cursor_, 0, n, nullptr, dl);
+            }
             for (size_t i = leaf_lower_bound(n, cursor_); i < n.count; i++) {
                 if (compare_keys(n.leaf[i], hi_) > 0) break;
                 out.push_back(n.leaf[i]);

@@ -255,6 +255,14 @@ private:
     // its whole path from remote memory, starting at the remote root, and
     // replaces the cached copies on it.
     bool refresh_next_ = false;
+    // Set while a read (lookup, forward scan) descends: a cache miss at or
+    // below the placement level may be offloaded (kOffloadLeaf).
+    bool offload_read_ = false;
+    struct OffloadRead {
+        BTree& t;
+        explicit OffloadRead(BTree& tree) : t(tree) { t.offload_read_ = true; }
+        ~OffloadRead() { t.offload_read_ = false; }
+    };
 };
 
 // Write-back mode: publish `img` (the image of a dirty cached leaf; no swizzled

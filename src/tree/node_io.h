@@ -22,6 +22,8 @@ class Cache;
 
 namespace dex::tree {
 
+class OffloadPolicy;
+
 struct TreeOptions {
     int op_timeout_ms = 30000;  // bounds every wait of one tree operation
     int lock_grace_ms = 50;     // same locked word this long -> ask CLIENT_ALIVE(owner)
@@ -39,6 +41,9 @@ struct TreeOptions {
     // dirty: records remotely that this compute server holds dirty nodes of the
     // tree. False: not possible now, write through instead. May throw.
     std::function<bool()> register_dirty;
+    // Offloading (src/README.md "Offloading"): this process's decision model;
+    // nullptr = never offload. Used by lookups and forward scans on a cache miss.
+    OffloadPolicy* offload = nullptr;
 };
 
 inline size_t entry_size(uint8_t level) { return level == 0 ? sizeof(EntryKey) : sizeof(InnerEntry); }
