@@ -912,6 +912,21 @@ void BTree::insert_parent(int level, const EntryKey& sep, GAddr child, Path& pat
             backoff(attempt++);
             continue;
         }
+        // A subtree migration (migrate_split) may have moved `child` since it
+        // was split off: it is then a deleted node forwarding to its copy. We
+        // hold the parent now, so it cannot move any more; link the copy.
+        // (A locked child is not a migrated one: deleted nodes are never locked.)
+        for (int hops = 0; hops < 4; hops++) {
+            Node cn;
+            if (io_.read(child, cn, dl, false) != NodeIO::Read::kOk || !valid_node(cn, level - 1) ||
+                !cn.is_deleted() || !cn.right)
+                break;
+            Node fw;
+            if (io_.read(cn.right, fw, dl, false) != NodeIO::Read::kOk || !valid_node(fw, level - 1) ||
+                !(fw.low == sep))
+                break;
+            child = cn.right;
+        }
         Node& n = ln->node;
         size_t pos = static_cast<size_t>(child_index(n, sep, false) + 1);
         if (pos > 0 && n.inner[pos - 1].sep == sep) {  // already present
