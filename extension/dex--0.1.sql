@@ -146,6 +146,15 @@ RETURNS record
 AS 'MODULE_PATHNAME', 'dex_sql_index_info'
 LANGUAGE C STRICT;
 
+-- How the index is spread over the memory nodes; verifies the tree first
+-- (as dex_check, plus: every subtree rooted at placement_level on one node).
+CREATE FUNCTION dex_placement(index regclass,
+    OUT memnode text, OUT namespace bigint, OUT placement_level int,
+    OUT subtrees bigint, OUT nodes bigint, OUT bytes bigint)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'dex_sql_placement'
+LANGUAGE C STRICT;
+
 CREATE FUNCTION dex_stats(
     OUT index_ops bigint, OUT remote_reads bigint, OUT remote_writes bigint,
     OUT remote_atomics bigint, OUT remote_rpcs bigint, OUT round_trips bigint,

@@ -45,6 +45,14 @@
 
 #define DEX_ADDR_LEN		128
 
+/* One memory node of an index spread over several (position i in dex.memnodes). */
+typedef struct DexMetaPart
+{
+	uint64		ns;				/* namespace on that node, 0 = node not used */
+	uint64		incarnation;	/* its incarnation at build time */
+	char		address[DEX_ADDR_LEN];	/* its address at build time */
+} DexMetaPart;
+
 typedef struct DexMetaPageData
 {
 	uint32		magic;
@@ -57,7 +65,19 @@ typedef struct DexMetaPageData
 	uint64		owner_word;		/* write-back mode: GAddr of the remote dirty-owner
 								 * word (src/README.md "Write-back mode"); 0 =
 								 * none (index built before it existed) */
+	/*
+	 * Several memory nodes (src/README.md "Placement over several memory
+	 * nodes"). nparts = 0: a single-node index (fields above only, as
+	 * built before placement existed). Otherwise parts[i] is memory node i
+	 * of dex.memnodes at build time; node/ns/incarnation/address above are
+	 * the home node's (root word, owner word, upper levels).
+	 */
+	int32		nparts;
+	int32		placement_level;	/* subtrees rooted here lie on one node */
+	DexMetaPart parts[DEX_MAX_MEMNODES];
 } DexMetaPageData;
+
+StaticAssertDecl(sizeof(DexMetaPageData) <= BLCKSZ - 128, "dex metapage must fit a page");
 
 typedef struct DexPageOpaqueData
 {
@@ -93,6 +113,7 @@ typedef struct DexOptions
 	int32		vl_len_;		/* varlena header (do not touch directly!) */
 	int			fillfactor;
 	bool		write_back;		/* opt-in write-back mode (default off) */
+	int			placement_level;	/* subtrees rooted at this level lie on one memory node */
 } DexOptions;
 
 #define DEX_DEFAULT_FILLFACTOR 90
@@ -168,6 +189,8 @@ extern void dex_write_metapage(Relation index, ForkNumber fork,
 							   const DexMetaPageData *meta);
 extern void dex_read_metapage(Relation index, DexMetaPageData *meta);
 extern DexTree *dex_get_tree(Relation index);
+extern uint32 dex_meta_tree_id(const DexMetaPageData *meta);
+extern bool dex_meta_owns_ns(const DexMetaPageData *meta, int node, uint64 ns);
 extern void dex_forget_tree(int node, uint64 ns);
 extern void dex_forget_all_trees(void);
 extern void dex_make_tag(DexNsTag *tag, Oid indexoid, Oid relfilenode, Oid spcoid);

@@ -88,7 +88,7 @@ dex_build_callback(Relation index, ItemPointer tid, Datum *values,
  * when this transaction commits.
  */
 static void
-dex_register_superseded(Relation index, int newnode, uint64 newns)
+dex_register_superseded(Relation index, const uint64 *newns, int nnew)
 {
 	int			count = dex_memnode_count();
 
@@ -101,7 +101,7 @@ dex_register_superseded(Relation index, int newnode, uint64 newns)
 
 		if (rc != DEX_OK)
 		{
-			if (node == newnode)
+			if (node < nnew && newns[node] != 0)
 				dex_report_error(rc, &err, NULL);
 			/* another node: leave its namespaces; dex_orphans() finds them */
 			ereport(WARNING,
@@ -114,7 +114,7 @@ dex_register_superseded(Relation index, int newnode, uint64 newns)
 			if (list[i].tag.dboid != MyDatabaseId ||
 				list[i].tag.indexoid != RelationGetRelid(index))
 				continue;
-			if (node == newnode && list[i].ns == newns)
+			if (node < nnew && list[i].ns == newns[node])
 				continue;
 			dex_register_drop(node, list[i].ns);
 		}
@@ -135,7 +135,11 @@ dexbuild(Relation heap, Relation index, IndexInfo *indexInfo)
 	int			rc;
 	uint64		ns = 0;
 	uint64		incarnation = 0;
-	const int	node = 0;
+	int			node = -1;		/* home memory node */
+	int			nnodes;
+	uint64		part_ns[DEX_MAX_MEMNODES];
+	uint64		part_inc[DEX_MAX_MEMNODES];
+	int			placement_level;
 	AttrNumber	attnums[2] = {1, 2};
 	Oid			sortops[2] = {Int8LessOperator, TIDLessOperator};
 	Oid			collations[2] = {InvalidOid, InvalidOid};
@@ -174,16 +178,36 @@ dexbuild(Relation heap, Relation index, IndexInfo *indexInfo)
 	dex_make_tag(&tag, RelationGetRelid(index), DEX_REL_NUMBER(index),
 				 DEX_REL_SPC(index));
 	memset(&err, 0, sizeof(err));
-	rc = dex_ns_create(node, (const uint8_t *) &tag, &ns, &incarnation, &err);
-	if (rc != DEX_OK)
-		dex_report_error(rc, &err, NULL);
-	dex_register_created(node, ns);
+	opts = (DexOptions *) index->rd_options;
+	placement_level = opts ? opts->placement_level : 2;
+
+	/*
+	 * One namespace per memory node (allocation accounting, freed on DROP);
+	 * the tree spreads over all of them (src/README.md "Placement over
+	 * several memory nodes"). The first one holds the root: the home node.
+	 */
+	nnodes = dex_memnode_count();
+	if (nnodes > DEX_MAX_MEMNODES)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("dex.memnodes lists %d memory nodes, at most %d are supported",
+						nnodes, DEX_MAX_MEMNODES)));
+	for (int i = 0; i < nnodes; i++)
+	{
+		rc = dex_ns_create(i, (const uint8_t *) &tag, &part_ns[i], &part_inc[i], &err);
+		if (rc != DEX_OK)
+			dex_report_error(rc, &err, NULL);
+		dex_register_created(i, part_ns[i]);
+	}
+	node = 0;
+	ns = part_ns[node];
+	incarnation = part_inc[node];
 
 	/* earlier namespaces of this index are freed at commit */
-	dex_register_superseded(index, node, ns);
+	dex_register_superseded(index, part_ns, nnodes);
 
-	rc = dex_tree_open(node, ns, incarnation, RelationGetRelationName(index),
-					   &bs->tree, &err);
+	rc = dex_tree_open_parts(node, nnodes, part_ns, part_inc, placement_level,
+							 RelationGetRelationName(index), &bs->tree, &err);
 	if (rc != DEX_OK)
 		dex_report_error(rc, &err, index);
 
@@ -223,7 +247,6 @@ dexbuild(Relation heap, Relation index, IndexInfo *indexInfo)
 		pgstat_progress_update_multi_param(3, index_params, vals);
 	}
 
-	opts = (DexOptions *) index->rd_options;
 	fillfactor = (opts ? opts->fillfactor : DEX_DEFAULT_FILLFACTOR) / 100.0;
 
 	if (bs->indtuples == 0)
@@ -295,6 +318,15 @@ dexbuild(Relation heap, Relation index, IndexInfo *indexInfo)
 	strlcpy(meta.address, dex_memnode_address(node) ? dex_memnode_address(node) : "",
 			sizeof(meta.address));
 	meta.owner_word = bs->owner_word;
+	meta.nparts = nnodes;
+	meta.placement_level = placement_level;
+	for (int i = 0; i < nnodes; i++)
+	{
+		meta.parts[i].ns = part_ns[i];
+		meta.parts[i].incarnation = part_inc[i];
+		strlcpy(meta.parts[i].address, dex_memnode_address(i) ? dex_memnode_address(i) : "",
+				sizeof(meta.parts[i].address));
+	}
 	dex_write_metapage(index, MAIN_FORKNUM, &meta);
 
 	MemoryContextSwitchTo(oldcxt);

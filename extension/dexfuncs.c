@@ -32,6 +32,7 @@ PG_FUNCTION_INFO_V1(dex_sql_orphans);
 PG_FUNCTION_INFO_V1(dex_sql_free_orphans);
 PG_FUNCTION_INFO_V1(dex_sql_cache_stats);
 PG_FUNCTION_INFO_V1(dex_sql_flush);
+PG_FUNCTION_INFO_V1(dex_sql_placement);
 
 static TupleDesc
 dex_result_desc(FunctionCallInfo fcinfo)
@@ -146,12 +147,37 @@ dex_sql_index_info(PG_FUNCTION_ARGS)
 	values[7] = Int32GetDatum((int32) info.height);
 	nulls[8] = true;
 
-	for (i = 0; i < dex_memnode_count(); i++)
-		if (dex_memnode_address(i) && strcmp(dex_memnode_address(i), meta.address) == 0)
-			node = i;
-	if (node < 0 && meta.node < dex_memnode_count())
+	if (meta.nparts > 0)
+	{
+		/* bytes over every memory node the index uses */
+		int64		total = 0;
+
+		for (int p = 0; p < meta.nparts; p++)
+		{
+			if (meta.parts[p].ns == 0)
+				continue;
+			rc = dex_ns_list(p, &list, &n, &err);
+			if (rc != DEX_OK)
+				dex_report_error(rc, &err, rel);
+			for (i = 0; i < n; i++)
+				if (list[i].ns == meta.parts[p].ns)
+					total += (int64) list[i].bytes_allocated;
+			dex_free(list);
+			list = NULL;
+		}
+		values[8] = Int64GetDatum(total);
+		nulls[8] = false;
 		node = meta.node;
-	if (node >= 0)
+	}
+	else
+	{
+		for (i = 0; i < dex_memnode_count(); i++)
+			if (dex_memnode_address(i) && strcmp(dex_memnode_address(i), meta.address) == 0)
+				node = i;
+		if (node < 0 && meta.node < dex_memnode_count())
+			node = meta.node;
+	}
+	if (node >= 0 && meta.nparts == 0)
 	{
 		rc = dex_ns_list(node, &list, &n, &err);
 		if (rc != DEX_OK)
@@ -334,8 +360,8 @@ dex_orphan_reason_local(int node, uint64 ns, Oid indexoid)
 				const char *addr = dex_memnode_address(node);
 
 				dex_read_metapage(rel, &meta);
-				if (meta.ns == ns &&
-					((addr && strcmp(meta.address, addr) == 0) || meta.node == node))
+				(void) addr;
+				if (dex_meta_owns_ns(&meta, node, ns))
 					reason = NULL;
 				else
 					reason = "superseded";
@@ -529,7 +555,7 @@ dex_index_tree_owners(void)
 					DexTreeOwner *o = palloc(sizeof(DexTreeOwner));
 
 					o->node = meta.node;
-					o->tree_id = (uint32) meta.ns;
+					o->tree_id = dex_meta_tree_id(&meta);
 					o->indexoid = oid;
 					result = lappend(result, o);
 				}
@@ -583,7 +609,7 @@ dex_sql_cache_stats(PG_FUNCTION_ARGS)
 		{
 			DexTreeOwner *o = lfirst(lc);
 
-			if (o->node == rows[i].node && o->tree_id == rows[i].tree_id)
+			if (o->tree_id == rows[i].tree_id)	/* a tree spans memory nodes */
 			{
 				values[0] = ObjectIdGetDatum(o->indexoid);
 				nulls[0] = false;
@@ -615,4 +641,70 @@ dex_sql_flush(PG_FUNCTION_ARGS)
 	if (rc != DEX_OK)
 		dex_report_error(rc, &err, NULL);
 	PG_RETURN_INT64((int64) written);
+}
+
+/*
+ * dex_placement(regclass) -> SETOF (memnode, namespace, placement_level,
+ * subtrees, nodes, bytes): how the index is spread over the memory nodes.
+ * Runs the full dex_check() first, including the placement invariant (every
+ * subtree rooted at placement_level lies on one memory node), so a violation
+ * is an ERROR here.
+ */
+Datum
+dex_sql_placement(PG_FUNCTION_ARGS)
+{
+	Oid			relid = PG_GETARG_OID(0);
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	Relation	rel;
+	DexTree    *tree;
+	DexMetaPageData meta;
+	DexError	err;
+	int			rc;
+	int			level = 0;
+	uint64		nodes_on[DEX_MAX_MEMNODES];
+	uint64		subtrees_on[DEX_MAX_MEMNODES];
+	int			nparts;
+
+	dex_require_preload();
+	InitMaterializedSRF(fcinfo, 0);
+	rel = dex_open_index_arg(relid);
+	tree = dex_get_tree(rel);
+	dex_read_metapage(rel, &meta);
+	memset(&err, 0, sizeof(err));
+	rc = dex_tree_placement(tree, &level, nodes_on, subtrees_on, DEX_MAX_MEMNODES, &err);
+	if (rc != DEX_OK)
+		dex_report_error(rc, &err, rel);
+	nparts = meta.nparts > 0 ? meta.nparts : meta.node + 1;
+	for (int p = 0; p < nparts; p++)
+	{
+		uint64		ns = meta.nparts > 0 ? meta.parts[p].ns : (p == meta.node ? meta.ns : 0);
+		const char *addr = meta.nparts > 0 ? meta.parts[p].address : meta.address;
+		Datum		values[6];
+		bool		nulls[6];
+		DexNsInfo  *list = NULL;
+		int			n = 0;
+
+		if (ns == 0)
+			continue;
+		memset(nulls, 0, sizeof(nulls));
+		values[0] = CStringGetTextDatum(addr);
+		values[1] = Int64GetDatum((int64) ns);
+		values[2] = Int32GetDatum(level);
+		values[3] = Int64GetDatum((int64) subtrees_on[p]);
+		values[4] = Int64GetDatum((int64) nodes_on[p]);
+		nulls[5] = true;
+		rc = dex_ns_list(p, &list, &n, &err);
+		if (rc != DEX_OK)
+			dex_report_error(rc, &err, rel);
+		for (int i = 0; i < n; i++)
+			if (list[i].ns == ns)
+			{
+				values[5] = Int64GetDatum((int64) list[i].bytes_allocated);
+				nulls[5] = false;
+			}
+		dex_free(list);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	relation_close(rel, AccessShareLock);
+	return (Datum) 0;
 }

@@ -35,6 +35,14 @@ static int	dex_op_timeout_ms = 30000;
 static double dex_leaf_admission = 0.1;
 static bool dex_cache_leaves = true;
 static int	dex_writeback_interval_ms = 1000;
+static int	dex_offload = DEX_OFFLOAD_OFF;
+
+static const struct config_enum_entry dex_offload_options[] = {
+	{"auto", DEX_OFFLOAD_AUTO, false},
+	{"on", DEX_OFFLOAD_ON, false},
+	{"off", DEX_OFFLOAD_OFF, false},
+	{NULL, 0, false}
+};
 
 static bool dex_config_dirty = true;
 
@@ -66,6 +74,13 @@ static void
 dex_guc_assign_cache_leaves(bool newval, void *extra)
 {
 	dex_cache_set_policy(dex_leaf_admission, newval ? 1 : 0);
+}
+
+/* Offloading mode: per backend (src/README.md "Offloading"). */
+static void
+dex_guc_assign_offload(int newval, void *extra)
+{
+	dex_set_offload_mode(newval);
 }
 
 static uint64
@@ -302,6 +317,15 @@ _PG_init(void)
 							 PGC_SUSET,
 							 0,
 							 NULL, dex_guc_assign_cache_leaves, NULL);
+	DefineCustomEnumVariable("dex.offload",
+							 "Whether a lookup that misses the node cache below the placement level may be finished by the memory node.",
+							 "auto: when the DEX cost model says it is cheaper; on: always; off: never (default).",
+							 &dex_offload,
+							 DEX_OFFLOAD_OFF,	/* auto is not benchmarked yet */
+							 dex_offload_options,
+							 PGC_USERSET,
+							 0,
+							 NULL, dex_guc_assign_offload, NULL);
 	DefineCustomStringVariable("dex.token_file",
 							   "File containing the token presented to memory nodes.",
 							   NULL,

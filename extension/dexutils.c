@@ -106,6 +106,10 @@ dex_init_reloptions(void)
 					   "Keeps in-place leaf changes in the node cache and writes them back "
 					   "later (requires that no other compute server writes the index)",
 					   false, AccessExclusiveLock);
+	add_int_reloption(dex_relopt_kind, "placement_level",
+					  "Every subtree rooted at this tree level lies on one memory node "
+					  "(takes effect at the next build: CREATE INDEX / REINDEX)",
+					  2, 1, 8, AccessExclusiveLock);
 }
 
 bytea *
@@ -114,6 +118,7 @@ dexoptions(Datum reloptions, bool validate)
 	static const relopt_parse_elt tab[] = {
 		{"fillfactor", RELOPT_TYPE_INT, offsetof(DexOptions, fillfactor)},
 		{"write_back", RELOPT_TYPE_BOOL, offsetof(DexOptions, write_back)},
+		{"placement_level", RELOPT_TYPE_INT, offsetof(DexOptions, placement_level)},
 	};
 
 	return (bytea *) build_reloptions(reloptions, validate, dex_relopt_kind,
@@ -438,6 +443,35 @@ dex_read_metapage(Relation index, DexMetaPageData *meta)
 				 errhint("REINDEX INDEX %s",
 						 quote_identifier(RelationGetRelationName(index)))));
 	meta->address[DEX_ADDR_LEN - 1] = '\0';
+	if (meta->nparts < 0 || meta->nparts > DEX_MAX_MEMNODES)
+		ereport(ERROR,
+				(errcode(ERRCODE_INDEX_CORRUPTED),
+				 errmsg("index \"%s\" has a dex metapage with %d memory nodes",
+						RelationGetRelationName(index), meta->nparts),
+				 errhint("REINDEX INDEX %s",
+						 quote_identifier(RelationGetRelationName(index)))));
+	for (int i = 0; i < meta->nparts; i++)
+		meta->parts[i].address[DEX_ADDR_LEN - 1] = '\0';
+}
+
+/* Tree id stamped in the index's nodes (src/tree/btree.h tree_id_for). */
+uint32
+dex_meta_tree_id(const DexMetaPageData *meta)
+{
+	return dex_tree_id(meta->node < 0 ? 0 : meta->node, meta->ns);
+}
+
+/* Is namespace `ns` on memory node number `node` one of this index's? */
+bool
+dex_meta_owns_ns(const DexMetaPageData *meta, int node, uint64 ns)
+{
+	const char *addr = dex_memnode_address(node);
+
+	if (meta->nparts > 0)
+		return node >= 0 && node < meta->nparts && meta->parts[node].ns == ns &&
+			addr && strcmp(meta->parts[node].address, addr) == 0;
+	return meta->ns == ns &&
+		((addr && strcmp(meta->address, addr) == 0) || meta->node == node);
 }
 
 /* Is this relation an index of the dex access method? */
@@ -583,7 +617,19 @@ dex_get_tree(Relation index)
 				 errhint("REINDEX INDEX %s",
 						 quote_identifier(RelationGetRelationName(index)))));
 
-	node = dex_resolve_node(index, &meta);
+	if (meta.nparts > 0)
+	{
+		/*
+		 * Addresses embed the memory node's position in dex.memnodes. As for
+		 * single-node indexes, a node that moved to another address is used
+		 * at the same position; each node's incarnation check catches a
+		 * different node there (src/README.md "Placement over several
+		 * memory nodes").
+		 */
+		node = meta.node;
+	}
+	else
+		node = dex_resolve_node(index, &meta);
 
 	dex_tree_cache_init();
 	memset(&key, 0, sizeof(key));
@@ -607,8 +653,22 @@ dex_get_tree(Relation index)
 		e->node = node;
 		e->ns = meta.ns;
 		e->incarnation = meta.incarnation;
-		rc = dex_tree_open(node, meta.ns, meta.incarnation,
-						   RelationGetRelationName(index), &tree, &err);
+		if (meta.nparts > 0)
+		{
+			uint64		ns[DEX_MAX_MEMNODES];
+			uint64		inc[DEX_MAX_MEMNODES];
+
+			for (int i = 0; i < meta.nparts; i++)
+			{
+				ns[i] = meta.parts[i].ns;
+				inc[i] = meta.parts[i].incarnation;
+			}
+			rc = dex_tree_open_parts(node, meta.nparts, ns, inc, meta.placement_level,
+									 RelationGetRelationName(index), &tree, &err);
+		}
+		else
+			rc = dex_tree_open(node, meta.ns, meta.incarnation,
+							   RelationGetRelationName(index), &tree, &err);
 		if (rc != DEX_OK)
 		{
 			hash_search(dex_tree_cache, &key, HASH_REMOVE, NULL);

@@ -27,7 +27,7 @@ record() {  # record NAME STATUS
 }
 cleanup() {
     stop_cluster regress
-    stop_memnode regress-mem
+    for m in regress-mem regress-mem2 regress-mem3; do stop_memnode "$m"; done
     pkill -u "$DEX_RUN_USER" -f "$DEX_WORK" 2>/dev/null || true
 }
 trap cleanup EXIT
@@ -44,17 +44,20 @@ if want ctest; then
 fi
 
 if want pg_regress; then
-    log "pg_regress suites"
-    mport=$(free_port); pport=$(free_port)
-    start_memnode regress-mem "$mport" 1GB --threads 2
-    start_cluster regress "$pport" "tcp://127.0.0.1:$mport"
+    # Three memory nodes: every suite runs with indexes spread over all of them.
+    log "pg_regress suites (three memory nodes)"
+    mport=$(free_port); start_memnode regress-mem "$mport" 1GB --threads 2
+    mport2=$(free_port); start_memnode regress-mem2 "$mport2" 1GB --threads 2
+    mport3=$(free_port); start_memnode regress-mem3 "$mport3" 1GB --threads 2
+    pport=$(free_port)
+    start_cluster regress "$pport" "tcp://127.0.0.1:$mport,tcp://127.0.0.1:$mport2,tcp://127.0.0.1:$mport3"
     make -C "$DEX_ROOT" -s installcheck PGHOST="$DEX_WORK" PGPORT="$pport" PGUSER=postgres \
         ${REGRESS:+REGRESS="$REGRESS"}
     rc=$?
     [ $rc = 0 ] || { [ -f "$DEX_ROOT/regression.diffs" ] && head -200 "$DEX_ROOT/regression.diffs"; }
     record "pg_regress" $rc
     stop_cluster regress
-    stop_memnode regress-mem
+    for m in regress-mem regress-mem2 regress-mem3; do stop_memnode "$m"; done
 fi
 
 for t in "$DEX_ROOT"/scripts/tests/t_*.sh; do

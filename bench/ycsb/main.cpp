@@ -42,6 +42,7 @@
 #include "cache/cache.h"
 #include "cache/region.h"
 #include "tree/btree.h"
+#include "tree/offload_policy.h"
 
 using namespace dex;
 using namespace dex::bench;
@@ -72,6 +73,7 @@ struct Options {
     int memnode_threads = 2;
     double cache_ratio = -1;  // -1: default (0.125 for the cached modes, else 0)
     double leaf_admission = 0.1;  // --mode dex: probability a fetched leaf is admitted (DEX 5.4)
+    std::string offload = "off";  // cached modes: auto | on | off (DEX 6; reads only so far)
     double fill = 0.9;
     int scan_length = 100;
     uint64_t seed = 42;
@@ -120,6 +122,8 @@ void usage(FILE* f) {
         "  --memory SIZE       pool of the spawned memnode / local buffer (default auto)\n"
         "  --memnode-threads N --threads of the spawned memnode (default 2)\n"
         "  --leaf-admission P  dex mode: probability a fetched leaf is admitted (default 0.1)\n"
+        "  --offload M         cached modes: auto | on | off (default off): lookups/scans that miss\n"
+        "                      the cache below the placement level run on the memory node\n"
         "  --cache-ratio F     node cache size / index size after the load (inner-only,\n"
         "                      dex; default 0.125)\n"
         "  --fill F            bulk-load fill factor (default 0.9)\n"
@@ -195,6 +199,10 @@ Options parse_args(int argc, char** argv) {
         } else if (a == "--memnode-threads") o.memnode_threads = static_cast<int>(num(1, 256));
         else if (a == "--cache-ratio") o.cache_ratio = num(0, 16);
         else if (a == "--leaf-admission") o.leaf_admission = num(0, 1);
+        else if (a == "--offload") {
+            o.offload = val();
+            if (o.offload != "auto" && o.offload != "on" && o.offload != "off") die_usage("--offload auto|on|off");
+        }
         else if (a == "--fill") o.fill = num(0.1, 1);
         else if (a == "--scan-length") o.scan_length = static_cast<int>(num(1, 100000));
         else if (a == "--seed") o.seed = static_cast<uint64_t>(num(0, 1e18));
@@ -378,6 +386,11 @@ Handle open_tree(const Options& o, const std::string& url, LocalPool* pool, uint
     h.mem = std::make_unique<RemoteMemory>(std::move(v));
     tree::TreeOptions topts;
     topts.cache = node_cache;
+    if (node_cache && o.offload != "off") {
+        static tree::OffloadPolicy policy;  // per process: workers are forked after setup
+        policy.set_mode(o.offload == "on" ? tree::OffloadMode::kOn : tree::OffloadMode::kAuto);
+        topts.offload = &policy;
+    }
     h.tree = std::make_unique<tree::BTree>(*h.mem, 0, ns, topts);
     return h;
 }

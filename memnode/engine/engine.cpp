@@ -6,6 +6,7 @@
 // as RDMA would: concurrent torn reads are allowed). Allocator and namespace
 // state live under `mu`; live client ids under `clients_mu`.
 #include "engine/engine.h"
+#include "engine/offload.h"
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -125,6 +126,7 @@ struct Engine::Impl {
     uint32_t next_client = 1;
 
     std::atomic<uint64_t> requests{0};
+    std::atomic<uint64_t> offloads{0};  // OFFLOAD requests executed
 
     // ---- pool -----------------------------------------------------------
     void map_pool() {
@@ -377,7 +379,7 @@ struct Engine::Impl {
                                             " bytes, expected " + std::to_string(want)};
     }
 
-    void do_rpc(const FrameHeader& hdr, const uint8_t* payload, std::vector<uint8_t>& resp) {
+    void do_rpc(const FrameHeader& hdr, const uint8_t* payload, std::vector<uint8_t>& resp, uint32_t client) {
         Cursor c{payload, hdr.payload_len};
         switch (hdr.op) {
             case kOpAlloc: {
@@ -520,6 +522,18 @@ struct Engine::Impl {
                 put(resp, alive);
                 return;
             }
+            case kOpOffload: {
+                exact(hdr, sizeof(net::OffloadRequest));
+                net::OffloadRequest req;
+                std::memcpy(&req, payload, sizeof req);
+                try {
+                    execute_offload(pool, pool_bytes, client, req, resp);
+                } catch (const std::invalid_argument& e) {
+                    throw Fail{kStatusProtocol, e.what()};
+                }
+                offloads.fetch_add(1, std::memory_order_relaxed);
+                return;
+            }
             default:
                 throw Fail{kStatusProtocol, "unknown op " + std::to_string(hdr.op)};
         }
@@ -539,7 +553,7 @@ struct Engine::Impl {
             s.connections = live.size();
         }
         s.requests = requests.load(std::memory_order_relaxed);
-        s.offloads = 0;
+        s.offloads = offloads.load(std::memory_order_relaxed);
         return s;
     }
 
@@ -564,7 +578,7 @@ struct Engine::Impl {
             case kOpCas:
             case kOpFaa: do_verb(hdr, payload, resp); return;
             case kOpBatch: do_batch(hdr, payload, resp); return;
-            default: do_rpc(hdr, payload, resp); return;
+            default: do_rpc(hdr, payload, resp, s.client_id); return;
         }
     }
 };

@@ -4,12 +4,22 @@
 # copy that received the same operations.
 # Environment (t_cache_stress.sh reuses this test): CLIENTS, SECONDS_RUN,
 # CACHE_SIZE (dex.cache_size, default the cluster's 64MB), LEAF_ADMISSION
-# (dex.leaf_admission), EXPECT_EVICTIONS=1 (dex_stats() must report evictions).
+# (dex.leaf_admission), EXPECT_EVICTIONS=1 (dex_stats() must report evictions),
+# EXTRA_MEMNODES="SIZE..." (more memory nodes: the index spreads over all),
+# INDEX_OPTIONS (e.g. "placement_level = 1").
 source "$(dirname "$0")/common.sh"
 start_memnode mem "$MPORT" 512MB --threads 2
+extra_i=1
+for size in ${EXTRA_MEMNODES:-}; do
+    extra_i=$((extra_i + 1)); port=$(free_port)
+    start_memnode "mem$extra_i" "$port" "$size" --threads 1
+    MEMNODE_URL="$MEMNODE_URL,tcp://127.0.0.1:$port"
+done
+trap 'test_cleanup; for i in $(seq 2 $extra_i); do stop_memnode "mem$i"; done' EXIT
 conf=()
 [ -n "${CACHE_SIZE:-}" ] && conf+=("dex.cache_size = '$CACHE_SIZE'")
 [ -n "${LEAF_ADMISSION:-}" ] && conf+=("dex.leaf_admission = $LEAF_ADMISSION")
+[ -n "${OFFLOAD:-}" ] && conf+=("dex.offload = $OFFLOAD")
 start_cluster pg "$PPORT" "$MEMNODE_URL" "${conf[@]+"${conf[@]}"}"
 CLIENTS=${CLIENTS:-8}; SECONDS_RUN=${SECONDS_RUN:-20}
 echo "dex.cache_size = $(q -c "show dex.cache_size"), dex.leaf_admission = $(q -c "show dex.leaf_admission")"
@@ -17,7 +27,7 @@ echo "dex.cache_size = $(q -c "show dex.cache_size"), dex.leaf_admission = $(q -
 q -c "create extension dex"
 q -c "create table d(k int, v bigint); create table b(k int, v bigint)"
 q -c "insert into d select g % 20000, g from generate_series(1, 40000) g; insert into b select * from d"
-q -c "create index d_k on d using dex (k); create index b_k on b (k)"
+q -c "create index d_k on d using dex (k) ${INDEX_OPTIONS:+with ($INDEX_OPTIONS)}; create index b_k on b (k)"
 
 write_mix_script "$DEX_WORK/mix.sql" d b
 run_mix "$DEX_WORK/mix.sql"
@@ -29,5 +39,11 @@ q -c "select index_ops, remote_reads, cache_hits, cache_misses, admissions, evic
 if [ "${EXPECT_EVICTIONS:-0}" = 1 ]; then
     ev=$(q -c "select evictions from dex_stats()")
     [ "$ev" -gt 0 ] || fail "expected node cache evictions, dex_stats() reports $ev"
+fi
+[ -z "${EXTRA_MEMNODES:-}" ] || q -c "select memnode, subtrees, nodes from dex_placement('d_k')" -P footer=off
+if [ "${OFFLOAD:-}" = on ]; then
+    off=$(q -c "select sum(offloads) from dex_memnodes()")
+    echo "offloaded operations: $off"
+    [ "$off" -gt 0 ] || fail "dex.offload = on but the memory nodes executed no offloads"
 fi
 echo "concurrent backends: ok"

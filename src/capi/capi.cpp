@@ -29,6 +29,7 @@
 #include "transport/tcp_transport.h"
 #include "tree/btree.h"
 #include "tree/key.h"
+#include "tree/offload_policy.h"
 
 using dex::Error;
 using dex::ErrorCode;
@@ -275,6 +276,30 @@ dex::cache::Cache* process_cache() {
     return c;
 }
 
+// This process's offloading decision model (src/README.md "Offloading"),
+// created per pid like the cache handle: its moving averages are per backend.
+struct OffloadState {
+    dex::tree::OffloadPolicy* policy = nullptr;
+    pid_t pid = 0;
+    dex::tree::OffloadMode mode = dex::tree::OffloadMode::kOff;  // dex.offload's default
+};
+OffloadState& ostate() {
+    static OffloadState* s = new OffloadState();  // never destroyed (see client())
+    return *s;
+}
+dex::tree::OffloadPolicy* process_offload_policy() {
+    OffloadState& s = ostate();
+    pid_t me = getpid();
+    if (!s.policy || s.pid != me) {
+        std::random_device rd;
+        s.policy = new dex::tree::OffloadPolicy(dex::tree::OffloadPolicy::Params{},
+                                                (static_cast<uint64_t>(rd()) << 32) ^ rd() ^ static_cast<uint64_t>(me));
+        s.pid = me;
+    }
+    s.policy->set_mode(s.mode);
+    return s.policy;
+}
+
 struct PurgeLock {
     std::atomic<uint32_t>& w;
     explicit PurgeLock(std::atomic<uint32_t>& word) : w(word) {
@@ -308,22 +333,25 @@ void cache_sync_node(int node, uint64_t inc) {
     rec.store(0, std::memory_order_seq_cst);
     std::atomic_thread_fence(std::memory_order_seq_cst);
     const uint32_t n = static_cast<uint32_t>(node);
-    size_t left = c->invalidate_if([n](const dex::cache::FrameInfo& i) { return dex::gaddr_node(i.gaddr) == n; });
+    // Frames on that node, and frames of trees homed there (their tree ids,
+    // derived from the home namespace id, come back after the restart).
+    size_t left = c->invalidate_if([n](const dex::cache::FrameInfo& i) {
+        return dex::gaddr_node(i.gaddr) == n || (i.tree_id >> 24) == (n & 0xFF);
+    });
     if (left != 0)
         throw Error(ErrorCode::kRemote, "node cache: could not drop " + std::to_string(left) +
                                             " cached nodes of a restarted memory node");
     rec.store(inc, std::memory_order_seq_cst);
 }
 
-// Drop every cached frame of tree id (uint32) ns on `node`.
+// Drop every cached frame of the tree homed in namespace ns on `node`, on any
+// memory node (a tree spans several).
 void cache_drop_tree(int node, uint64_t ns) {
     CacheState& s = cstate();
     if (!s.shared || node < 0) return;
     dex::cache::Cache* c = process_cache();
-    const uint32_t n = static_cast<uint32_t>(node), tid = static_cast<uint32_t>(ns);
-    c->invalidate_if([n, tid](const dex::cache::FrameInfo& i) {
-        return dex::gaddr_node(i.gaddr) == n && i.tree_id == tid;
-    });
+    const uint32_t tid = dex::tree::tree_id_for(static_cast<uint32_t>(node), ns);
+    c->invalidate_if([tid](const dex::cache::FrameInfo& i) { return i.tree_id == tid; });
 }
 
 // ---- write-back registry -------------------------------------------------------
@@ -400,27 +428,26 @@ uint64_t wb_flush(int only) {
     std::atomic_thread_fence(std::memory_order_seq_cst);
     // 2. Write back.
     std::vector<uint32_t> frames;
-    int node = only >= 0 ? sh->wb[only].node : -1;
-    uint32_t tid = only >= 0 ? static_cast<uint32_t>(sh->wb[only].ns) : 0;
+    uint32_t tid = only >= 0 ? dex::tree::tree_id_for(static_cast<uint32_t>(sh->wb[only].node), sh->wb[only].ns) : 0;
     s.region->for_each_frame([&](const dex::cache::FrameInfo& i) {
         if (!i.dirty || i.gaddr == dex::kNullGAddr) return;
-        if (only >= 0 && (static_cast<int>(dex::gaddr_node(i.gaddr)) != node || i.tree_id != tid)) return;
+        if (only >= 0 && i.tree_id != tid) return;
         frames.push_back(i.frame);
     });
     uint64_t written = 0;
     for (uint32_t f : frames)
         if (c->flush_frame(f)) written++;
     // 3. Trees with frames that are still dirty (a failed write-back) keep their word.
-    std::set<std::pair<uint32_t, uint32_t>> still;
+    std::set<uint32_t> still;  // tree ids
     s.region->for_each_frame([&](const dex::cache::FrameInfo& i) {
-        if (i.dirty && i.gaddr != dex::kNullGAddr) still.insert({dex::gaddr_node(i.gaddr), i.tree_id});
+        if (i.dirty && i.gaddr != dex::kNullGAddr) still.insert(i.tree_id);
     });
     for (uint32_t i = 0; i < used; i++) {
         if (!selected(i)) continue;
         WbEntry& e = sh->wb[i];
         PurgeLock lk(e.lock);
         if (!e.word) continue;
-        if (still.count({static_cast<uint32_t>(e.node), static_cast<uint32_t>(e.ns)})) {
+        if (still.count(dex::tree::tree_id_for(static_cast<uint32_t>(e.node), e.ns))) {
             e.registered.store(1, std::memory_order_seq_cst);
             continue;
         }
@@ -454,9 +481,13 @@ void wb_forget(int node, uint64_t ns) {
 }  // namespace
 
 struct DexTree {
-    int node = 0;
-    uint64_t ns = 0;
-    uint64_t incarnation = 0;
+    int node = 0;             // home memory node (root word, upper levels)
+    uint64_t ns = 0;          // home namespace
+    uint64_t incarnation = 0; // home node's incarnation at build time
+    // Several memory nodes: namespace and build-time incarnation per memory
+    // node (index = memory node id; ns 0 = not used by this tree).
+    std::vector<uint64_t> part_ns, part_inc;
+    int placement_level = dex::tree::kDefaultPlacementLevel;
     std::string name;
     int op_timeout_ms = 0;
     std::unique_ptr<dex::tree::BTree> tree;
@@ -483,7 +514,9 @@ struct DexTree {
         if (!tree) {
             dex::tree::TreeOptions o;
             o.cache = process_cache();  // nullptr: no cache in this process
+            if (o.cache) o.offload = process_offload_policy();  // offloading decides on cache misses
             tree = std::make_unique<dex::tree::BTree>(client().mem, static_cast<uint32_t>(node), ns, o);
+            if (!part_ns.empty()) tree->set_placement(part_ns, placement_level);
             op_timeout_ms = 0;
         }
         // Scans and bulk loads hold references to the BTree: adjust it in place.
@@ -493,10 +526,56 @@ struct DexTree {
         }
         return *tree;
     }
+    // A memory node other than the home node, first touched in this
+    // operation: it must still be the incarnation the tree was built in.
+    void check_part(uint32_t j) {
+        if (j == static_cast<uint32_t>(node) || j >= part_ns.size() || !part_ns[j]) return;
+        dex::Transport& t = client().mem.node(j);
+        uint64_t inc = t.incarnation();
+        if (inc != part_inc[j])
+            throw Error(ErrorCode::kLostMemory,
+                        "index \"" + name + "\" lost its remote memory (memory node " + t.address() +
+                            " restarted: incarnation " + std::to_string(inc) + ", expected " +
+                            std::to_string(part_inc[j]) + ")",
+                        "REINDEX INDEX " + name);
+    }
+    // Before reading through the cache: frames of every other part node must
+    // be of the incarnation we expect. Only nodes whose cache record is not
+    // already that one are contacted (a dead node costs nothing here; the
+    // lazy check fails the query only if it needs that node).
+    void sync_parts() {
+        CacheState& s = cstate();
+        if (!s.shared) return;
+        for (uint32_t j = 0; j < part_ns.size(); j++) {
+            if (!part_ns[j] || j == static_cast<uint32_t>(node) || j >= kCacheMaxNodes) continue;
+            if (s.shared->incarnation[j].load(std::memory_order_acquire) == part_inc[j]) continue;
+            uint64_t inc = 0;
+            try {
+                inc = client().mem.node(j).incarnation();
+            } catch (const Error& e) {
+                if (e.code() == ErrorCode::kInterrupted) throw;
+                continue;
+            }
+            if (inc == part_inc[j]) cache_sync_node(static_cast<int>(j), inc);
+        }
+    }
+    struct NodeCheckScope {
+        explicit NodeCheckScope(DexTree* t) {
+            if (t->part_ns.empty()) return;
+            client().mem.set_node_check([t](uint32_t j) { t->check_part(j); });
+            armed = true;
+        }
+        ~NodeCheckScope() {
+            if (armed) client().mem.set_node_check(nullptr);
+        }
+        bool armed = false;
+    };
     template <class F>
     void run(F&& f) {
         validate();
         cache_sync_node(node, incarnation);  // no frame of another incarnation is read
+        sync_parts();
+        NodeCheckScope scope(this);
         f(bt());
         validate();
     }
@@ -807,6 +886,55 @@ int dex_tree_open(int node, uint64_t ns, uint64_t incarnation, const char* index
         t->name = index_name ? index_name : "?";
         t->validate();
         *out = t.release();
+    });
+}
+
+int dex_tree_open_parts(int home, int nnodes, const uint64_t* ns, const uint64_t* incarnation, int placement_level,
+                        const char* index_name, DexTree** out, DexError* err) {
+    if (out) *out = nullptr;
+    return guarded(err, [&] {
+        if (!out || !ns || !incarnation || nnodes <= 0 || nnodes > DEX_MAX_MEMNODES || home < 0 || home >= nnodes)
+            throw Error(ErrorCode::kInvalid, "dex_tree_open_parts: invalid arguments");
+        if (placement_level < 1 || placement_level > dex::tree::kMaxPlacementLevel)
+            throw Error(ErrorCode::kInvalid, "placement level " + std::to_string(placement_level) + " out of range");
+        auto t = std::make_unique<DexTree>();
+        t->node = home;
+        t->ns = ns[home];
+        t->incarnation = incarnation[home];
+        t->part_ns.assign(ns, ns + nnodes);
+        t->part_inc.assign(incarnation, incarnation + nnodes);
+        t->placement_level = placement_level;
+        t->name = index_name ? index_name : "?";
+        t->validate();
+        *out = t.release();
+    });
+}
+
+void dex_set_offload_mode(int mode) {
+    OffloadState& s = ostate();
+    s.mode = mode == DEX_OFFLOAD_ON ? dex::tree::OffloadMode::kOn
+             : mode == DEX_OFFLOAD_OFF ? dex::tree::OffloadMode::kOff
+                                       : dex::tree::OffloadMode::kAuto;
+    if (s.policy && s.pid == getpid()) s.policy->set_mode(s.mode);
+}
+
+uint32_t dex_tree_id(int home, uint64_t ns) { return dex::tree::tree_id_for(static_cast<uint32_t>(home), ns); }
+
+int dex_tree_placement(DexTree* tree, int* placement_level, uint64_t* nodes_on, uint64_t* subtrees_on, int max,
+                       DexError* err) {
+    return guarded(err, [&] {
+        if (!tree || !nodes_on || !subtrees_on || max <= 0) throw Error(ErrorCode::kInvalid, "dex_tree_placement: NULL argument");
+        if (tree->owner_word && cstate().shared) {
+            int slot = wb_slot_find(tree->node, tree->ns, tree->owner_word);
+            if (slot >= 0) wb_flush(slot);
+        }
+        dex::tree::TreeInfo i;
+        tree->run([&](dex::tree::BTree& b) { i = b.check(); });
+        if (placement_level) *placement_level = i.placement_level;
+        for (int k = 0; k < max; k++) {
+            nodes_on[k] = static_cast<size_t>(k) < i.nodes_on.size() ? i.nodes_on[k] : 0;
+            subtrees_on[k] = static_cast<size_t>(k) < i.subtrees_on.size() ? i.subtrees_on[k] : 0;
+        }
     });
 }
 

@@ -181,6 +181,37 @@ typedef struct DexTree DexTree;
  */
 int			dex_tree_open(int node, uint64_t ns, uint64_t incarnation,
 						  const char *index_name, DexTree **out, DexError *err);
+/*
+ * Open a tree spread over several memory nodes (src/README.md "Placement over
+ * several memory nodes"): ns[i] / incarnation[i] are its namespace on memory
+ * node i and that node's incarnation at build time (ns 0: node not used);
+ * `home` holds the root. Only the home node is checked here; another node's
+ * incarnation is checked when an operation first touches it, so a query that
+ * needs only reachable nodes works while another node is lost.
+ */
+#define DEX_MAX_MEMNODES 32
+int			dex_tree_open_parts(int home, int nnodes, const uint64_t *ns,
+								const uint64_t *incarnation, int placement_level,
+								const char *index_name, DexTree **out, DexError *err);
+/*
+ * Offloading (src/README.md "Offloading"; GUC dex.offload): on a cache miss at
+ * or below the placement level, lookups and forward scans may let the memory
+ * node finish the traversal: DEX_OFFLOAD_AUTO decides by the DEX cost model,
+ * ON always, OFF never. Per process.
+ */
+#define DEX_OFFLOAD_AUTO 0
+#define DEX_OFFLOAD_ON 1
+#define DEX_OFFLOAD_OFF 2
+void		dex_set_offload_mode(int mode);
+/* Tree id stamped in the nodes of the tree homed in namespace ns on `home`. */
+uint32_t	dex_tree_id(int home, uint64_t ns);
+/*
+ * Verify the tree (as dex_tree_check, including placement: every subtree
+ * rooted at the placement level on one memory node) and count its nodes and
+ * subtrees per memory node (arrays of `max` entries).
+ */
+int			dex_tree_placement(DexTree *tree, int *placement_level, uint64_t *nodes_on,
+							   uint64_t *subtrees_on, int max, DexError *err);
 void		dex_tree_close(DexTree *tree);
 /* Re-validate the incarnation (cheap: no round trip while connected). */
 int			dex_tree_validate(DexTree *tree, DexError *err);

@@ -24,6 +24,8 @@ struct Stats {
     std::atomic<uint64_t> coolings{0};
     std::atomic<uint64_t> restarts{0};       // traversals restarted (lock seen, torn read, stale fence)
     std::atomic<uint64_t> lock_steals{0};    // remote locks taken over from dead owners
+    std::atomic<uint64_t> migrations{0};     // subtrees moved to an emptier memory node at a split
+    std::atomic<uint64_t> offloads{0};       // operations executed by a memory node (OFFLOAD RPC)
     std::atomic<uint64_t> dirty_updates{0};  // write-back mode: leaf changes kept in a dirty frame
     std::atomic<uint64_t> write_backs{0};    // write-back mode: dirty frames written to remote memory
 

@@ -21,6 +21,7 @@ const char* op_name(uint16_t op) {
         case kOpSetRoot: return "SET_ROOT";
         case kOpStats: return "STATS";
         case kOpClientAlive: return "CLIENT_ALIVE";
+        case kOpOffload: return "OFFLOAD";
         default: return nullptr;
     }
 }

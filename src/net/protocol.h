@@ -49,6 +49,21 @@ enum Op : uint16_t {
     kOpSetRoot = 26,     // req: u64 ns, u64 expected, u64 desired   resp: u64 old (CAS semantics)
     kOpStats = 27,       // req: -                                   resp: NodeStats
     kOpClientAlive = 28, // req: u32 client_id, u32 pad              resp: u64 (1 alive, 0 gone)
+    // offloading (DEX 6): the memory node finishes a traversal on its own pool
+    kOpOffload = 30,     // req: OffloadRequest                      resp: OffloadReply [+ leaf image]
+};
+
+// What an offloaded operation does at the leaf covering `key`.
+enum OffloadKind : uint8_t {
+    kOffloadLeaf = 1,    // lookup / scan of one leaf: reply carries the validated leaf image
+    kOffloadInsert = 2,  // insert `key` if it needs no split
+    kOffloadDelete = 3,  // delete exactly `key` if the leaf does not become empty (no merge)
+};
+enum OffloadStatus : uint8_t {
+    kOffloadDone = 0,      // done (leaf image / entry inserted / entry deleted); `leaf` changed if insert/delete
+    kOffloadNoop = 1,      // insert: entry already there; delete: entry absent (nothing changed)
+    kOffloadNeedsSmo = 2,  // would split / empty the leaf: nothing changed, do it on the compute side
+    kOffloadRestart = 3,   // path left this memory node, a node was invalid or stayed locked: nothing changed
 };
 
 enum Status : uint16_t {
@@ -102,6 +117,23 @@ struct NodeStats {
     uint64_t offloads;     // offloaded traversals (reserved)
     uint64_t namespaces;
 };
+struct OffloadRequest {
+    uint64_t start;        // pool offset of the node to start at (a subtree root at or below the placement level)
+    uint32_t tree_id;      // every node on the way must carry it
+    uint16_t node;         // this memory node's id in the compute side's GAddrs (right links must stay here)
+    uint8_t kind;          // OffloadKind
+    uint8_t start_level;   // level of the start node
+    uint8_t key[16];       // EntryKey
+};
+static_assert(sizeof(OffloadRequest) == 32);
+
+struct OffloadReply {
+    uint8_t status;        // OffloadStatus
+    uint8_t pad[7];
+    uint64_t leaf;         // GAddr of the leaf reached (the node an insert/delete changed)
+    // kOffloadLeaf + kOffloadDone: followed by the leaf image (kNodeSize bytes)
+};
+static_assert(sizeof(OffloadReply) == 16);
 #pragma pack(pop)
 
 // "READ", "ALLOC", ... or nullptr for an unknown op.

@@ -6,11 +6,9 @@
 
 namespace dex {
 
-Transport& RemoteMemory::node(uint32_t id) {
-    if (id >= nodes_.size() || !nodes_[id])
-        throw Error(ErrorCode::kInvalid, "memory node " + std::to_string(id) + " is not configured",
+void RemoteMemory::unknown_node(uint32_t id) {
+    throw Error(ErrorCode::kInvalid, "memory node " + std::to_string(id) + " is not configured",
                     "Check dex.memnodes: it must list the memory node this index was built on.");
-    return *nodes_[id];
 }
 
 void RemoteMemory::replace_node(uint32_t id, std::unique_ptr<Transport> t) {

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -17,7 +18,22 @@ public:
     explicit RemoteMemory(std::vector<std::unique_ptr<Transport>> nodes) : nodes_(std::move(nodes)) {}
 
     size_t node_count() const { return nodes_.size(); }
-    Transport& node(uint32_t id);  // throws kInvalid for an unknown id
+    Transport& node(uint32_t id) {  // throws kInvalid for an unknown id
+        if (id >= nodes_.size() || !nodes_[id]) unknown_node(id);
+        if (check_ && id < 64 && !(checked_ & (1ull << id))) first_use(id);
+        return *nodes_[id];
+    }
+
+    // Lazy per-node check for a tree spread over several memory nodes: while
+    // set, `fn(id)` runs before the first operation on node `id` (ids < 64)
+    // since the check was set, e.g. to compare the node's incarnation with the
+    // one the tree was built in. A query that never touches a lost node thus
+    // never fails because of it. `fn` may throw; it may call node() itself.
+    using NodeCheck = std::function<void(uint32_t)>;
+    void set_node_check(NodeCheck fn) {
+        check_ = std::move(fn);
+        checked_ = 0;
+    }
 
     void read(GAddr a, void* dst, uint32_t len) { node(gaddr_node(a)).read(gaddr_offset(a), dst, len); }
     void write(GAddr a, const void* src, uint32_t len) { node(gaddr_node(a)).write(gaddr_offset(a), src, len); }
@@ -32,7 +48,19 @@ public:
     void add_node(std::unique_ptr<Transport> t) { nodes_.push_back(std::move(t)); }
 
 private:
+    [[noreturn]] void unknown_node(uint32_t id);
+    void first_use(uint32_t id) {
+        checked_ |= 1ull << id;  // first: fn may use node(id)
+        try {
+            check_(id);
+        } catch (...) {
+            checked_ &= ~(1ull << id);
+            throw;
+        }
+    }
     std::vector<std::unique_ptr<Transport>> nodes_;
+    NodeCheck check_;
+    uint64_t checked_ = 0;
 };
 
 }  // namespace dex

@@ -8,6 +8,8 @@
 
 #include "cache/cache.h"
 #include "common/stats.h"
+#include "tree/offload_policy.h"
+#include <chrono>
 
 namespace dex::tree {
 
@@ -58,11 +60,25 @@ BTree::BTree(RemoteMemory& mem, uint32_t node_id, uint64_t ns, TreeOptions opts)
     : mem_(mem),
       node_id_(node_id),
       ns_(ns),
-      tree_id_(static_cast<uint32_t>(ns)),
+      tree_id_(tree_id_for(node_id, ns)),
+      part_ns_(node_id + 1, 0),
       opts_(opts),
       io_(mem, node_id, opts),
       cache_(opts.cache),
-      wb_(opts.write_back && opts.cache != nullptr) {}
+      wb_(opts.write_back && opts.cache != nullptr) {
+    part_ns_[node_id] = ns;
+}
+
+void BTree::set_placement(std::vector<uint64_t> ns_by_node, int level) {
+    if (ns_by_node.size() <= node_id_) ns_by_node.resize(node_id_ + 1, 0);
+    if (ns_by_node[node_id_] != ns_)
+        throw Error(ErrorCode::kInvalid, "placement: the home memory node's namespace must be the tree's");
+    if (level < 1 || level > kMaxPlacementLevel)
+        throw Error(ErrorCode::kInvalid, "placement level " + std::to_string(level) + " is out of range 1.." +
+                                             std::to_string(kMaxPlacementLevel));
+    part_ns_ = std::move(ns_by_node);
+    place_level_ = level;
+}
 
 // Is this node possibly modified by another compute server (a process that
 // does not share our CacheRegion)? There is no logical partitioning yet, so by
@@ -264,15 +280,86 @@ bool BTree::set_root(GAddr expected, GAddr desired) {
     return false;
 }
 
-GAddr BTree::alloc_node() {
-    uint64_t req[2] = {ns_, kNodeSize};
-    std::vector<uint8_t> r = mem_.node(node_id_).rpc(net::kOpAlloc, req, sizeof req);
-    return make_gaddr(node_id_, get_u64(r, "ALLOC"));
+std::vector<std::pair<int64_t, uint32_t>> BTree::nodes_by_free() {
+    std::vector<std::pair<int64_t, uint32_t>> v;
+    for (uint32_t i = 0; i < part_ns_.size(); i++) {
+        if (!part_ns_[i]) continue;
+        int64_t free_bytes = -1;
+        try {
+            std::vector<uint8_t> r = mem_.node(i).rpc(net::kOpStats, nullptr, 0);
+            if (r.size() >= sizeof(net::NodeStats)) {
+                net::NodeStats st;
+                std::memcpy(&st, r.data(), sizeof st);
+                free_bytes = static_cast<int64_t>(st.pool_bytes - std::min(st.pool_bytes, st.used_bytes));
+            }
+        } catch (const Error& e) {
+            if (e.code() == ErrorCode::kInterrupted || e.code() == ErrorCode::kLostMemory) throw;
+        }
+        v.emplace_back(free_bytes, i);
+    }
+    std::stable_sort(v.begin(), v.end(), [](auto& a, auto& b) { return a.first > b.first; });
+    return v;
+}
+
+Error BTree::out_of_space(const std::string& what) {
+    std::string sizes;
+    for (uint32_t i = 0; i < part_ns_.size(); i++) {
+        if (!part_ns_[i]) continue;
+        if (!sizes.empty()) sizes += ", ";
+        std::string addr;
+        try {
+            Transport& t = mem_.node(i);
+            addr = t.address();
+            std::vector<uint8_t> r = t.rpc(net::kOpStats, nullptr, 0);
+            net::NodeStats st{};
+            if (r.size() >= sizeof st) std::memcpy(&st, r.data(), sizeof st);
+            sizes += addr + " " + std::to_string(st.used_bytes) + " of " + std::to_string(st.pool_bytes) + " bytes used";
+        } catch (const std::exception&) {
+            sizes += (addr.empty() ? "memory node " + std::to_string(i) : addr) + " unreachable";
+        }
+    }
+    return Error(ErrorCode::kOutOfSpace, "memory nodes out of space (" + what + "; " + sizes + ")",
+                 "Give the memory nodes more --memory, add memory nodes to dex.memnodes and REINDEX, or drop "
+                 "unused dex indexes.");
+}
+
+GAddr BTree::alloc_node(uint32_t node) {
+    if (node >= part_ns_.size() || !part_ns_[node])
+        throw Error(ErrorCode::kCorrupt, "memory node " + std::to_string(node) + " holds no namespace of tree " +
+                                             std::to_string(tree_id_));
+    uint64_t req[2] = {part_ns_[node], kNodeSize};
+    std::vector<uint8_t> r;
+    try {
+        r = mem_.node(node).rpc(net::kOpAlloc, req, sizeof req);
+    } catch (const Error& e) {
+        if (e.code() != ErrorCode::kOutOfSpace) throw;
+        throw out_of_space("the subtree's memory node " + mem_.node(node).address() + " is full");
+    }
+    return make_gaddr(node, get_u64(r, "ALLOC"));
+}
+
+GAddr BTree::alloc_anywhere() {
+    try {
+        return alloc_node(node_id_);
+    } catch (const Error& e) {
+        if (e.code() != ErrorCode::kOutOfSpace) throw;
+    }
+    for (auto& [free_bytes, i] : nodes_by_free()) {
+        if (i == node_id_ || free_bytes < static_cast<int64_t>(kNodeSize)) continue;
+        try {
+            return alloc_node(i);
+        } catch (const Error& e) {
+            if (e.code() != ErrorCode::kOutOfSpace) throw;
+        }
+    }
+    throw out_of_space("no memory node has room for a new node");
 }
 
 void BTree::free_node(GAddr a) {
-    uint64_t req[3] = {ns_, gaddr_offset(a), kNodeSize};
-    mem_.node(node_id_).rpc(net::kOpFree, req, sizeof req);
+    uint32_t node = gaddr_node(a);
+    if (node >= part_ns_.size() || !part_ns_[node]) return;  // not ours: leave it (check() reports strays)
+    uint64_t req[3] = {part_ns_[node], gaddr_offset(a), kNodeSize};
+    mem_.node(node).rpc(net::kOpFree, req, sizeof req);
 }
 
 // A reused block keeps versions increasing, so a CAS prepared from a read of the
@@ -408,6 +495,40 @@ GAddr BTree::descend_cached(const EntryKey& k, int level, Node& out, Path* path,
                     np = R.node(f);
                     if (pf != kNoFrame && R.swizzle_optimistic(pf, pv, static_cast<uint16_t>(pslot), f)) pf = kNoFrame;
                 } else {
+                    // DEX 6: a miss at a subtree root at or below the placement
+                    // level; the memory node may finish the lookup. A miss at
+                    // the leaf itself saves nothing (and the leaf would not be
+                    // admitted): offloaded only when forced on.
+                    if (offload_read_ && opts_.offload && level == 0 && !lt && !wb_ && !refresh &&
+                        (expect >= 1 || (expect == 0 && opts_.offload->mode() == OffloadMode::kOn)) &&
+                        expect <= place_level_ && opts_.offload->should_offload(expect + 1)) {
+                        auto b = cache_->try_begin_io(g);
+                        if (b == MappingTable::Begin::kIoInProgress || b == MappingTable::Begin::kCached) break;
+                        const bool owner = b == MappingTable::Begin::kOwner;  // marker: nobody fetches g meanwhile
+                        const bool pinned =
+                            pf != kNoFrame && R.pin(pf, R.header(pf).gaddr.load(std::memory_order_acquire));
+                        auto release = [&] {
+                            if (pinned) R.unpin(pf);
+                            if (owner) cache_->abort_io(g);
+                        };
+                        uint8_t st;
+                        GAddr leaf = 0;
+                        auto t0 = std::chrono::steady_clock::now();
+                        try {
+                            st = offload(net::kOffloadLeaf, g, expect, k, &out, &leaf);
+                        } catch (...) {
+                            release();
+                            throw;
+                        }
+                        opts_.offload->record_offload(
+                            std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+                        release();
+                        if (st == net::kOffloadDone) {
+                            refresh_next_ = false;
+                            return leaf;
+                        }
+                        // otherwise continue with one-sided reads
+                    }
                     uint8_t lvl = static_cast<uint8_t>(expect >= 0 ? expect : 1);  // the root: as an inner node
                     bool owner = false;
                     if ((wb_ && expect == 0) || cache_->should_admit(lvl)) {
@@ -419,8 +540,13 @@ GAddr BTree::descend_cached(const EntryKey& k, int level, Node& out, Path* path,
                     // `g` after our read waits for the marker and then updates the
                     // frame (cache_update), so we cannot cache an outdated image.
                     NodeIO::Read rd;
+                    auto t0 = std::chrono::steady_clock::now();
                     try {
                         rd = io_.read(g, tmp, dl);
+                        if (opts_.offload)
+                            opts_.offload->record_remote_read(
+                                std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
+                                    .count());
                     } catch (...) {
                         if (owner) cache_->abort_io(g);
                         throw;
@@ -640,7 +766,10 @@ bool BTree::contains(const EntryKey& key) {
     Stats::add(stats().index_ops);
     Deadline dl = deadline();
     Node n;
-    descend(key, 0, n, nullptr, dl);
+    {
+        OffloadRead o(*this);
+        descend(key, 0, n, nullptr, dl);
+    }
     size_t pos = leaf_lower_bound(n, key);
     return pos < n.count && n.leaf[pos] == key;
 }
@@ -649,7 +778,7 @@ bool BTree::contains(const EntryKey& key) {
 
 void BTree::init_empty() {
     Stats::add(stats().index_ops);
-    GAddr a = alloc_node();
+    GAddr a = alloc_node(node_id_);
     Node n;
     init_node(n, tree_id_, 0);
     seal_node(n, fresh_version(a));
@@ -723,7 +852,10 @@ void BTree::split_leaf(Locks& locks, LockedNode* ln, size_t pos, const EntryKey&
     std::memcpy(all + pos + 1, n.leaf + pos, (n.count - pos) * sizeof(EntryKey));
     const size_t total = n.count + 1, mid = total / 2;
 
-    GAddr na = alloc_node();
+    // The new sibling lives next to the leaf it splits from: a subtree rooted
+    // at the placement level stays on one memory node. Allocated before
+    // anything is published, so running out of space changes nothing.
+    GAddr na = alloc_node(gaddr_node(ln->addr));
     Node r;
     init_node(r, tree_id_, 0);
     r.count = static_cast<uint16_t>(total - mid);
@@ -771,7 +903,9 @@ void BTree::insert_parent(int level, const EntryKey& sep, GAddr child, Path& pat
                 // The level above does not exist yet: install a new root over the
                 // leftmost node (the old root) and `child`. Any node in between
                 // that lacks a downlink is reachable through right links.
-                GAddr na = alloc_node();
+                // A new root at or below the placement level belongs to the
+                // subtree of the old root; above it, it may go anywhere.
+                GAddr na = level > place_level_ ? alloc_anywhere() : alloc_node(gaddr_node(r));
                 Node nr;
                 init_node(nr, tree_id_, static_cast<uint8_t>(level));
                 nr.count = 2;
@@ -796,6 +930,21 @@ void BTree::insert_parent(int level, const EntryKey& sep, GAddr child, Path& pat
             backoff(attempt++);
             continue;
         }
+        // A subtree migration (migrate_split) may have moved `child` since it
+        // was split off: it is then a deleted node forwarding to its copy. We
+        // hold the parent now, so it cannot move any more; link the copy.
+        // (A locked child is not a migrated one: deleted nodes are never locked.)
+        for (int hops = 0; hops < 4; hops++) {
+            Node cn;
+            if (io_.read(child, cn, dl, false) != NodeIO::Read::kOk || !valid_node(cn, level - 1) ||
+                !cn.is_deleted() || !cn.right)
+                break;
+            Node fw;
+            if (io_.read(cn.right, fw, dl, false) != NodeIO::Read::kOk || !valid_node(fw, level - 1) ||
+                !(fw.low == sep))
+                break;
+            child = cn.right;
+        }
         Node& n = ln->node;
         size_t pos = static_cast<size_t>(child_index(n, sep, false) + 1);
         if (pos > 0 && n.inner[pos - 1].sep == sep) {  // already present
@@ -815,7 +964,21 @@ void BTree::insert_parent(int level, const EntryKey& sep, GAddr child, Path& pat
         all[pos] = InnerEntry{sep, child};
         std::memcpy(all + pos + 1, n.inner + pos, (n.count - pos) * sizeof(InnerEntry));
         const size_t total = n.count + 1, mid = total / 2;
-        GAddr na = alloc_node();
+        if (level == place_level_ && migrate_split(locks, ln, all, total, mid, path, dl)) return;
+        // Same memory node as the splitting node: at or below the placement
+        // level the children that move to `na` are on it (one subtree per node).
+        // Above it, a full memory node may be skipped.
+        GAddr na;
+        if (level > place_level_) {
+            try {
+                na = alloc_node(gaddr_node(ln->addr));
+            } catch (const Error& e) {
+                if (e.code() != ErrorCode::kOutOfSpace) throw;
+                na = alloc_anywhere();
+            }
+        } else {
+            na = alloc_node(gaddr_node(ln->addr));
+        }
         Node r;
         init_node(r, tree_id_, static_cast<uint8_t>(level));
         r.count = static_cast<uint16_t>(total - mid);
@@ -829,12 +992,192 @@ void BTree::insert_parent(int level, const EntryKey& sep, GAddr child, Path& pat
         n.high = all[mid].sep;
         n.right = na;
         EntryKey up = all[mid].sep;
-        locks.publish({ln}, {write_node_op(na, r)});
+        if (gaddr_node(na) == gaddr_node(ln->addr)) {
+            locks.publish({ln}, {write_node_op(na, r)});
+        } else {  // step 1 on another memory node: complete it before step 2
+            mem_.write(na, &r, static_cast<uint32_t>(used_bytes(r)));
+            locks.publish({ln});
+        }
         cache_update(ln->addr, n, dl);  // unswizzles its children: some moved to na
         cache_update(na, r, dl);
         insert_parent(level + 1, up, na, path, dl);
         return;
     }
+}
+
+// Free-space difference (bytes) above which a split at the placement level
+// moves its right half to the emptier memory node.
+constexpr int64_t kMigrateMarginBytes = 1 << 20;
+constexpr size_t kMigrateMaxNodes = 8192;
+
+bool BTree::migrate_split(Locks& locks, LockedNode* ln, const InnerEntry* all, size_t total, size_t mid, Path& path,
+                          const Deadline& dl) {
+    if (wb_ || mid == 0 || mid >= total) return false;  // write-back: dirty frames may be newer than remote
+    size_t nparts = 0;
+    for (uint64_t x : part_ns_) nparts += x != 0;
+    if (nparts < 2) return false;
+    const uint32_t here = gaddr_node(ln->addr);
+    auto byfree = nodes_by_free();
+    int64_t here_free = -1;
+    for (auto& [f, i] : byfree)
+        if (i == here) here_free = f;
+    if (byfree.empty() || byfree[0].second == here || byfree[0].first < here_free + kMigrateMarginBytes) return false;
+    const uint32_t target = byfree[0].second;
+    const int level = ln->node.level;
+    const EntryKey lo = all[mid].sep, hi = ln->node.high;
+
+    // Lock, level by level, the chain of nodes the right half covers ([lo, hi))
+    // and the node left of it (its right link changes). try_lock only: we hold
+    // the parent, so we must not wait for a child (lock order).
+    std::vector<LockedNode*> held;      // everything locked here (released on abort)
+    std::vector<LockedNode*> moved;     // nodes to copy
+    std::vector<LockedNode*> lefts;     // node left of the moved chain, per level
+    auto abort = [&] {
+        for (LockedNode* x : held) locks.unlock(x);
+        return false;
+    };
+    GAddr first = all[mid].child, left_start = all[mid - 1].child;
+    Node snap;
+    for (int k = level - 1; k >= 0; k--) {
+        // the left neighbour: from the left half's last child, move right to `first`
+        GAddr a = left_start;
+        LockedNode* left = nullptr;
+        for (int hops = 0; a && hops < 16; hops++) {
+            if (io_.read(a, snap, dl, false) != NodeIO::Read::kOk || !valid_node(snap, k) || snap.is_deleted())
+                return abort();
+            if (snap.right == first) {
+                left = locks.try_lock(a, snap);
+                break;
+            }
+            a = snap.right;
+        }
+        if (!left || gaddr_node(left->addr) != here) return abort();
+        held.push_back(left);
+        lefts.push_back(left);
+        GAddr next_first = 0, next_left = 0;
+        a = first;
+        for (;;) {
+            if (moved.size() >= kMigrateMaxNodes) return abort();
+            if (io_.read(a, snap, dl, false) != NodeIO::Read::kOk || !valid_node(snap, k) || snap.is_deleted() ||
+                gaddr_node(a) != here)
+                return abort();
+            LockedNode* m = locks.try_lock(a, snap);
+            if (!m) return abort();
+            held.push_back(m);
+            moved.push_back(m);
+            if (!next_first && k > 0) next_first = m->node.inner[0].child;
+            if (hi.cls == kPosInf ? m->node.right == 0 : !(compare_keys(m->node.high, hi) < 0)) break;
+            a = m->node.right;
+            if (!a) return abort();
+        }
+        if (k > 0) {
+            next_left = left->node.inner[left->node.count - 1].child;
+            first = next_first;
+            left_start = next_left;
+        }
+    }
+    // Allocate the copies and the new level-L sibling on the target node.
+    std::unordered_map<GAddr, GAddr> to;
+    std::vector<GAddr> fresh;
+    try {
+        for (LockedNode* m : moved) {
+            GAddr c = alloc_node(target);
+            fresh.push_back(c);
+            to[m->addr] = c;
+        }
+        fresh.push_back(alloc_node(target));
+    } catch (const Error& e) {
+        if (e.code() != ErrorCode::kOutOfSpace) throw;
+        for (GAddr c : fresh) free_node(c);
+        return abort();
+    }
+    const GAddr na = fresh.back();
+    auto map = [&](GAddr a) {
+        auto it = to.find(a);
+        return it == to.end() ? a : it->second;
+    };
+    std::vector<Node> copies(moved.size());
+    std::vector<RemoteOp> ops;
+    for (size_t i = 0; i < moved.size(); i++) {
+        Node& c = copies[i];
+        std::memcpy(static_cast<void*>(&c), &moved[i]->node, kNodeSize);
+        if (!c.is_leaf())
+            for (size_t j = 0; j < c.count; j++) c.inner[j].child = map(c.inner[j].child);
+        c.right = map(c.right);
+        seal_node(c, fresh_version(fresh[i]));
+        ops.push_back(write_node_op(fresh[i], c));
+    }
+    Node r;
+    init_node(r, tree_id_, static_cast<uint8_t>(level));
+    r.count = static_cast<uint16_t>(total - mid);
+    r.right = ln->node.right;
+    r.low = lo;
+    r.high = hi;
+    for (size_t i = mid; i < total; i++) r.inner[i - mid] = InnerEntry{all[i].sep, map(all[i].child)};
+    seal_node(r, fresh_version(na));
+    ops.push_back(write_node_op(na, r));
+    // 1. the copies (unreachable until step 2)
+    for (size_t b = 0; b < ops.size(); b += net::kMaxBatch) mem_.batch(target, ops.data() + b, std::min<size_t>(net::kMaxBatch, ops.size() - b));
+    // 2. one ordered batch on this node: left neighbours now link to the copies,
+    //    the moved nodes are deleted forwarding to their copies, the split node
+    //    keeps the left half and links to the new sibling.
+    for (LockedNode* l : lefts) l->node.right = map(l->node.right);
+    for (size_t i = 0; i < moved.size(); i++) {
+        Node& o = moved[i]->node;
+        o.flags |= kNodeDeleted;
+        o.right = fresh[i];
+        o.count = 0;
+    }
+    Node& n = ln->node;
+    n.count = static_cast<uint16_t>(mid);
+    std::memcpy(n.inner, all, mid * sizeof(InnerEntry));
+    n.high = lo;
+    n.right = na;
+    std::vector<LockedNode*> pub{ln};
+    pub.insert(pub.end(), held.begin(), held.end());
+    locks.publish(pub);
+    Stats::add(stats().migrations);
+    cache_update(ln->addr, n, dl);
+    for (LockedNode* l : lefts) cache_update(l->addr, l->node, dl);
+    for (size_t i = 0; i < moved.size(); i++) cache_update(fresh[i], copies[i], dl);
+    cache_update(na, r, dl);
+    for (LockedNode* m : moved) {
+        cache_update(m->addr, m->node, dl);  // deleted, forwarding (if the drop below fails)
+        free_node(m->addr);
+        cache_drop(m->addr);
+    }
+    // 3. the new sibling's downlink
+    insert_parent(level + 1, lo, na, path, dl);
+    return true;
+}
+
+// ---- offloading --------------------------------------------------------------
+
+uint8_t BTree::offload(uint8_t kind, GAddr start, int level, const EntryKey& key, Node* leaf_out, GAddr* leaf_addr) {
+    if (gaddr_is_swizzled(start) || level < 0 || level > place_level_)
+        throw Error(ErrorCode::kInvalid, "offload: start node must be a remote address at or below the placement level");
+    net::OffloadRequest req{};
+    req.start = gaddr_offset(start);
+    req.tree_id = tree_id_;
+    req.node = static_cast<uint16_t>(gaddr_node(start));
+    req.kind = kind;
+    req.start_level = static_cast<uint8_t>(level);
+    std::memcpy(req.key, &key, sizeof req.key);
+    std::vector<uint8_t> r = mem_.node(gaddr_node(start)).rpc(net::kOpOffload, &req, sizeof req);
+    net::OffloadReply rep{};
+    if (r.size() < sizeof rep) throw Error(ErrorCode::kProtocol, "OFFLOAD: short response from memory node");
+    std::memcpy(&rep, r.data(), sizeof rep);
+    Stats::add(stats().offloads);
+    if (leaf_addr) *leaf_addr = rep.leaf;
+    if (rep.status == net::kOffloadDone) {
+        if (kind == net::kOffloadLeaf) {
+            if (r.size() < sizeof rep + kNodeSize) throw Error(ErrorCode::kProtocol, "OFFLOAD: leaf image missing");
+            if (leaf_out) std::memcpy(static_cast<void*>(leaf_out), r.data() + sizeof rep, kNodeSize);
+        } else {
+            cache_drop(rep.leaf);  // DEX 6.2: no cached copy of a node the memory node changed survives
+        }
+    }
+    return rep.status;
 }
 
 // ---- delete ----------------------------------------------------------------
@@ -1038,7 +1381,10 @@ bool BTree::Scan::next(std::vector<EntryKey>& out) {
                      !n.is_deleted() && n.low == cursor_;
                 next_addr_ = 0;
             }
-            if (!ok) t_.descend(cursor_, 0, n, nullptr, dl);
+            if (!ok) {
+                OffloadRead o(t_);
+                t_.descend(cursor_, 0, n, nullptr, dl);
+            }
             for (size_t i = leaf_lower_bound(n, cursor_); i < n.count; i++) {
                 if (compare_keys(n.leaf[i], hi_) > 0) break;
                 out.push_back(n.leaf[i]);
@@ -1077,30 +1423,85 @@ BTree::BulkLoader::BulkLoader(BTree& t, double ff) : t_(t) {
     if (ff < 0.1) ff = 0.1;
     leaf_fill_ = std::max<size_t>(1, static_cast<size_t>(kLeafCapacity * ff));
     inner_fill_ = std::max<size_t>(2, static_cast<size_t>(kInnerCapacity * ff));
-    cur_addr_ = alloc();
+    // A segment is the leaves of one full subtree at the placement level.
+    seg_leaves_ = 1;
+    for (int i = 0; i < t_.place_level_ && seg_leaves_ < (uint64_t(1) << 40); i++) seg_leaves_ *= inner_fill_;
+    ext_.resize(t_.part_ns_.size());
+    free_.assign(t_.part_ns_.size(), -1);
+    size_t nparts = 0;
+    for (uint64_t ns : t_.part_ns_) nparts += ns != 0;
+    if (nparts > 1) {
+        for (auto& [free_bytes, i] : t_.nodes_by_free()) free_[i] = free_bytes;
+    } else {
+        free_[t_.node_id_] = INT64_MAX;  // one node: no choice to make
+    }
+    cur_addr_ = alloc(segment_node());
     init_node(cur_, t_.tree_id_, 0);
-    children_.push_back(Child{neg_inf_key(), cur_addr_});
+    children_.push_back(Child{neg_inf_key(), cur_addr_, 0});
+    leaves_ = 1;
 }
 
-GAddr BTree::BulkLoader::alloc() {
-    if (ext_left_ == 0) {
+// Memory node for the next segment: round-robin over the tree's memory nodes
+// (starting at one picked by the tree id, so small indexes do not all start
+// on the same node), skipping nodes whose free space (measured at the start,
+// minus what this load took since) cannot hold a whole segment; if none can,
+// the one with most free space. Single-node trees: the home node.
+uint32_t BTree::BulkLoader::segment_node() {
+    const uint64_t seg_bytes = (seg_leaves_ + seg_leaves_ / inner_fill_ + 1) * kNodeSize;
+    std::vector<uint32_t> parts;
+    for (uint32_t i = 0; i < free_.size(); i++)
+        if (t_.part_ns_[i] && free_[i] >= 0) parts.push_back(i);
+    uint32_t best = t_.node_id_;
+    if (!parts.empty()) {
+        size_t start = (t_.tree_id_ + seg_node_.size()) % parts.size();
+        bool found = false;
+        for (size_t k = 0; k < parts.size() && !found; k++) {
+            uint32_t i = parts[(start + k) % parts.size()];
+            if (free_[i] >= static_cast<int64_t>(seg_bytes)) {
+                best = i;
+                found = true;
+            }
+        }
+        if (!found) {
+            int64_t best_free = -1;
+            for (uint32_t i : parts)
+                if (free_[i] > best_free) {
+                    best = i;
+                    best_free = free_[i];
+                }
+        }
+    }
+    seg_node_.push_back(best);
+    return best;
+}
+
+GAddr BTree::BulkLoader::alloc(uint32_t node) {
+    Extent& x = ext_[node];
+    if (x.left == 0) {
         uint64_t bytes = kBulkExtentBytes;
         std::vector<uint8_t> r;
+        uint64_t ns = t_.part_ns_[node];
         try {
-            uint64_t req[2] = {t_.ns_, bytes};
-            r = t_.mem_.node(t_.node_id_).rpc(net::kOpAlloc, req, sizeof req);
+            uint64_t req[2] = {ns, bytes};
+            r = t_.mem_.node(node).rpc(net::kOpAlloc, req, sizeof req);
         } catch (const Error& e) {
             if (e.code() != ErrorCode::kOutOfSpace) throw;
             bytes = kNodeSize;
-            uint64_t req[2] = {t_.ns_, bytes};
-            r = t_.mem_.node(t_.node_id_).rpc(net::kOpAlloc, req, sizeof req);
+            uint64_t req[2] = {ns, bytes};
+            try {
+                r = t_.mem_.node(node).rpc(net::kOpAlloc, req, sizeof req);
+            } catch (const Error& e2) {
+                if (e2.code() != ErrorCode::kOutOfSpace) throw;
+                throw t_.out_of_space("bulk load: memory node " + t_.mem_.node(node).address() + " is full");
+            }
         }
-        ext_off_ = get_u64(r, "ALLOC");
-        ext_left_ = bytes / kNodeSize;
+        x.off = get_u64(r, "ALLOC");
+        x.left = bytes / kNodeSize;
+        if (free_[node] >= 0) free_[node] = std::max<int64_t>(0, free_[node] - static_cast<int64_t>(bytes));
     }
-    GAddr a = make_gaddr(t_.node_id_, ext_off_);
-    ext_off_ += kNodeSize;
-    ext_left_--;
+    GAddr a = make_gaddr(node, x.off);
+    x.off += kNodeSize;
+    x.left--;
     return a;
 }
 
@@ -1115,7 +1516,15 @@ void BTree::BulkLoader::flush() {
     std::vector<RemoteOp> ops;
     ops.reserve(pending_.size());
     for (auto& [a, n] : pending_) ops.push_back(write_node_op(a, n));
-    t_.mem_.batch(t_.node_id_, ops.data(), ops.size());
+    // One batch per run of nodes on the same memory node, in order.
+    size_t b = 0;
+    while (b < ops.size()) {
+        uint32_t node = gaddr_node(pending_[b].first);
+        size_t e = b + 1;
+        while (e < ops.size() && gaddr_node(pending_[e].first) == node) e++;
+        t_.mem_.batch(node, ops.data() + b, e - b);
+        b = e;
+    }
     // Bulk-loaded nodes start at version 1: a cached copy of an earlier life of
     // the same memory must go, it could look newer.
     for (auto& [a, n] : pending_) t_.cache_drop(a);
@@ -1130,14 +1539,17 @@ void BTree::BulkLoader::add(const EntryKey& key) {
         throw Error(ErrorCode::kInvalid,
                     "bulk load keys must be strictly ascending: " + key_str(key) + " after " + key_str(last_));
     if (cur_.count >= leaf_fill_) {
-        GAddr na = alloc();
+        int64_t seg = static_cast<int64_t>(leaves_ / seg_leaves_);
+        uint32_t node = static_cast<size_t>(seg) < seg_node_.size() ? seg_node_[seg] : segment_node();
+        GAddr na = alloc(node);
+        leaves_++;
         cur_.high = key;
         cur_.right = na;
         emit(cur_addr_, cur_);
         init_node(cur_, t_.tree_id_, 0);
         cur_.low = key;
         cur_addr_ = na;
-        children_.push_back(Child{key, na});
+        children_.push_back(Child{key, na, seg});
     }
     cur_.leaf[cur_.count++] = key;
     last_ = key;
@@ -1152,29 +1564,55 @@ void BTree::BulkLoader::finish() {
     std::vector<Child> kids = std::move(children_);
     uint8_t level = 1;
     while (kids.size() > 1) {
+        // Up to the placement level, a node groups children of one segment
+        // only (so each segment becomes one subtree on its memory node); above
+        // it, children of any segment, and the node goes to the home node.
+        const bool in_segment = level <= t_.place_level_;
+        struct Group {
+            size_t begin, end;
+            int64_t seg;
+        };
+        std::vector<Group> groups;
+        size_t run = 0;
+        while (run < kids.size()) {
+            size_t run_end = run + 1;
+            while (run_end < kids.size() && (!in_segment || kids[run_end].seg == kids[run].seg)) run_end++;
+            size_t n = run_end - run;
+            size_t ng = (n + inner_fill_ - 1) / inner_fill_;
+            // Spread evenly so that no node is left nearly empty.
+            size_t per = (n + ng - 1) / ng;
+            for (size_t b = run; b < run_end; b += per)
+                groups.push_back(Group{b, std::min(run_end, b + per), in_segment ? kids[run].seg : -1});
+            run = run_end;
+        }
+        std::vector<GAddr> addrs;
+        addrs.reserve(groups.size());
+        for (auto& g : groups) {
+            if (g.seg >= 0) {
+                addrs.push_back(alloc(seg_node_[static_cast<size_t>(g.seg)]));
+            } else {
+                try {
+                    addrs.push_back(alloc(t_.node_id_));
+                } catch (const Error& e) {
+                    if (e.code() != ErrorCode::kOutOfSpace) throw;
+                    addrs.push_back(alloc(segment_node()));  // home full: most free node
+                }
+            }
+        }
         std::vector<Child> parents;
-        size_t groups = (kids.size() + inner_fill_ - 1) / inner_fill_;
-        // Spread evenly so that no node is left nearly empty.
-        size_t per = (kids.size() + groups - 1) / groups;
-        GAddr a = alloc();
-        size_t begin = 0;
-        for (size_t g = 0; g < groups && begin < kids.size(); g++) {
-            size_t end = std::min(kids.size(), begin + per);
+        for (size_t gi = 0; gi < groups.size(); gi++) {
+            const Group& g = groups[gi];
             Node n;
             init_node(n, t_.tree_id_, level);
-            n.low = kids[begin].low;
-            n.count = static_cast<uint16_t>(end - begin);
-            for (size_t i = begin; i < end; i++) n.inner[i - begin] = InnerEntry{kids[i].low, kids[i].addr};
-            GAddr next = 0;
-            if (end < kids.size()) {
-                next = alloc();
-                n.high = kids[end].low;
-                n.right = next;
+            n.low = kids[g.begin].low;
+            n.count = static_cast<uint16_t>(g.end - g.begin);
+            for (size_t i = g.begin; i < g.end; i++) n.inner[i - g.begin] = InnerEntry{kids[i].low, kids[i].addr};
+            if (gi + 1 < groups.size()) {
+                n.high = kids[groups[gi + 1].begin].low;
+                n.right = addrs[gi + 1];
             }
-            parents.push_back(Child{n.low, a});
-            emit(a, n);
-            a = next;
-            begin = end;
+            parents.push_back(Child{n.low, addrs[gi], level < t_.place_level_ ? g.seg : -1});
+            emit(addrs[gi], n);
         }
         kids = std::move(parents);
         level++;
@@ -1205,7 +1643,14 @@ TreeInfo BTree::check() {
     GAddr root = refresh_root();
     if (!root)
         throw Error(ErrorCode::kCorrupt, "dex index check failed: namespace " + std::to_string(ns_) + " has no root");
-    if (gaddr_node(root) != node_id_) throw corrupt(root, "root is on another memory node");
+    auto ours = [&](GAddr a) {
+        uint32_t nd = gaddr_node(a);
+        return nd < part_ns_.size() && part_ns_[nd] != 0;
+    };
+    if (!ours(root)) throw corrupt(root, "root is on a memory node that holds no namespace of this tree");
+    info.placement_level = place_level_;
+    info.nodes_on.assign(part_ns_.size(), 0);
+    info.subtrees_on.assign(part_ns_.size(), 0);
     Node n;
     read_strict(root, n);
     if (n.is_deleted()) throw corrupt(root, "root is marked deleted");
@@ -1217,6 +1662,7 @@ TreeInfo BTree::check() {
 
     struct Range {
         EntryKey lo, hi;
+        int node;  // memory node the child must be on (placement), -1: any
     };
     std::unordered_map<GAddr, Range> expected;
     std::unordered_set<GAddr> seen;
@@ -1231,7 +1677,10 @@ TreeInfo BTree::check() {
         std::unordered_set<GAddr> this_level;
         const std::string lv = "level " + std::to_string(level);
         while (a) {
-            if (gaddr_node(a) != node_id_) throw corrupt(a, "address names another memory node");
+            if (!ours(a)) throw corrupt(a, "address names a memory node that holds no namespace of this tree");
+            const uint32_t here = gaddr_node(a);
+            info.nodes_on[here]++;
+            if (level == place_level_ || (level == root_level && root_level < place_level_)) info.subtrees_on[here]++;
             if (!seen.insert(a).second)
                 throw corrupt(a, "reached twice (cycle in right links, or node shared between levels/parents)");
             this_level.insert(a);
@@ -1281,11 +1730,21 @@ TreeInfo BTree::check() {
                     cover_hi = it->second.hi;
                     have_cover = true;
                     linked++;
+                    if (it->second.node >= 0 && static_cast<int>(here) != it->second.node)
+                        throw corrupt(a, "placement: on memory node " + std::to_string(here) + " but its parent (level " +
+                                             std::to_string(level + 1) + " <= placement level " +
+                                             std::to_string(place_level_) + ") is on memory node " +
+                                             std::to_string(it->second.node) +
+                                             " (a subtree must lie on one memory node)");
                 } else {
                     if (!have_cover || compare_keys(n.low, cover_hi) >= 0 || compare_keys(n.high, cover_hi) > 0)
                         throw corrupt(a, "no downlink in " + std::string("level ") + std::to_string(level + 1) +
                                              " and range [" + key_str(n.low) + ", " + key_str(n.high) +
                                              ") is not covered by a left sibling's parent range");
+                    if (level < place_level_ && prev && gaddr_node(prev) != here)
+                        throw corrupt(a, "placement: reachable only through the right link of " + hex_addr(prev) +
+                                             " on another memory node (below the placement level a split stays on "
+                                             "its memory node)");
                     info.missing_downlinks++;
                 }
             }
@@ -1297,7 +1756,8 @@ TreeInfo BTree::check() {
                 for (size_t i = 0; i < n.count; i++) {
                     GAddr c = n.inner[i].child;
                     if (!c) throw corrupt(a, "entry " + std::to_string(i) + " has a null child");
-                    Range r{n.inner[i].sep, i + 1 < n.count ? n.inner[i + 1].sep : n.high};
+                    Range r{n.inner[i].sep, i + 1 < n.count ? n.inner[i + 1].sep : n.high,
+                            level <= place_level_ ? static_cast<int>(here) : -1};
                     if (!next_expected.emplace(c, r).second)
                         throw corrupt(a, "child " + hex_addr(c) + " is referenced twice");
                 }

@@ -16,6 +16,24 @@
 
 namespace dex::tree {
 
+// Tree id stamped into every node of a tree (invariant 4 in src/README.md):
+// the home namespace's id, with the home memory node folded into the top byte,
+// so two trees homed on different memory nodes whose namespaces got the same
+// number never share an id (a tree's nodes may live on every memory node).
+// Home node 0 gives exactly the low 32 bits of the namespace id.
+inline uint32_t tree_id_for(uint32_t home_node, uint64_t ns) {
+    return static_cast<uint32_t>(ns) ^ (home_node << 24);
+}
+
+// Default placement level: every subtree rooted at this level lies on one
+// memory node. Level 2 is a subtree of about 35 x 35 leaves at the bulk-load
+// fill (~1.2K nodes of 1 KiB, ~1.3 MB; up to 39 x 39 nodes when full): big
+// enough that an offloaded traversal does real work on one memory node and
+// that a bulk load spreads a 10M-key index (~190K leaves) over ~150
+// subtrees, small enough to balance memory nodes at MB granularity.
+constexpr int kDefaultPlacementLevel = 2;
+constexpr int kMaxPlacementLevel = 8;
+
 struct TreeInfo {
     uint64_t entries = 0;
     uint64_t leaves = 0;
@@ -24,14 +42,25 @@ struct TreeInfo {
     GAddr root = 0;
     uint64_t missing_downlinks = 0;  // check(): nodes reachable only via a right link (interrupted split)
     std::string notes;               // check(): tolerated transient states
+    // check(): placement (indexed by memory node id)
+    int placement_level = 0;
+    std::vector<uint64_t> nodes_on;     // tree nodes per memory node
+    std::vector<uint64_t> subtrees_on;  // subtrees rooted at placement_level (or the root, if lower)
 };
 
 class BTree {
 public:
     BTree(RemoteMemory& mem, uint32_t node_id, uint64_t ns, TreeOptions opts = {});
 
-    uint32_t node_id() const { return node_id_; }
-    uint64_t ns() const { return ns_; }
+    uint32_t node_id() const { return node_id_; }  // home memory node: root word, upper levels
+    uint64_t ns() const { return ns_; }            // home namespace
+    // Spread the tree over several memory nodes (src/README.md "Placement over
+    // several memory nodes"): ns_by_node[i] is the tree's namespace on memory
+    // node i (0: not used by this tree; [node_id()] must be ns()); every
+    // subtree rooted at `level` (>= 1) lies on one memory node.
+    void set_placement(std::vector<uint64_t> ns_by_node, int level);
+    int placement_level() const { return place_level_; }
+    const std::vector<uint64_t>& namespaces() const { return part_ns_; }
     uint32_t tree_id() const { return tree_id_; }
     // Switch write-back mode (only effective with a cache). Switching it off
     // does not write dirty frames back: the caller flushes them first.
@@ -88,8 +117,13 @@ public:
         struct Child {
             EntryKey low;
             GAddr addr;
+            int64_t seg;  // placement segment (one subtree at the placement level); -1: above it
         };
-        GAddr alloc();
+        struct Extent {
+            uint64_t off = 0, left = 0;
+        };
+        GAddr alloc(uint32_t node);
+        uint32_t segment_node();
         void emit(GAddr a, Node& n);
         void flush();
         BTree& t_;
@@ -100,9 +134,24 @@ public:
         EntryKey last_{};
         std::vector<Child> children_;
         std::vector<std::pair<GAddr, Node>> pending_;
-        uint64_t ext_off_ = 0, ext_left_ = 0;
+        std::vector<Extent> ext_;       // per memory node
+        std::vector<int64_t> free_;     // per memory node: estimated free bytes (-1: not a part)
+        std::vector<uint32_t> seg_node_;  // memory node of each segment
+        uint64_t seg_leaves_ = 0;       // leaves per segment (fill^placement level)
+        uint64_t leaves_ = 0;
         bool finished_ = false;
     };
+
+    // Offloading (DEX 6): the memory node holding `start` (a node at `level`,
+    // at or below the placement level, so its whole subtree is on that node)
+    // finishes the operation on `key` there: kind = net::kOffloadLeaf (the
+    // leaf covering key is copied to *leaf_out), kOffloadInsert or
+    // kOffloadDelete (only if no split / merge is needed). Returns the
+    // net::OffloadStatus; kOffloadNeedsSmo / kOffloadRestart changed nothing
+    // and the caller takes the normal path. A changed leaf's cached copy is
+    // dropped before returning.
+    uint8_t offload(uint8_t kind, GAddr start, int level, const EntryKey& key, Node* leaf_out = nullptr,
+                    GAddr* leaf_addr = nullptr);
 
     // Verifies every invariant of node_layout.h / README; throws
     // Error(kCorrupt) naming the node and the violated invariant.
@@ -120,8 +169,16 @@ private:
 
     Deadline deadline() const { return Deadline(opts_.op_timeout_ms); }
     bool set_root(GAddr expected, GAddr desired);
-    GAddr alloc_node();
+    // One node on memory node `node` (in the tree's namespace there). Out of
+    // space: Error(kOutOfSpace) "memory nodes out of space" with every node's sizes.
+    GAddr alloc_node(uint32_t node);
+    // A node that may go anywhere (a new root above the placement level): the
+    // home node, else the memory node with most free space; full nodes skipped.
+    GAddr alloc_anywhere();
     void free_node(GAddr a);
+    // Memory nodes of this tree by free bytes (STATS), most free first.
+    std::vector<std::pair<int64_t, uint32_t>> nodes_by_free();
+    Error out_of_space(const std::string& what);
     uint64_t fresh_version(GAddr a);
 
     // Node at `level` covering k (lt: covering "keys < k"). Fills out/path.
@@ -169,6 +226,13 @@ private:
     // nullptr: restart from the root.
     LockedNode* lock_covering(GAddr a, int level, const EntryKey& k, Locks& locks, const Deadline& dl);
     void insert_parent(int level, const EntryKey& sep, GAddr child, Path& path, const Deadline& dl);
+    // Split of a node at the placement level (locked: ln; entries all[0..total),
+    // the right half from `mid`): if another memory node has clearly more free
+    // space, copy the right half's whole subtree there instead of keeping it
+    // here (src/README.md "Placement over several memory nodes"). Best effort:
+    // false (nothing changed, ln still locked) if any node of it is busy.
+    bool migrate_split(Locks& locks, LockedNode* ln, const InnerEntry* all, size_t total, size_t mid, Path& path,
+                       const Deadline& dl);
     void split_leaf(Locks& locks, LockedNode* ln, size_t pos, const EntryKey& key, Path& path, const Deadline& dl,
                     WbGuard* guard = nullptr);
     // Returns the survivor if it is still empty (caller may merge again), else 0.
@@ -179,6 +243,8 @@ private:
     uint32_t node_id_;
     uint64_t ns_;
     uint32_t tree_id_;
+    std::vector<uint64_t> part_ns_;  // namespace per memory node (0: none)
+    int place_level_ = kDefaultPlacementLevel;
     TreeOptions opts_;
     NodeIO io_;
     GAddr root_ = 0;
@@ -189,6 +255,14 @@ private:
     // its whole path from remote memory, starting at the remote root, and
     // replaces the cached copies on it.
     bool refresh_next_ = false;
+    // Set while a read (lookup, forward scan) descends: a cache miss at or
+    // below the placement level may be offloaded (kOffloadLeaf).
+    bool offload_read_ = false;
+    struct OffloadRead {
+        BTree& t;
+        explicit OffloadRead(BTree& tree) : t(tree) { t.offload_read_ = true; }
+        ~OffloadRead() { t.offload_read_ = false; }
+    };
 };
 
 // Write-back mode: publish `img` (the image of a dirty cached leaf; no swizzled

@@ -101,9 +101,9 @@ RemoteOp write_node_op(GAddr a, const Node& n) {
     return op;
 }
 
-bool NodeIO::client_alive(uint32_t owner) {
+bool NodeIO::client_alive(GAddr a, uint32_t owner) {
     uint32_t req[2] = {owner, 0};
-    std::vector<uint8_t> r = transport().rpc(net::kOpClientAlive, req, sizeof req);
+    std::vector<uint8_t> r = transport(a).rpc(net::kOpClientAlive, req, sizeof req);
     if (r.size() < 8) throw Error(ErrorCode::kProtocol, "CLIENT_ALIVE: short response");
     uint64_t v;
     std::memcpy(&v, r.data(), 8);
@@ -111,7 +111,7 @@ bool NodeIO::client_alive(uint32_t owner) {
 }
 
 void NodeIO::steal(GAddr a, uint64_t word) {
-    Transport& t = transport();
+    Transport& t = transport(a);
     uint64_t ver = lock_version(word);
     uint64_t mine = make_lock_word(ver, t.client_id(), true);
     InterruptHold hold;
@@ -164,7 +164,7 @@ NodeIO::Read NodeIO::read(GAddr a, Node& out, const Deadline& dl, bool wait_if_l
                 seen_word = w;
                 seen_since = now;
             } else if (now - seen_since >= grace) {
-                if (!client_alive(lock_owner(w))) {
+                if (!client_alive(a, lock_owner(w))) {
                     steal(a, w);
                     seen_word = 0;
                     continue;
@@ -183,7 +183,7 @@ Locks::~Locks() {
     for (auto& ln : nodes_) {
         if (!ln.held) continue;
         try {
-            io_.transport().cas(gaddr_offset(ln.addr), ln.held_word, make_lock_word(ln.version, 0, false));
+            io_.transport(ln.addr).cas(gaddr_offset(ln.addr), ln.held_word, make_lock_word(ln.version, 0, false));
         } catch (...) {
             // Connection gone: the memory node sees the client dead, others steal the lock.
         }
@@ -197,7 +197,7 @@ LockedNode* Locks::try_lock(GAddr a, const Node& snap) {
     if (lock_held(snap.lock)) return nullptr;
     uint64_t v = lock_version(snap.lock);
     if (!hold_) hold_.emplace();
-    Transport& t = io_.transport();
+    Transport& t = io_.transport(a);
     uint64_t want = make_lock_word(v, t.client_id(), true);
     uint64_t expected = make_lock_word(v, 0, false);
     uint64_t old = t.cas(gaddr_offset(a), expected, want);
@@ -228,8 +228,10 @@ void Locks::unlock(LockedNode* ln) {
     on_release();
 }
 
-void Locks::publish(std::initializer_list<LockedNode*> nodes, const std::vector<RemoteOp>& before) {
+void Locks::publish(const std::vector<LockedNode*>& nodes, const std::vector<RemoteOp>& before) {
     std::vector<RemoteOp> ops(before);
+    // Memory node of each op: `before` ops go to the first node's memory node.
+    std::vector<GAddr> op_addr(before.size(), nodes.size() ? (*nodes.begin())->addr : 0);
     std::vector<uint64_t> words;
     words.reserve(nodes.size());
     for (LockedNode* ln : nodes) {
@@ -243,6 +245,7 @@ void Locks::publish(std::initializer_list<LockedNode*> nodes, const std::vector<
         op.buf = reinterpret_cast<uint8_t*>(&ln->node) + 8;
         op.len = static_cast<uint32_t>(used_bytes(ln->node) - 8);
         ops.push_back(op);
+        op_addr.push_back(ln->addr);
     }
     size_t i = 0;
     for (LockedNode* ln : nodes) {
@@ -252,8 +255,20 @@ void Locks::publish(std::initializer_list<LockedNode*> nodes, const std::vector<
         op.buf = &words[i++];
         op.len = 8;
         ops.push_back(op);
+        op_addr.push_back(ln->addr);
     }
-    io_.mem().batch(io_.node_id(), ops.data(), ops.size());
+    // Every node of one publish normally lives on one memory node (a split's
+    // new sibling is placed next to the node it splits from; merges stay inside
+    // one subtree). If not, the ops go as consecutive batches, one per memory
+    // node, in the same order (each completes before the next is sent).
+    size_t b = 0;
+    while (b < ops.size()) {
+        uint32_t node = gaddr_node(op_addr[b]);
+        size_t e = b + 1;
+        while (e < ops.size() && gaddr_node(op_addr[e]) == node) e++;
+        io_.mem().batch(node, ops.data() + b, e - b);
+        b = e;
+    }
     for (LockedNode* ln : nodes) {
         if (ln->held) {
             ln->held = false;

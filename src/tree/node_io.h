@@ -22,6 +22,8 @@ class Cache;
 
 namespace dex::tree {
 
+class OffloadPolicy;
+
 struct TreeOptions {
     int op_timeout_ms = 30000;  // bounds every wait of one tree operation
     int lock_grace_ms = 50;     // same locked word this long -> ask CLIENT_ALIVE(owner)
@@ -39,6 +41,9 @@ struct TreeOptions {
     // dirty: records remotely that this compute server holds dirty nodes of the
     // tree. False: not possible now, write through instead. May throw.
     std::function<bool()> register_dirty;
+    // Offloading (src/README.md "Offloading"): this process's decision model;
+    // nullptr = never offload. Used by lookups and forward scans on a cache miss.
+    OffloadPolicy* offload = nullptr;
 };
 
 inline size_t entry_size(uint8_t level) { return level == 0 ? sizeof(EntryKey) : sizeof(InnerEntry); }
@@ -90,6 +95,9 @@ public:
     // Raw READ without validation.
     void read_raw(GAddr a, Node& out) { mem_.read(a, &out, kNodeSize); }
 
+    // The connection to the memory node holding `a` (a tree may span several
+    // memory nodes: src/README.md "Placement over several memory nodes").
+    Transport& transport(GAddr a) { return mem_.node(gaddr_node(a)); }
     Transport& transport() { return mem_.node(node_id_); }
     RemoteMemory& mem() { return mem_; }
     uint32_t node_id() const { return node_id_; }
@@ -98,7 +106,7 @@ public:
 
 private:
     void steal(GAddr a, uint64_t word);
-    bool client_alive(uint32_t owner);
+    bool client_alive(GAddr a, uint32_t owner);
 
     RemoteMemory& mem_;
     uint32_t node_id_;
@@ -130,7 +138,11 @@ public:
     void unlock(LockedNode* ln);
     // One batch: `before` ops (e.g. WRITE of a new sibling), then each node's
     // body WRITE, then each node's lock word WRITE (version + 1, unlocked).
-    void publish(std::initializer_list<LockedNode*> nodes, const std::vector<RemoteOp>& before = {});
+    // `before` ops target the memory node of the first node.
+    void publish(std::initializer_list<LockedNode*> nodes, const std::vector<RemoteOp>& before = {}) {
+        publish(std::vector<LockedNode*>(nodes), before);
+    }
+    void publish(const std::vector<LockedNode*>& nodes, const std::vector<RemoteOp>& before = {});
     size_t held() const { return held_count_; }
 
 private:

@@ -1,0 +1,23 @@
+// Offloaded index operations (DEX 6; src/README.md "Offloading"): the memory
+// node finishes a traversal that a compute server started, on its own pool,
+// with the same remote locking protocol as the compute servers use (a writer
+// CASes the node's lock word, publishes body then lock word; readers validate
+// lock bit, version and checksum), so offloaded and one-sided operations on
+// the same nodes can run at the same time.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "net/protocol.h"
+
+namespace dex::memnode {
+
+// Executes `req` on `pool` (pool_bytes long) for the connection `client_id`
+// (the remote-lock owner id used while the leaf is locked) and appends the
+// OffloadReply (and, for a leaf read, the leaf image) to `resp`. Never throws
+// for bad tree contents (answers kOffloadRestart); throws std::invalid_argument
+// for a malformed request.
+void execute_offload(uint8_t* pool, uint64_t pool_bytes, uint32_t client_id, const net::OffloadRequest& req,
+                     std::vector<uint8_t>& resp);
+
+}  // namespace dex::memnode

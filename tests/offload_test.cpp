@@ -1,0 +1,228 @@
+// Offloaded operations (OFFLOAD RPC executed by the memory node on its pool)
+// against the in-process engine, alone and concurrently with one-sided ones.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <set>
+#include <thread>
+
+#include "tree_test_util.h"
+
+namespace dex::testing {
+namespace {
+
+struct Fixture {
+    std::unique_ptr<memnode::Engine> engine = make_engine(64 << 20);
+    std::unique_ptr<RemoteMemory> mem = make_mem(*engine);
+    uint64_t ns = ns_create(mem->node(0));
+    std::unique_ptr<tree::BTree> t = std::make_unique<tree::BTree>(*mem, 0, ns);
+    void load(int64_t n, int64_t step = 2) {
+        tree::BTree::BulkLoader bl(*t, 0.7);
+        for (int64_t i = 0; i < n; i += step) bl.add(K(i, 1, 1));
+        bl.finish();
+    }
+    // a node at level <= placement level covering k: the root if the tree is low
+    GAddr start(int& level) {
+        tree::TreeInfo i = t->info();
+        level = static_cast<int>(i.height) - 1;
+        EXPECT_LE(level, t->placement_level());
+        return i.root;
+    }
+};
+
+TEST(Offload, LeafReadFindsTheCoveringLeaf) {
+    Fixture f;
+    f.load(20000);
+    int level;
+    GAddr s = f.start(level);
+    for (int64_t k : {0, 2, 1000, 19998, 5001}) {
+        Node leaf;
+        ASSERT_EQ(f.t->offload(net::kOffloadLeaf, s, level, K(k, 1, 1), &leaf), net::kOffloadDone);
+        EXPECT_EQ(leaf.level, 0);
+        EXPECT_LE(compare_keys(leaf.low, K(k, 1, 1)), 0);
+        EXPECT_TRUE(tree::key_below_high(K(k, 1, 1), leaf));
+        bool found = std::binary_search(leaf.leaf, leaf.leaf + leaf.count, K(k, 1, 1));
+        EXPECT_EQ(found, k % 2 == 0) << k;
+    }
+    EXPECT_GE(f.engine->stats().offloads, 5u);
+}
+
+TEST(Offload, InsertAndDeleteWithoutStructureChanges) {
+    Fixture f;
+    f.load(20000);
+    int level;
+    GAddr s = f.start(level);
+    EXPECT_EQ(f.t->offload(net::kOffloadInsert, s, level, K(101, 1, 1)), net::kOffloadDone);
+    EXPECT_EQ(f.t->offload(net::kOffloadInsert, s, level, K(101, 1, 1)), net::kOffloadNoop);
+    EXPECT_TRUE(f.t->contains(K(101, 1, 1)));
+    EXPECT_EQ(f.t->offload(net::kOffloadDelete, s, level, K(100, 1, 1)), net::kOffloadDone);
+    EXPECT_EQ(f.t->offload(net::kOffloadDelete, s, level, K(100, 1, 1)), net::kOffloadNoop);
+    EXPECT_FALSE(f.t->contains(K(100, 1, 1)));
+    // fill one leaf: the insert that would split it is refused and changes nothing
+    int64_t k = 1;
+    uint8_t st;
+    while ((st = f.t->offload(net::kOffloadInsert, s, level, K(k, 1, 1))) != net::kOffloadNeedsSmo) {
+        ASSERT_TRUE(st == net::kOffloadDone || st == net::kOffloadNoop);
+        k += 2;
+        ASSERT_LT(k, 1000);
+    }
+    EXPECT_FALSE(f.t->contains(K(k, 1, 1)));
+    EXPECT_TRUE(f.t->insert(K(k, 1, 1)));  // the compute side's normal path splits
+    tree::TreeInfo info = f.t->check();
+    EXPECT_EQ(info.entries, 10000u + (k - 1) / 2 + 1);
+}
+
+TEST(Offload, DeleteThatWouldEmptyALeafIsRefused) {
+    Fixture f;
+    f.t->init_empty();
+    ASSERT_TRUE(f.t->insert(K(5, 1, 1)));
+    EXPECT_EQ(f.t->offload(net::kOffloadDelete, f.t->refresh_root(), 0, K(5, 1, 1)), net::kOffloadNeedsSmo);
+    EXPECT_TRUE(f.t->contains(K(5, 1, 1)));
+}
+
+TEST(Offload, PathLeavingTheMemoryNodeRestarts) {
+    std::vector<std::unique_ptr<memnode::Engine>> engines;
+    std::vector<std::unique_ptr<Transport>> v;
+    for (int i = 0; i < 2; i++) {
+        engines.push_back(make_engine(64 << 20));
+        v.push_back(std::make_unique<InProcTransport>(*engines.back()));
+    }
+    RemoteMemory mem(std::move(v));
+    std::vector<uint64_t> ns{ns_create(mem.node(0)), ns_create(mem.node(1))};
+    tree::BTree t(mem, 0, ns[0]);
+    t.set_placement(ns, 1);
+    tree::BTree::BulkLoader bl(t, 0.9);
+    for (int64_t i = 0; i < 40000; i++) bl.add(K(i, 1, 1));
+    bl.finish();
+    tree::TreeInfo info = t.check();
+    ASSERT_GT(info.height, 2u);  // root above the placement level, subtrees on both nodes
+    ASSERT_GT(info.subtrees_on[1], 0u);
+    // the root is not a subtree root: offloading from it would cross nodes
+    EXPECT_THROW(t.offload(net::kOffloadLeaf, info.root, static_cast<int>(info.height) - 1, K(1, 1, 1)), Error);
+    // from a level-1 node on node 0, a key that lives on node 1 leaves the node
+    tree::NodeIO io(mem, 0, {});
+    tree::Deadline dl(5000);
+    Node root, sub;
+    ASSERT_EQ(io.read(info.root, root, dl), tree::NodeIO::Read::kOk);
+    GAddr a = root.inner[0].child;
+    while (true) {
+        ASSERT_EQ(io.read(a, sub, dl), tree::NodeIO::Read::kOk);
+        if (sub.level == 1) break;
+        a = sub.inner[0].child;
+    }
+    Node leaf;
+    EXPECT_EQ(t.offload(net::kOffloadLeaf, a, 1, K(0, 1, 1), &leaf), net::kOffloadDone);
+    EXPECT_EQ(t.offload(net::kOffloadLeaf, a, 1, K(39999, 1, 1), &leaf), net::kOffloadRestart);
+}
+
+// Offloaded and one-sided inserts/deletes on the same leaves at once: the
+// memory node takes the same lock words, so nothing is lost.
+TEST(Offload, ConcurrentWithOneSidedWriters) {
+    Fixture f;
+    f.load(40000, 4);  // keys 0, 4, 8, ...
+    const int kThreads = 4;
+    std::atomic<int> errors{0};
+    std::vector<std::thread> th;
+    for (int c = 0; c < kThreads; c++) {
+        th.emplace_back([&, c] {
+            auto mem = make_mem(*f.engine);
+            tree::BTree t(*mem, 0, f.ns);
+            bool offloaded = c % 2 == 0;
+            try {
+                for (int64_t i = c + 1; i < 40000; i += 4) {
+                    if (i % 4 == 0) continue;
+                    EntryKey k = K(i, 1, 1);
+                    bool done = false;
+                    if (offloaded) {
+                        tree::TreeInfo inf;
+                        GAddr root = t.refresh_root();
+                        Node rn;
+                        tree::NodeIO io(*mem, 0, {});
+                        if (io.read(root, rn, tree::Deadline(5000)) == tree::NodeIO::Read::kOk &&
+                            rn.level <= t.placement_level()) {
+                            uint8_t st = t.offload(net::kOffloadInsert, root, rn.level, k);
+                            if (st == net::kOffloadNoop) errors++;
+                            done = st == net::kOffloadDone;
+                        }
+                    }
+                    if (!done && !t.insert(k)) errors++;
+                }
+            } catch (const std::exception& e) {
+                ADD_FAILURE() << e.what();
+                errors++;
+            }
+        });
+    }
+    for (auto& x : th) x.join();
+    EXPECT_EQ(errors.load(), 0);
+    tree::TreeInfo info = f.t->check();
+    std::set<EntryKey> model;
+    for (int64_t i = 0; i < 40000; i++) model.insert(K(i, 1, 1));
+    EXPECT_EQ(info.entries, model.size());
+    EXPECT_EQ(scan_all(*f.t, neg_inf_key(), pos_inf_key(), false),
+              model_range(model, neg_inf_key(), pos_inf_key(), false));
+    EXPECT_GT(f.engine->stats().offloads, 1000u);
+}
+
+}  // namespace
+}  // namespace dex::testing
+
+#include "cache/cache.h"
+#include "cache/region.h"
+#include "common/stats.h"
+#include "tree/offload_policy.h"
+
+namespace dex::testing {
+namespace {
+
+// Lookups and forward scans through a tiny node cache with offloading forced
+// on: misses below the placement level are answered by the memory node, and
+// every answer is still exact while other clients write.
+TEST(Offload, CachedDescentOffloadsMissesAndStaysExact) {
+    Fixture f;
+    f.load(60000);
+    size_t bytes = cache::CacheRegion::bytes_for(size_t(64) * kNodeSize);
+    std::unique_ptr<char[]> rmem(new char[bytes]);
+    cache::AdmissionPolicy ap;
+    ap.leaf_admission = 0.1;
+    cache::CacheRegion* region = cache::CacheRegion::init(rmem.get(), bytes, ap);
+    cache::Cache c(*region, 7);
+    tree::OffloadPolicy pol;
+    pol.set_mode(tree::OffloadMode::kOn);
+    tree::TreeOptions o;
+    o.cache = &c;
+    o.offload = &pol;
+    auto mem = make_mem(*f.engine);
+    tree::BTree t(*mem, 0, f.ns, o);
+    const uint64_t off0 = stats().offloads.load();
+    std::atomic<bool> stop{false};
+    std::thread writer([&] {  // odd keys come and go meanwhile (one-sided, uncached client)
+        auto wm = make_mem(*f.engine);
+        tree::BTree w(*wm, 0, f.ns);
+        for (int round = 0; !stop; round++)
+            for (int64_t k = 1; k < 60000 && !stop; k += 50) {
+                EntryKey key = K(k, 1, 1);
+                if (round % 2 == 0) w.insert(key); else w.remove(&key, 1);
+            }
+    });
+    for (int64_t k = 0; k < 60000; k += 14) EXPECT_EQ(t.contains(K(k, 1, 1)), true) << k;
+    auto s = t.scan(K(1000, 0, 0), K(3000, 0, 0), false);
+    std::vector<EntryKey> batch, got;
+    while (s->next(batch))
+        for (auto& e : batch)
+            if (e.value % 2 == 0) got.push_back(e);  // even keys never change
+    stop = true;
+    writer.join();
+    EXPECT_EQ(got.size(), 1000u);
+    EXPECT_GT(stats().offloads.load() - off0, 100u);
+    // auto mode with offloads much slower than reads: no more offloads
+    pol.set_mode(tree::OffloadMode::kAuto);
+    for (int i = 0; i < 50; i++) pol.record_offload(1e6), pol.record_remote_read(1);
+    const uint64_t off1 = stats().offloads.load();
+    for (int64_t k = 0; k < 60000; k += 14) EXPECT_TRUE(t.contains(K(k, 1, 1)));
+    EXPECT_LT(stats().offloads.load() - off1, 100u);  // only the ~1% contrary actions
+    f.t->check();
+}
+
+}  // namespace
+}  // namespace dex::testing
