@@ -20,7 +20,8 @@ DEX_MEMNODE = $(DEX_BUILD_DIR)/memnode/dex-memnode
 CMAKE_BUILD_TYPE ?= RelWithDebInfo
 
 PG_CPPFLAGS = -I$(srcdir)/src/capi
-SHLIB_LINK = $(DEX_CORE_LIB) -lstdc++ -lpthread
+# libdexcore.a holds the rdma:// transport (rdma-core)
+SHLIB_LINK = $(DEX_CORE_LIB) -lrdmacm -libverbs -lstdc++ -lpthread
 SHLIB_PREREQS = dex-core
 SCRIPTS_built = $(DEX_MEMNODE)
 EXTRA_CLEAN = results regression.diffs regression.out

@@ -1,5 +1,10 @@
-// TcpTransport against a real dex-memnode process, plus raw-socket abuse of
-// the server, timeouts, interrupts and shutdown.
+// TcpTransport and RdmaTransport against a real dex-memnode process, plus
+// raw-socket abuse of the server, timeouts, interrupts and shutdown.
+//
+// The TransportTest/TransportFailures suites run once per scheme: tcp always,
+// rdma when an RDMA device and its address are known (DEX_RDMA_IP, or RXE_IP
+// inside the rxe-vm guest that `make check-rdma` boots); otherwise the rdma
+// cases report SKIPPED.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -28,7 +33,10 @@
 #include "common/stats.h"
 #include "net/protocol.h"
 #include "wire_test_util.h"
+#include "rdma_test_util.h"
+#include "transport/rdma_transport.h"
 #include "transport/tcp_transport.h"
+#include "transport/transport_factory.h"
 
 using namespace dex;
 using dex::testing::append;
@@ -48,9 +56,18 @@ long ms_since(Clock::time_point t0) {
 // the "listening on" line (the server is started on port 0 unless told).
 class MemnodeProcess {
 public:
-    explicit MemnodeProcess(std::vector<std::string> extra = {}, int port = 0) {
+    // rdma: also --rdma-listen on dex::testing::rdma_ip() (port `rport`), with
+    // the test token (an RDMA listener always needs one).
+    explicit MemnodeProcess(std::vector<std::string> extra = {}, int port = 0, bool rdma = false, int rport = 0)
+        : rdma_(rdma) {
         std::vector<std::string> args = {DEX_MEMNODE_BIN, "--listen", "127.0.0.1:" + std::to_string(port),
                                          "--memory", "64MB", "--no-hugepages"};
+        if (rdma) {
+            args.insert(args.end(), {"--rdma-listen", dex::testing::rdma_ip() + ":" + std::to_string(rport)});
+            bool has_token = false;
+            for (auto& e : extra) has_token |= e == "--token-file";
+            if (!has_token) args.insert(args.end(), {"--token-file", dex::testing::test_token_file()});
+        }
         args.insert(args.end(), extra.begin(), extra.end());
         int pfd[2];
         if (pipe2(pfd, O_CLOEXEC) != 0) throw std::runtime_error("pipe");
@@ -81,6 +98,12 @@ public:
             if (c != '\n') continue;
             size_t at = log_.rfind("listening on 127.0.0.1:");
             if (at != std::string::npos) port_ = std::atoi(log_.c_str() + at + strlen("listening on 127.0.0.1:"));
+            const char* rtag = "RDMA clients accepted on ";
+            at = log_.rfind(rtag);
+            if (at != std::string::npos && rport_ == 0) {
+                size_t colon = log_.find(':', at + strlen(rtag));
+                if (colon != std::string::npos) rport_ = std::atoi(log_.c_str() + colon + 1);
+            }
         }
         drain_ = std::thread([this] {
             char buf[4096];
@@ -99,9 +122,15 @@ public:
         if (drain_.joinable()) drain_.join();
         close(fd_);
     }
-    int port() const { return port_; }
+    // The TCP port, or 0 if not up (for an rdma server also 0 if the RDMA listener is not up).
+    int port() const { return rdma_ && rport_ == 0 ? 0 : port_; }
+    int rdma_port() const { return rport_; }
     pid_t pid() const { return pid_; }
     std::string address() const { return "tcp://127.0.0.1:" + std::to_string(port_); }
+    std::string address(const std::string& scheme) const {
+        if (scheme == "rdma") return "rdma://" + dex::testing::rdma_ip() + ":" + std::to_string(rport_);
+        return address();
+    }
     bool alive() const { return !reaped_ && kill(pid_, 0) == 0 && waitpid(pid_, nullptr, WNOHANG) == 0; }
     std::string log() {
         std::lock_guard<std::mutex> g(mu_);
@@ -123,9 +152,11 @@ public:
     }
 
 private:
+    bool rdma_ = false;
     pid_t pid_ = -1;
     int fd_ = -1;
     int port_ = 0;
+    int rport_ = 0;
     bool reaped_ = false;
     std::mutex mu_;
     std::string log_;
@@ -283,7 +314,28 @@ protected:
 };
 MemnodeProcess* TcpTest::server = nullptr;
 
+// Runs once per scheme (tcp, rdma) with its own memory node.
+class TransportTest : public ::testing::TestWithParam<std::string> {
+protected:
+    void SetUp() override {
+        DEX_SKIP_UNLESS_SCHEME_USABLE(GetParam());
+        server = std::make_unique<MemnodeProcess>(std::vector<std::string>{}, 0, rdma());
+        ASSERT_NE(server->port(), 0) << server->log();
+    }
+    bool rdma() const { return GetParam() == "rdma"; }
+    std::string addr() const { return server->address(GetParam()); }
+    TransportOptions topts(int connect_ms = 2000, int op_ms = 5000) const {
+        return opts(connect_ms, op_ms, rdma() ? dex::testing::kTestToken : "");
+    }
+    std::unique_ptr<Transport> make() const { return make_transport(addr(), topts()); }
+    std::unique_ptr<MemnodeProcess> server;
+};
+
+std::string scheme_name(const ::testing::TestParamInfo<std::string>& i) { return i.param; }
+
 }  // namespace
+
+INSTANTIATE_TEST_SUITE_P(Schemes, TransportTest, ::testing::Values("tcp", "rdma"), scheme_name);
 
 TEST_F(TcpTest, AddressParsing) {
     EXPECT_EQ(TcpTransport("127.0.0.1:7400", opts()).address(), "tcp://127.0.0.1:7400");
@@ -295,11 +347,11 @@ TEST_F(TcpTest, AddressParsing) {
     EXPECT_FALSE(lazy.connected());
 }
 
-TEST_F(TcpTest, VerbsAndRpcsRoundTrip) {
-    TcpTransport t(server->address(), opts());
+TEST_P(TransportTest, VerbsAndRpcsRoundTrip) {
+    auto tp = make();
+    Transport& t = *tp;
     uint64_t inc = t.incarnation();
     EXPECT_NE(inc, 0u);
-    EXPECT_TRUE(t.connected());
     EXPECT_NE(t.client_id(), 0u);
     auto st = as<net::NodeStats>(t.rpc(net::kOpStats, nullptr, 0));
     EXPECT_EQ(+st.incarnation, inc);
@@ -346,8 +398,9 @@ TEST_F(TcpTest, VerbsAndRpcsRoundTrip) {
     EXPECT_EQ(as<uint64_t>(t.rpc(net::kOpNsDrop, &ns, 8)), 8192u);
 }
 
-TEST_F(TcpTest, LargeTransfersAreChunkedAndCounted) {
-    TcpTransport t(server->address(), opts());
+TEST_P(TransportTest, LargeTransfersAreChunkedAndCounted) {
+    auto tp = make();
+    Transport& t = *tp;
     uint64_t ns = ns_create(t);
     const uint32_t len = net::kMaxPayload + (1 << 20);  // needs two frames each way
     uint64_t off = alloc(t, ns, len);
@@ -475,13 +528,19 @@ TEST_F(TcpTest, PipelinedFramesAnsweredInOrder) {
     close(fd);
 }
 
-TEST_F(TcpTest, ClientAliveTracksConnections) {
-    TcpTransport a(server->address(), opts()), b(server->address(), opts());
+TEST_P(TransportTest, ClientAliveTracksConnections) {
+    auto ap = make(), bp = make();
+    Transport &a = *ap, &b = *bp;
     uint32_t id = a.client_id();
     EXPECT_NE(id, b.client_id());
     EXPECT_TRUE(client_alive(b, id));
     a.disconnect();
-    EXPECT_FALSE(a.connected());
+    if (auto* tcp = dynamic_cast<TcpTransport*>(&a)) {
+        EXPECT_FALSE(tcp->connected());
+    }
+    if (auto* rd = dynamic_cast<RdmaTransport*>(&a)) {
+        EXPECT_FALSE(rd->connected());
+    }
     bool gone = false;
     for (int i = 0; i < 200 && !gone; i++) {
         gone = !client_alive(b, id);
@@ -491,8 +550,9 @@ TEST_F(TcpTest, ClientAliveTracksConnections) {
     EXPECT_NE(a.client_id(), id);  // reconnects with a new id
 }
 
-TEST_F(TcpTest, ConcurrentFetchAndAddIsExact) {
-    TcpTransport setup(server->address(), opts());
+TEST_P(TransportTest, ConcurrentFetchAndAddIsExact) {
+    auto sp = make();
+    Transport& setup = *sp;
     uint64_t ns = ns_create(setup);
     uint64_t off = alloc(setup, ns, 1024);
     uint64_t zero = 0;
@@ -503,8 +563,8 @@ TEST_F(TcpTest, ConcurrentFetchAndAddIsExact) {
     for (int i = 0; i < kThreads; i++)
         th.emplace_back([&] {
             try {
-                TcpTransport t(server->address(), opts());
-                for (int k = 0; k < kIters; k++) t.faa(off, 1);
+                auto t = make();
+                for (int k = 0; k < kIters; k++) t->faa(off, 1);
             } catch (...) {
                 failures++;
             }
@@ -517,9 +577,9 @@ TEST_F(TcpTest, ConcurrentFetchAndAddIsExact) {
     setup.rpc(net::kOpNsDrop, &ns, 8);
 }
 
-TEST_F(TcpTest, ManyConnectionsAtOnce) {
-    std::vector<std::unique_ptr<TcpTransport>> ts;
-    for (int i = 0; i < 64; i++) ts.push_back(std::make_unique<TcpTransport>(server->address(), opts()));
+TEST_P(TransportTest, ManyConnectionsAtOnce) {
+    std::vector<std::unique_ptr<Transport>> ts;
+    for (int i = 0; i < 64; i++) ts.push_back(make());
     std::set<uint32_t> ids;
     for (auto& t : ts) ids.insert(t->client_id());
     EXPECT_EQ(ids.size(), 64u);
@@ -547,6 +607,30 @@ TEST(TcpFailures, UnreachableFailsWithinConnectTimeout) {
     EXPECT_FALSE(t.connected());
     EXPECT_EQ(code_of([&] { TcpTransport("no-such-host.invalid:7400", opts(300, 300)).incarnation(); }),
               ErrorCode::kUnreachable);
+}
+
+// Scheme-parameterized tests that start their own memory node(s).
+class SchemeTest : public ::testing::TestWithParam<std::string> {
+protected:
+    void SetUp() override { DEX_SKIP_UNLESS_SCHEME_USABLE(GetParam()); }
+    bool rdma() const { return GetParam() == "rdma"; }
+    TransportOptions topts(int connect_ms = 2000, int op_ms = 5000) const {
+        return opts(connect_ms, op_ms, rdma() ? dex::testing::kTestToken : "");
+    }
+};
+INSTANTIATE_TEST_SUITE_P(Schemes, SchemeTest, ::testing::Values("tcp", "rdma"), scheme_name);
+
+TEST_P(SchemeTest, NoListenerFailsWithinConnectTimeout) {
+    int port = unused_port();
+    std::string a = rdma() ? "rdma://" + dex::testing::rdma_ip() + ":" + std::to_string(port)
+                           : "tcp://127.0.0.1:" + std::to_string(port);
+    auto t = make_transport(a, topts(500, 500));
+    auto t0 = Clock::now();
+    std::string msg;
+    EXPECT_EQ(code_of([&] { t->incarnation(); }, &msg), ErrorCode::kUnreachable);
+    EXPECT_NE(msg.find("could not connect to memory node " + a), std::string::npos) << msg;
+    EXPECT_LT(ms_since(t0), 1000);
+    EXPECT_EQ(code_of([&] { t->rpc(net::kOpStats, nullptr, 0); }), ErrorCode::kUnreachable);  // still down, tries again
 }
 
 TEST(TcpFailures, SilentServerTimesOut) {
@@ -603,11 +687,12 @@ TEST(TcpFailures, InterruptAbandonsWaitQuickly) {
     EXPECT_TRUE(interrupt_requested());
 }
 
-TEST(TcpFailures, InterruptDuringOperationOnRealServer) {
-    MemnodeProcess server;
-    ASSERT_NE(server.port(), 0);
+TEST_P(SchemeTest, InterruptDuringOperationOnRealServer) {
+    MemnodeProcess server({}, 0, rdma());
+    ASSERT_NE(server.port(), 0) << server.log();
     HookGuard hook;
-    TcpTransport t(server.address(), opts());
+    auto tp = make_transport(server.address(GetParam()), topts());
+    Transport& t = *tp;
     t.incarnation();
     g_cancel = true;  // a pending cancel only matters when the transport has to wait
     uint64_t ns = 0;
@@ -619,21 +704,21 @@ TEST(TcpFailures, InterruptDuringOperationOnRealServer) {
     EXPECT_NE(ns_create(t), 0u);  // reconnects if it had to
 }
 
-TEST(TcpServer, TokenRequiredAndChecked) {
+TEST_P(SchemeTest, TokenRequiredAndChecked) {
     char path[] = "/tmp/dex-token-XXXXXX";
     int fd = mkstemp(path);
     ASSERT_GE(fd, 0);
     const char content[] = "correct horse\n\n";
     ASSERT_EQ(write(fd, content, sizeof content - 1), static_cast<ssize_t>(sizeof content - 1));
     close(fd);
-    MemnodeProcess server({"--token-file", path});
+    MemnodeProcess server({"--token-file", path}, 0, rdma());
     unlink(path);
     ASSERT_NE(server.port(), 0) << server.log();
 
     std::string msg;
     std::string hint;
     try {
-        TcpTransport(server.address(), opts(1000, 1000, "wrong")).incarnation();
+        make_transport(server.address(GetParam()), opts(1000, 1000, "wrong"))->incarnation();
         ADD_FAILURE() << "wrong token accepted";
     } catch (const Error& e) {
         EXPECT_EQ(e.code(), ErrorCode::kAuth);
@@ -642,8 +727,9 @@ TEST(TcpServer, TokenRequiredAndChecked) {
     }
     EXPECT_NE(msg.find("rejected the token"), std::string::npos) << msg;
     EXPECT_NE(hint.find("token_file"), std::string::npos) << hint;
-    EXPECT_EQ(code_of([&] { TcpTransport(server.address(), opts()).incarnation(); }), ErrorCode::kAuth);
-    TcpTransport good(server.address(), opts(1000, 1000, "correct horse"));
+    EXPECT_EQ(code_of([&] { make_transport(server.address(GetParam()), opts())->incarnation(); }), ErrorCode::kAuth);
+    auto goodp = make_transport(server.address(GetParam()), opts(1000, 1000, "correct horse"));
+    Transport& good = *goodp;
     EXPECT_NE(good.incarnation(), 0u);
 
     // Raw: bad token gets kStatusAuth and a close.
@@ -658,30 +744,35 @@ TEST(TcpServer, TokenRequiredAndChecked) {
     EXPECT_NE(good.client_id(), 0u);
 }
 
-TEST(TcpServer, RestartChangesIncarnationAndTransportReconnects) {
-    auto first = std::make_unique<MemnodeProcess>();
-    ASSERT_NE(first->port(), 0);
-    int port = first->port();
-    TcpTransport t(first->address(), opts(1000, 1000));
+TEST_P(SchemeTest, RestartChangesIncarnationAndTransportReconnects) {
+    auto first = std::make_unique<MemnodeProcess>(std::vector<std::string>{}, 0, rdma());
+    ASSERT_NE(first->port(), 0) << first->log();
+    int port = first->port(), rport = first->rdma_port();
+    auto tp = make_transport(first->address(GetParam()), topts(1000, 1000));
+    Transport& t = *tp;
     uint64_t inc1 = t.incarnation();
     EXPECT_EQ(WEXITSTATUS(first->stop(SIGKILL)), 0);
     first.reset();
-    MemnodeProcess second({}, port);  // SO_REUSEADDR: same port right away
+    MemnodeProcess second({}, port, rdma(), rport);  // SO_REUSEADDR: same port right away
     ASSERT_EQ(second.port(), port) << second.log();
+    ASSERT_EQ(second.rdma_port(), rport) << second.log();
     // The old connection is dead: the first call fails, the next one reconnects.
-    ErrorCode c = code_of([&] { t.rpc(net::kOpStats, nullptr, 0); });
+    std::string msg;
+    ErrorCode c = code_of([&] { t.rpc(net::kOpStats, nullptr, 0); }, &msg);
     if (c != ErrorCode::kOk) {
-        EXPECT_EQ(c, ErrorCode::kUnreachable);
+        EXPECT_EQ(c, ErrorCode::kUnreachable) << msg;
+        EXPECT_NE(msg.find(second.address(GetParam())), std::string::npos) << msg;
     }
     uint64_t inc2 = t.incarnation();
     EXPECT_NE(inc2, 0u);
     EXPECT_NE(inc2, inc1);
 }
 
-TEST(TcpServer, SigtermExitsCleanly) {
-    MemnodeProcess server({"--threads", "3", "--verbose"});
-    ASSERT_NE(server.port(), 0);
-    TcpTransport t(server.address(), opts());
+TEST_P(SchemeTest, SigtermExitsCleanly) {
+    MemnodeProcess server({"--threads", "3", "--verbose"}, 0, rdma());
+    ASSERT_NE(server.port(), 0) << server.log();
+    auto tp = make_transport(server.address(GetParam()), topts());
+    Transport& t = *tp;
     t.incarnation();
     int st = server.stop(SIGTERM);
     ASSERT_NE(st, -1) << "did not exit after SIGTERM";
