@@ -4,6 +4,8 @@
 #   make test       everything: apt deps, build, unit tests, regression + shell tests
 #                   (scripts/test-all.sh; see README.md)
 #   make installcheck  pg_regress against a running server (scripts/test-all.sh sets it up)
+#   make check-rdma    the rdma:// transport: transport tests, pg_regress and failure cases in a
+#                      Soft-RoCE VM (or on a real RDMA NIC with DEX_RDMA_IP); exit 77 = SKIPPED
 
 MODULE_big = dex
 OBJS = $(patsubst %.c,%.o,$(sort $(wildcard extension/*.c)))
@@ -34,7 +36,7 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
-.PHONY: dex-core test check-unit
+.PHONY: dex-core test check-unit check-rdma
 dex-core:
 	cmake -S $(srcdir) -B $(DEX_BUILD_DIR) -DCMAKE_BUILD_TYPE=$(CMAKE_BUILD_TYPE) >/dev/null
 	cmake --build $(DEX_BUILD_DIR) -j$(shell nproc) --target dexcore dex-memnode
@@ -49,3 +51,6 @@ check-unit:
 
 test:
 	bash scripts/test-all.sh
+
+check-rdma:
+	bash scripts/check-rdma.sh
