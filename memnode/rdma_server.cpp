@@ -61,6 +61,11 @@ struct Conn {
     bool dead = false;             // ignore further requests
     bool disconnect_sent = false;
     bool close_queued = false;     // CM thread: close command given to the worker
+    // A disconnect asked for before the CM saw the connection established
+    // (the client may send its HELLO before our side has processed the RTU)
+    // would be lost: whichever of the two threads comes second issues it.
+    std::atomic<bool> established{false};
+    std::atomic<bool> want_disconnect{false};
     uint8_t* recv_slot(uint32_t i) { return buf + size_t(i) * kRdmaMsgBytes; }
     uint8_t* send_slot(uint32_t i) { return buf + size_t(kRdmaDepth + i) * kRdmaMsgBytes; }
 };
@@ -206,7 +211,9 @@ bool Worker::post_recv(Conn* c, uint32_t slot) {
 void Worker::disconnect(Conn* c) {
     if (c->disconnect_sent) return;
     c->disconnect_sent = true;
-    rdma_disconnect(c->id);  // the CM thread then sees DISCONNECTED and hands the close back to us
+    c->want_disconnect.store(true);
+    // The CM thread then sees DISCONNECTED and hands the close back to us.
+    if (c->established.load()) rdma_disconnect(c->id);
 }
 
 void Worker::kill(Conn* c, const std::string& why) {
@@ -426,7 +433,12 @@ void RdmaServer::Impl::cm_loop() {
             auto* c = id == listen_id ? nullptr : static_cast<Conn*>(id->context);
             rdma_ack_cm_event(ev);
             switch (type) {
-                case RDMA_CM_EVENT_ESTABLISHED: break;
+                case RDMA_CM_EVENT_ESTABLISHED:
+                    if (c) {
+                        c->established.store(true);
+                        if (c->want_disconnect.load()) rdma_disconnect(id);
+                    }
+                    break;
                 case RDMA_CM_EVENT_DISCONNECTED:
                 case RDMA_CM_EVENT_CONNECT_ERROR:
                 case RDMA_CM_EVENT_UNREACHABLE:

@@ -1094,6 +1094,8 @@ TEST_F(RdmaOnly, MisbehavingClientsAreCutOffOthersServed) {
         // Requests without receive buffers for the replies: they pile up at the node.
         for (uint32_t i = 0; i < 2 * net::kRdmaDepth + 2; i++) c.send(frame(net::kOpStats, {}, 0, net::kRequestMagic, 100 + i));
         EXPECT_TRUE(c.disconnected_within(10000));
+        auto t0 = Clock::now();  // the log line reaches us through a pipe: give it a moment
+        while (server->log().find("requests outstanding") == std::string::npos && ms_since(t0) < 5000) usleep(10000);
         EXPECT_NE(server->log().find("requests outstanding"), std::string::npos) << server->log();
     }
     // The node kept serving the well-behaved client throughout.
