@@ -36,6 +36,8 @@ inline const std::string& test_token_file() {
     static std::string path = [] {
         std::string p = "/tmp/dex-test-token-" + std::to_string(getpid());
         std::ofstream(p) << kTestToken << "\n";
+        static std::string at_exit_path = p;
+        std::atexit([] { unlink(at_exit_path.c_str()); });
         return p;
     }();
     return path;
