@@ -6,6 +6,8 @@
 #   make installcheck  pg_regress against a running server (scripts/test-all.sh sets it up)
 #   make bench      the one-command evaluation, quick profile (bench/evaluate.sh;
 #                   BENCH_ARGS="--full" for the full one); report in bench/results/
+#   make check-rdma    the rdma:// transport: transport tests, pg_regress and failure cases in a
+#                      Soft-RoCE VM (or on a real RDMA NIC with DEX_RDMA_IP); exit 77 = SKIPPED
 
 MODULE_big = dex
 OBJS = $(patsubst %.c,%.o,$(sort $(wildcard extension/*.c)))
@@ -22,7 +24,8 @@ DEX_MEMNODE = $(DEX_BUILD_DIR)/memnode/dex-memnode
 CMAKE_BUILD_TYPE ?= RelWithDebInfo
 
 PG_CPPFLAGS = -I$(srcdir)/src/capi
-SHLIB_LINK = $(DEX_CORE_LIB) -lstdc++ -lpthread
+# libdexcore.a holds the rdma:// transport (rdma-core)
+SHLIB_LINK = $(DEX_CORE_LIB) -lrdmacm -libverbs -lstdc++ -lpthread
 SHLIB_PREREQS = dex-core
 SCRIPTS_built = $(DEX_MEMNODE)
 EXTRA_CLEAN = results regression.diffs regression.out
@@ -35,7 +38,7 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
-.PHONY: dex-core test check-unit bench
+.PHONY: dex-core test check-unit bench check-rdma
 dex-core:
 	cmake -S $(srcdir) -B $(DEX_BUILD_DIR) -DCMAKE_BUILD_TYPE=$(CMAKE_BUILD_TYPE) >/dev/null
 	cmake --build $(DEX_BUILD_DIR) -j$(shell nproc) --target dexcore dex-memnode
@@ -59,3 +62,6 @@ test:
 BENCH_ARGS ?= --quick
 bench:
 	bash bench/evaluate.sh $(BENCH_ARGS)
+
+check-rdma:
+	bash scripts/check-rdma.sh

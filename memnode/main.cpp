@@ -1,5 +1,6 @@
 // dex-memnode: command line, then run_server().
 #include <netdb.h>
+#include <signal.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 
@@ -13,6 +14,7 @@
 
 #include "engine/engine.h"
 #include "net/protocol.h"
+#include "rdma_server.h"
 #include "server.h"
 
 using namespace dex::memnode;
@@ -24,10 +26,13 @@ void usage(FILE* f) {
                  "Usage: dex-memnode [options]\n"
                  "\n"
                  "The dex memory node: holds B+-tree nodes of dex indexes in a memory pool\n"
-                 "served over TCP.\n"
+                 "served over TCP and, with --rdma-listen, RDMA verbs.\n"
                  "\n"
                  "Options:\n"
                  "  --listen HOST:PORT   address to listen on (default 127.0.0.1:7400; port 0 = any)\n"
+                 "  --rdma-listen HOST:PORT  also accept rdma:// clients (librdmacm) on this address\n"
+                 "                       of an RDMA device's interface; the pool is registered\n"
+                 "                       with the device (needs a locked-memory limit >= --memory)\n"
                  "  --memory SIZE        pool size, e.g. 512k, 64MB, 2GB (default 1GB)\n"
                  "  --threads N          worker threads (default 2)\n"
                  "  --token-file PATH    shared secret clients must present (file contents,\n"
@@ -107,7 +112,7 @@ int main(int argc, char** argv) {
     ServerOptions sopts;
     EngineOptions eopts;
     eopts.pool_bytes = 1ull << 30;
-    std::string listen = "127.0.0.1:7400", token_file;
+    std::string listen = "127.0.0.1:7400", token_file, rdma_listen;
 
     for (int i = 1; i < argc; i++) {
         std::string a = argv[i], val;
@@ -128,6 +133,8 @@ int main(int argc, char** argv) {
             return 0;
         } else if (a == "--listen") {
             listen = value();
+        } else if (a == "--rdma-listen") {
+            rdma_listen = value();
         } else if (a == "--memory") {
             std::string v = value();
             if (!parse_size(v, eopts.pool_bytes)) die_usage("invalid --memory size \"" + v + "\" (examples: 512k, 64MB, 2GB)");
@@ -149,22 +156,26 @@ int main(int argc, char** argv) {
     }
 
     // HOST:PORT, [v6]:PORT or :PORT (all interfaces)
+    auto split_hostport = [](const std::string& flag, const std::string& v, std::string& h, std::string& p) {
+        if (!v.empty() && v[0] == '[') {
+            size_t c = v.find("]:");
+            if (c == std::string::npos) die_usage("invalid " + flag + " \"" + v + "\" (expected HOST:PORT)");
+            h = v.substr(1, c - 1);
+            p = v.substr(c + 2);
+        } else {
+            size_t c = v.rfind(':');
+            if (c == std::string::npos || v.find(':') != c)
+                die_usage("invalid " + flag + " \"" + v + "\" (expected HOST:PORT)");
+            h = v.substr(0, c);
+            p = v.substr(c + 1);
+        }
+        if (p.empty() || p.size() > 5 || p.find_first_not_of("0123456789") != std::string::npos || std::stoi(p) > 65535)
+            die_usage("invalid port in " + flag + " \"" + v + "\"");
+    };
     std::string lhost, lport;
-    if (!listen.empty() && listen[0] == '[') {
-        size_t c = listen.find("]:");
-        if (c == std::string::npos) die_usage("invalid --listen \"" + listen + "\" (expected HOST:PORT)");
-        lhost = listen.substr(1, c - 1);
-        lport = listen.substr(c + 2);
-    } else {
-        size_t c = listen.rfind(':');
-        if (c == std::string::npos || listen.find(':') != c)
-            die_usage("invalid --listen \"" + listen + "\" (expected HOST:PORT)");
-        lhost = listen.substr(0, c);
-        lport = listen.substr(c + 1);
-    }
-    if (lport.empty() || lport.size() > 5 || lport.find_first_not_of("0123456789") != std::string::npos ||
-        std::stoi(lport) > 65535)
-        die_usage("invalid port in --listen \"" + listen + "\"");
+    split_hostport("--listen", listen, lhost, lport);
+    std::string rhost, rport;
+    if (!rdma_listen.empty()) split_hostport("--rdma-listen", rdma_listen, rhost, rport);
     sopts.host = lhost;
     sopts.port = lport;
 
@@ -179,9 +190,10 @@ int main(int argc, char** argv) {
         if (tok.size() > dex::net::kMaxTokenLen)
             die("--token-file " + token_file + " holds more than " + std::to_string(dex::net::kMaxTokenLen) + " bytes");
         eopts.token = tok;
-    } else if (!is_loopback(lhost)) {
-        die("refusing to listen on non-loopback address \"" + (lhost.empty() ? std::string("*") : lhost) +
-                "\" without authentication: pass --token-file PATH (a file holding a shared secret; "
+    } else if (!is_loopback(lhost) || !rdma_listen.empty()) {
+        die("refusing to listen on non-loopback address \"" +
+                (!rdma_listen.empty() ? rhost + "\" (RDMA)" : (lhost.empty() ? std::string("*") : lhost) + "\"") +
+                " without authentication: pass --token-file PATH (a file holding a shared secret; "
                 "set dex.token_file to the same secret on the PostgreSQL side)",
             2);
     }
@@ -197,5 +209,26 @@ int main(int argc, char** argv) {
                   human(engine->pool_bytes()).c_str(), engine->hugepages() ? "yes" : "no",
                   static_cast<unsigned long long>(engine->incarnation()), sopts.threads,
                   eopts.token.empty() ? "" : ", token required");
-    return run_server(*engine, sopts, info);
+    // The RDMA threads inherit this mask, so SIGTERM/SIGINT reach run_server's signalfd.
+    sigset_t mask;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &mask, nullptr);
+    std::unique_ptr<RdmaServer> rdma;
+    if (!rdma_listen.empty()) {
+        RdmaServerOptions ropts;
+        ropts.host = rhost;
+        ropts.port = rport;
+        ropts.threads = sopts.threads;
+        ropts.verbose = sopts.verbose;
+        rdma = std::make_unique<RdmaServer>(*engine, ropts);
+        std::string err, bound;
+        if (!rdma->start(err, bound)) die("cannot serve RDMA on " + rdma_listen + ": " + err);
+        // Printed before the TCP "listening" line: once that appears, both are up.
+        log_line("RDMA clients accepted on %s (rdma://%s)", bound.c_str(), bound.c_str());
+    }
+    int rc = run_server(*engine, sopts, info);
+    if (rdma) rdma->stop();
+    return rc;
 }

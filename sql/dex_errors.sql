@@ -41,7 +41,7 @@ SELECT dex_try('CREATE INDEX et_b ON et USING dex (b)');
 SELECT address, reachable, used_bytes FROM dex_memnodes();
 RESET dex.memnodes;
 SELECT count(*) FROM et WHERE a = 5;
-SELECT address LIKE 'tcp://127.0.0.1:%' AS addr, reachable FROM dex_memnodes();
+SELECT address ~ '^(tcp://127\.0\.0\.1|rdma://[0-9.]+):[0-9]+$' AS addr, reachable FROM dex_memnodes();
 RESET enable_seqscan;
 RESET dex.connect_timeout;
 

@@ -109,9 +109,9 @@ TEST(CApi, ConfigureParsing) {
     EXPECT_STREQ(dex_memnode_address(0), "tcp://127.0.0.1:1");
     EXPECT_STREQ(dex_memnode_address(1), "tcp://localhost:2");
     EXPECT_EQ(dex_memnode_address(2), nullptr);
-    EXPECT_EQ(dex_configure("rdma://10.0.0.1:7400", "", 1000, 2000, &err), DEX_ERR_INVALID);
+    EXPECT_EQ(dex_configure("udp://10.0.0.1:7400", "", 1000, 2000, &err), DEX_ERR_INVALID);
     EXPECT_EQ(err.code, DEX_ERR_INVALID);
-    EXPECT_NE(std::string(err.message).find("only tcp:// is available in this build"), std::string::npos)
+    EXPECT_NE(std::string(err.message).find("use tcp:// or rdma://"), std::string::npos)
         << err.message;
     EXPECT_EQ(dex_configure("tcp://nohostport", "", 1000, 2000, &err), DEX_ERR_INVALID);
     EXPECT_EQ(dex_configure("tcp://a:1,,tcp://b:2", "", 1000, 2000, &err), DEX_ERR_INVALID);

@@ -1,7 +1,14 @@
-// TcpTransport against a real dex-memnode process, plus raw-socket abuse of
-// the server, timeouts, interrupts and shutdown.
+// TcpTransport and RdmaTransport against a real dex-memnode process, plus
+// raw-socket abuse of the server, timeouts, interrupts and shutdown.
+//
+// The TransportTest/TransportFailures suites run once per scheme: tcp always,
+// rdma when an RDMA device and its address are known (DEX_RDMA_IP, or RXE_IP
+// inside the rxe-vm guest that `make check-rdma` boots); otherwise the rdma
+// cases report SKIPPED.
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <netdb.h>
+#include <rdma/rdma_cma.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -12,6 +19,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -27,8 +35,12 @@
 #include "common/error.h"
 #include "common/stats.h"
 #include "net/protocol.h"
+#include "net/rdma_wire.h"
 #include "wire_test_util.h"
+#include "rdma_test_util.h"
+#include "transport/rdma_transport.h"
 #include "transport/tcp_transport.h"
+#include "transport/transport_factory.h"
 
 using namespace dex;
 using dex::testing::append;
@@ -48,9 +60,18 @@ long ms_since(Clock::time_point t0) {
 // the "listening on" line (the server is started on port 0 unless told).
 class MemnodeProcess {
 public:
-    explicit MemnodeProcess(std::vector<std::string> extra = {}, int port = 0) {
+    // rdma: also --rdma-listen on dex::testing::rdma_ip() (port `rport`), with
+    // the test token (an RDMA listener always needs one).
+    explicit MemnodeProcess(std::vector<std::string> extra = {}, int port = 0, bool rdma = false, int rport = 0)
+        : rdma_(rdma) {
         std::vector<std::string> args = {DEX_MEMNODE_BIN, "--listen", "127.0.0.1:" + std::to_string(port),
                                          "--memory", "64MB", "--no-hugepages"};
+        if (rdma) {
+            args.insert(args.end(), {"--rdma-listen", dex::testing::rdma_ip() + ":" + std::to_string(rport)});
+            bool has_token = false;
+            for (auto& e : extra) has_token |= e == "--token-file";
+            if (!has_token) args.insert(args.end(), {"--token-file", dex::testing::test_token_file()});
+        }
         args.insert(args.end(), extra.begin(), extra.end());
         int pfd[2];
         if (pipe2(pfd, O_CLOEXEC) != 0) throw std::runtime_error("pipe");
@@ -81,6 +102,12 @@ public:
             if (c != '\n') continue;
             size_t at = log_.rfind("listening on 127.0.0.1:");
             if (at != std::string::npos) port_ = std::atoi(log_.c_str() + at + strlen("listening on 127.0.0.1:"));
+            const char* rtag = "RDMA clients accepted on ";
+            at = log_.rfind(rtag);
+            if (at != std::string::npos && rport_ == 0) {
+                size_t colon = log_.find(':', at + strlen(rtag));
+                if (colon != std::string::npos) rport_ = std::atoi(log_.c_str() + colon + 1);
+            }
         }
         drain_ = std::thread([this] {
             char buf[4096];
@@ -99,9 +126,15 @@ public:
         if (drain_.joinable()) drain_.join();
         close(fd_);
     }
-    int port() const { return port_; }
+    // The TCP port, or 0 if not up (for an rdma server also 0 if the RDMA listener is not up).
+    int port() const { return rdma_ && rport_ == 0 ? 0 : port_; }
+    int rdma_port() const { return rport_; }
     pid_t pid() const { return pid_; }
     std::string address() const { return "tcp://127.0.0.1:" + std::to_string(port_); }
+    std::string address(const std::string& scheme) const {
+        if (scheme == "rdma") return "rdma://" + dex::testing::rdma_ip() + ":" + std::to_string(rport_);
+        return address();
+    }
     bool alive() const { return !reaped_ && kill(pid_, 0) == 0 && waitpid(pid_, nullptr, WNOHANG) == 0; }
     std::string log() {
         std::lock_guard<std::mutex> g(mu_);
@@ -123,9 +156,11 @@ public:
     }
 
 private:
+    bool rdma_ = false;
     pid_t pid_ = -1;
     int fd_ = -1;
     int port_ = 0;
+    int rport_ = 0;
     bool reaped_ = false;
     std::mutex mu_;
     std::string log_;
@@ -283,7 +318,28 @@ protected:
 };
 MemnodeProcess* TcpTest::server = nullptr;
 
+// Runs once per scheme (tcp, rdma) with its own memory node.
+class TransportTest : public ::testing::TestWithParam<std::string> {
+protected:
+    void SetUp() override {
+        DEX_SKIP_UNLESS_SCHEME_USABLE(GetParam());
+        server = std::make_unique<MemnodeProcess>(std::vector<std::string>{}, 0, rdma());
+        ASSERT_NE(server->port(), 0) << server->log();
+    }
+    bool rdma() const { return GetParam() == "rdma"; }
+    std::string addr() const { return server->address(GetParam()); }
+    TransportOptions topts(int connect_ms = 2000, int op_ms = 5000) const {
+        return opts(connect_ms, op_ms, rdma() ? dex::testing::kTestToken : "");
+    }
+    std::unique_ptr<Transport> make() const { return make_transport(addr(), topts()); }
+    std::unique_ptr<MemnodeProcess> server;
+};
+
+std::string scheme_name(const ::testing::TestParamInfo<std::string>& i) { return i.param; }
+
 }  // namespace
+
+INSTANTIATE_TEST_SUITE_P(Schemes, TransportTest, ::testing::Values("tcp", "rdma"), scheme_name);
 
 TEST_F(TcpTest, AddressParsing) {
     EXPECT_EQ(TcpTransport("127.0.0.1:7400", opts()).address(), "tcp://127.0.0.1:7400");
@@ -295,11 +351,11 @@ TEST_F(TcpTest, AddressParsing) {
     EXPECT_FALSE(lazy.connected());
 }
 
-TEST_F(TcpTest, VerbsAndRpcsRoundTrip) {
-    TcpTransport t(server->address(), opts());
+TEST_P(TransportTest, VerbsAndRpcsRoundTrip) {
+    auto tp = make();
+    Transport& t = *tp;
     uint64_t inc = t.incarnation();
     EXPECT_NE(inc, 0u);
-    EXPECT_TRUE(t.connected());
     EXPECT_NE(t.client_id(), 0u);
     auto st = as<net::NodeStats>(t.rpc(net::kOpStats, nullptr, 0));
     EXPECT_EQ(+st.incarnation, inc);
@@ -346,8 +402,9 @@ TEST_F(TcpTest, VerbsAndRpcsRoundTrip) {
     EXPECT_EQ(as<uint64_t>(t.rpc(net::kOpNsDrop, &ns, 8)), 8192u);
 }
 
-TEST_F(TcpTest, LargeTransfersAreChunkedAndCounted) {
-    TcpTransport t(server->address(), opts());
+TEST_P(TransportTest, LargeTransfersAreChunkedAndCounted) {
+    auto tp = make();
+    Transport& t = *tp;
     uint64_t ns = ns_create(t);
     const uint32_t len = net::kMaxPayload + (1 << 20);  // needs two frames each way
     uint64_t off = alloc(t, ns, len);
@@ -475,13 +532,19 @@ TEST_F(TcpTest, PipelinedFramesAnsweredInOrder) {
     close(fd);
 }
 
-TEST_F(TcpTest, ClientAliveTracksConnections) {
-    TcpTransport a(server->address(), opts()), b(server->address(), opts());
+TEST_P(TransportTest, ClientAliveTracksConnections) {
+    auto ap = make(), bp = make();
+    Transport &a = *ap, &b = *bp;
     uint32_t id = a.client_id();
     EXPECT_NE(id, b.client_id());
     EXPECT_TRUE(client_alive(b, id));
     a.disconnect();
-    EXPECT_FALSE(a.connected());
+    if (auto* tcp = dynamic_cast<TcpTransport*>(&a)) {
+        EXPECT_FALSE(tcp->connected());
+    }
+    if (auto* rd = dynamic_cast<RdmaTransport*>(&a)) {
+        EXPECT_FALSE(rd->connected());
+    }
     bool gone = false;
     for (int i = 0; i < 200 && !gone; i++) {
         gone = !client_alive(b, id);
@@ -491,8 +554,9 @@ TEST_F(TcpTest, ClientAliveTracksConnections) {
     EXPECT_NE(a.client_id(), id);  // reconnects with a new id
 }
 
-TEST_F(TcpTest, ConcurrentFetchAndAddIsExact) {
-    TcpTransport setup(server->address(), opts());
+TEST_P(TransportTest, ConcurrentFetchAndAddIsExact) {
+    auto sp = make();
+    Transport& setup = *sp;
     uint64_t ns = ns_create(setup);
     uint64_t off = alloc(setup, ns, 1024);
     uint64_t zero = 0;
@@ -503,8 +567,8 @@ TEST_F(TcpTest, ConcurrentFetchAndAddIsExact) {
     for (int i = 0; i < kThreads; i++)
         th.emplace_back([&] {
             try {
-                TcpTransport t(server->address(), opts());
-                for (int k = 0; k < kIters; k++) t.faa(off, 1);
+                auto t = make();
+                for (int k = 0; k < kIters; k++) t->faa(off, 1);
             } catch (...) {
                 failures++;
             }
@@ -517,9 +581,9 @@ TEST_F(TcpTest, ConcurrentFetchAndAddIsExact) {
     setup.rpc(net::kOpNsDrop, &ns, 8);
 }
 
-TEST_F(TcpTest, ManyConnectionsAtOnce) {
-    std::vector<std::unique_ptr<TcpTransport>> ts;
-    for (int i = 0; i < 64; i++) ts.push_back(std::make_unique<TcpTransport>(server->address(), opts()));
+TEST_P(TransportTest, ManyConnectionsAtOnce) {
+    std::vector<std::unique_ptr<Transport>> ts;
+    for (int i = 0; i < 64; i++) ts.push_back(make());
     std::set<uint32_t> ids;
     for (auto& t : ts) ids.insert(t->client_id());
     EXPECT_EQ(ids.size(), 64u);
@@ -547,6 +611,30 @@ TEST(TcpFailures, UnreachableFailsWithinConnectTimeout) {
     EXPECT_FALSE(t.connected());
     EXPECT_EQ(code_of([&] { TcpTransport("no-such-host.invalid:7400", opts(300, 300)).incarnation(); }),
               ErrorCode::kUnreachable);
+}
+
+// Scheme-parameterized tests that start their own memory node(s).
+class SchemeTest : public ::testing::TestWithParam<std::string> {
+protected:
+    void SetUp() override { DEX_SKIP_UNLESS_SCHEME_USABLE(GetParam()); }
+    bool rdma() const { return GetParam() == "rdma"; }
+    TransportOptions topts(int connect_ms = 2000, int op_ms = 5000) const {
+        return opts(connect_ms, op_ms, rdma() ? dex::testing::kTestToken : "");
+    }
+};
+INSTANTIATE_TEST_SUITE_P(Schemes, SchemeTest, ::testing::Values("tcp", "rdma"), scheme_name);
+
+TEST_P(SchemeTest, NoListenerFailsWithinConnectTimeout) {
+    int port = unused_port();
+    std::string a = rdma() ? "rdma://" + dex::testing::rdma_ip() + ":" + std::to_string(port)
+                           : "tcp://127.0.0.1:" + std::to_string(port);
+    auto t = make_transport(a, topts(500, 500));
+    auto t0 = Clock::now();
+    std::string msg;
+    EXPECT_EQ(code_of([&] { t->incarnation(); }, &msg), ErrorCode::kUnreachable);
+    EXPECT_NE(msg.find("could not connect to memory node " + a), std::string::npos) << msg;
+    EXPECT_LT(ms_since(t0), 1000);
+    EXPECT_EQ(code_of([&] { t->rpc(net::kOpStats, nullptr, 0); }), ErrorCode::kUnreachable);  // still down, tries again
 }
 
 TEST(TcpFailures, SilentServerTimesOut) {
@@ -603,11 +691,12 @@ TEST(TcpFailures, InterruptAbandonsWaitQuickly) {
     EXPECT_TRUE(interrupt_requested());
 }
 
-TEST(TcpFailures, InterruptDuringOperationOnRealServer) {
-    MemnodeProcess server;
-    ASSERT_NE(server.port(), 0);
+TEST_P(SchemeTest, InterruptDuringOperationOnRealServer) {
+    MemnodeProcess server({}, 0, rdma());
+    ASSERT_NE(server.port(), 0) << server.log();
     HookGuard hook;
-    TcpTransport t(server.address(), opts());
+    auto tp = make_transport(server.address(GetParam()), topts());
+    Transport& t = *tp;
     t.incarnation();
     g_cancel = true;  // a pending cancel only matters when the transport has to wait
     uint64_t ns = 0;
@@ -619,21 +708,21 @@ TEST(TcpFailures, InterruptDuringOperationOnRealServer) {
     EXPECT_NE(ns_create(t), 0u);  // reconnects if it had to
 }
 
-TEST(TcpServer, TokenRequiredAndChecked) {
+TEST_P(SchemeTest, TokenRequiredAndChecked) {
     char path[] = "/tmp/dex-token-XXXXXX";
     int fd = mkstemp(path);
     ASSERT_GE(fd, 0);
     const char content[] = "correct horse\n\n";
     ASSERT_EQ(write(fd, content, sizeof content - 1), static_cast<ssize_t>(sizeof content - 1));
     close(fd);
-    MemnodeProcess server({"--token-file", path});
+    MemnodeProcess server({"--token-file", path}, 0, rdma());
     unlink(path);
     ASSERT_NE(server.port(), 0) << server.log();
 
     std::string msg;
     std::string hint;
     try {
-        TcpTransport(server.address(), opts(1000, 1000, "wrong")).incarnation();
+        make_transport(server.address(GetParam()), opts(1000, 1000, "wrong"))->incarnation();
         ADD_FAILURE() << "wrong token accepted";
     } catch (const Error& e) {
         EXPECT_EQ(e.code(), ErrorCode::kAuth);
@@ -642,8 +731,9 @@ TEST(TcpServer, TokenRequiredAndChecked) {
     }
     EXPECT_NE(msg.find("rejected the token"), std::string::npos) << msg;
     EXPECT_NE(hint.find("token_file"), std::string::npos) << hint;
-    EXPECT_EQ(code_of([&] { TcpTransport(server.address(), opts()).incarnation(); }), ErrorCode::kAuth);
-    TcpTransport good(server.address(), opts(1000, 1000, "correct horse"));
+    EXPECT_EQ(code_of([&] { make_transport(server.address(GetParam()), opts())->incarnation(); }), ErrorCode::kAuth);
+    auto goodp = make_transport(server.address(GetParam()), opts(1000, 1000, "correct horse"));
+    Transport& good = *goodp;
     EXPECT_NE(good.incarnation(), 0u);
 
     // Raw: bad token gets kStatusAuth and a close.
@@ -658,30 +748,35 @@ TEST(TcpServer, TokenRequiredAndChecked) {
     EXPECT_NE(good.client_id(), 0u);
 }
 
-TEST(TcpServer, RestartChangesIncarnationAndTransportReconnects) {
-    auto first = std::make_unique<MemnodeProcess>();
-    ASSERT_NE(first->port(), 0);
-    int port = first->port();
-    TcpTransport t(first->address(), opts(1000, 1000));
+TEST_P(SchemeTest, RestartChangesIncarnationAndTransportReconnects) {
+    auto first = std::make_unique<MemnodeProcess>(std::vector<std::string>{}, 0, rdma());
+    ASSERT_NE(first->port(), 0) << first->log();
+    int port = first->port(), rport = first->rdma_port();
+    auto tp = make_transport(first->address(GetParam()), topts(1000, 1000));
+    Transport& t = *tp;
     uint64_t inc1 = t.incarnation();
     EXPECT_EQ(WEXITSTATUS(first->stop(SIGKILL)), 0);
     first.reset();
-    MemnodeProcess second({}, port);  // SO_REUSEADDR: same port right away
+    MemnodeProcess second({}, port, rdma(), rport);  // SO_REUSEADDR: same port right away
     ASSERT_EQ(second.port(), port) << second.log();
+    ASSERT_EQ(second.rdma_port(), rport) << second.log();
     // The old connection is dead: the first call fails, the next one reconnects.
-    ErrorCode c = code_of([&] { t.rpc(net::kOpStats, nullptr, 0); });
+    std::string msg;
+    ErrorCode c = code_of([&] { t.rpc(net::kOpStats, nullptr, 0); }, &msg);
     if (c != ErrorCode::kOk) {
-        EXPECT_EQ(c, ErrorCode::kUnreachable);
+        EXPECT_EQ(c, ErrorCode::kUnreachable) << msg;
+        EXPECT_NE(msg.find(second.address(GetParam())), std::string::npos) << msg;
     }
     uint64_t inc2 = t.incarnation();
     EXPECT_NE(inc2, 0u);
     EXPECT_NE(inc2, inc1);
 }
 
-TEST(TcpServer, SigtermExitsCleanly) {
-    MemnodeProcess server({"--threads", "3", "--verbose"});
-    ASSERT_NE(server.port(), 0);
-    TcpTransport t(server.address(), opts());
+TEST_P(SchemeTest, SigtermExitsCleanly) {
+    MemnodeProcess server({"--threads", "3", "--verbose"}, 0, rdma());
+    ASSERT_NE(server.port(), 0) << server.log();
+    auto tp = make_transport(server.address(GetParam()), topts());
+    Transport& t = *tp;
     t.incarnation();
     int st = server.stop(SIGTERM);
     ASSERT_NE(st, -1) << "did not exit after SIGTERM";
@@ -720,4 +815,290 @@ TEST(TcpServer, CommandLineValidation) {
     EXPECT_EQ(run({"--listen", "nonsense"}), 2);
     EXPECT_EQ(run({"--listen", "0.0.0.0:0", "--memory", "1MB"}), 2);  // non-loopback needs a token
     EXPECT_NE(run({"--token-file", "/nonexistent/token", "--memory", "1MB"}), 0);
+}
+
+// ---- rdma:// specifics (skip without an RDMA device) --------------------------
+
+namespace {
+
+class RdmaOnly : public ::testing::Test {
+protected:
+    void SetUp() override {
+        std::string why = dex::testing::rdma_unavailable();
+        if (!why.empty()) GTEST_SKIP() << "rdma:// not tested: " << why;
+        server = std::make_unique<MemnodeProcess>(std::vector<std::string>{}, 0, true);
+        ASSERT_NE(server->port(), 0) << server->log();
+    }
+    TransportOptions topts() const { return opts(2000, 5000, dex::testing::kTestToken); }
+    std::unique_ptr<MemnodeProcess> server;
+};
+
+struct StatsDelta {
+    uint64_t r, w, a, rpc, rt, br, bw;
+    static StatsDelta now() {
+        Stats& s = stats();
+        return {s.remote_reads, s.remote_writes, s.remote_atomics, s.remote_rpcs, s.round_trips, s.bytes_read,
+                s.bytes_written};
+    }
+    StatsDelta since(const StatsDelta& o) const { return {r - o.r, w - o.w, a - o.a, rpc - o.rpc, rt - o.rt, br - o.br, bw - o.bw}; }
+    bool operator==(const StatsDelta& o) const {
+        return r == o.r && w == o.w && a == o.a && rpc == o.rpc && rt == o.rt && br == o.br && bw == o.bw;
+    }
+};
+
+// The same little workload, returning the dex::stats() it caused.
+StatsDelta workload(Transport& t, uint64_t off) {
+    t.incarnation();
+    auto s0 = StatsDelta::now();
+    std::vector<uint8_t> node(1024, 0x5a), back(1024);
+    uint64_t lock = 7, word = 0;
+    // Sherman's combination: write back a node and release its lock in one chain.
+    RemoteOp ops[2] = {};
+    ops[0] = {RemoteOp::kWrite, off + 8, node.data() + 8, 1016};
+    ops[1] = {RemoteOp::kWrite, off, &lock, 8};
+    t.batch(ops, 2);
+    t.read(off, back.data(), 1024);
+    std::memcpy(&word, back.data(), 8);
+    EXPECT_EQ(word, 7u);
+    EXPECT_TRUE(std::equal(node.begin() + 8, node.end(), back.begin() + 8));
+    EXPECT_EQ(t.cas(off, 7, 9), 7u);
+    EXPECT_EQ(t.faa(off, 1), 9u);
+    dex::testing::rpc::node_stats(t);
+    return StatsDelta::now().since(s0);
+}
+
+}  // namespace
+
+TEST_F(RdmaOnly, StatsCountLikeTcp) {
+    auto tcp = make_transport(server->address("tcp"), topts());
+    auto rd = make_transport(server->address("rdma"), topts());
+    uint64_t ns = ns_create(*tcp);
+    uint64_t off = alloc(*tcp, ns, 4096);
+    StatsDelta a = workload(*tcp, off), b = workload(*rd, off + 1024);
+    EXPECT_TRUE(a == b) << "tcp r/w/a/rpc/rt " << a.r << "/" << a.w << "/" << a.a << "/" << a.rpc << "/" << a.rt
+                        << " rdma " << b.r << "/" << b.w << "/" << b.a << "/" << b.rpc << "/" << b.rt;
+    EXPECT_EQ(b.rt, 5u);  // batch, read, cas, faa, rpc: one round trip each
+    EXPECT_EQ(b.w, 2u);
+}
+
+TEST_F(RdmaOnly, LongBatchesKeepOrderAcrossChains) {
+    RdmaTransport t(server->address("rdma"), topts());
+    uint64_t ns = ns_create(t);
+    uint64_t off = alloc(t, ns, 64 * 1024);
+    // 300 ops: write i, faa +1, read back -- every read must see its own write and add.
+    constexpr int kN = 100;
+    std::vector<uint64_t> vals(kN), reads(kN, 0);
+    std::vector<RemoteOp> ops;
+    for (int i = 0; i < kN; i++) {
+        vals[i] = 1000 + i;
+        ops.push_back({RemoteOp::kWrite, off + 8 * uint64_t(i), &vals[i], 8});
+        RemoteOp f{RemoteOp::kFaa, off + 8 * uint64_t(i)};
+        f.swap_or_add = 1;
+        ops.push_back(f);
+        ops.push_back({RemoteOp::kRead, off + 8 * uint64_t(i), &reads[i], 8});
+    }
+    t.batch(ops.data(), ops.size());
+    for (int i = 0; i < kN; i++) {
+        EXPECT_EQ(ops[3 * i + 1].result, 1000u + i);
+        EXPECT_EQ(reads[i], 1001u + i);
+    }
+}
+
+TEST_F(RdmaOnly, RegisteredRegionIsZeroCopy) {
+    RdmaTransport t(server->address("rdma"), topts());
+    uint64_t ns = ns_create(t);
+    uint64_t off = alloc(t, ns, 8192);
+    std::vector<uint8_t> region(1 << 20);
+    t.register_region(region.data(), region.size());
+    EXPECT_TRUE(t.region_registered());
+    uint64_t z0 = t.zero_copy_transfers();
+    for (size_t i = 0; i < 4096; i++) region[4096 + i] = static_cast<uint8_t>(i * 13);
+    t.write(off, region.data() + 4096, 4096);            // from the region
+    t.read(off, region.data() + 65536, 4096);            // into the region
+    EXPECT_EQ(t.zero_copy_transfers() - z0, 2u);
+    EXPECT_EQ(0, std::memcmp(region.data() + 4096, region.data() + 65536, 4096));
+    std::vector<uint8_t> outside(4096);
+    t.read(off, outside.data(), 4096);                   // elsewhere: bounce buffer
+    EXPECT_EQ(t.zero_copy_transfers() - z0, 2u);
+    EXPECT_EQ(0, std::memcmp(outside.data(), region.data() + 4096, 4096));
+    // Registered again on a new connection.
+    t.disconnect();
+    t.read(off, region.data(), 8);
+    EXPECT_TRUE(t.region_registered());
+    EXPECT_EQ(t.zero_copy_transfers() - z0, 3u);
+}
+
+TEST_F(RdmaOnly, OutOfPoolAndMisalignedAreRejectedLocally) {
+    RdmaTransport t(server->address("rdma"), topts());
+    uint64_t ns = ns_create(t);
+    uint64_t off = alloc(t, ns, 1024);
+    uint64_t v = 0;
+    std::string msg;
+    EXPECT_EQ(code_of([&] { t.read(0, &v, 8); }, &msg), ErrorCode::kRemote);
+    EXPECT_NE(msg.find("outside the pool"), std::string::npos) << msg;
+    EXPECT_EQ(code_of([&] { t.write(kPool - 4, &v, 8); }), ErrorCode::kRemote);
+    EXPECT_EQ(code_of([&] { t.cas(off + 4, 0, 1); }, &msg), ErrorCode::kRemote);
+    EXPECT_NE(msg.find("not 8-byte aligned"), std::string::npos) << msg;
+    RemoteOp bad[2] = {{RemoteOp::kWrite, off, &v, 8}, {RemoteOp::kRead, kPool, &v, 8}};
+    v = 5;
+    EXPECT_EQ(code_of([&] { t.batch(bad, 2); }), ErrorCode::kRemote);
+    uint64_t w = 1;
+    t.read(off, &w, 8);
+    EXPECT_EQ(w, 0u);  // nothing of the rejected batch ran
+    EXPECT_TRUE(t.connected());
+}
+
+namespace {
+
+// A hand-driven librdmacm client, to misbehave on purpose.
+struct RawRdma {
+    rdma_event_channel* ec = nullptr;
+    rdma_cm_id* id = nullptr;
+    ibv_pd* pd = nullptr;
+    ibv_cq* cq = nullptr;
+    ibv_mr* mr = nullptr;
+    std::vector<uint8_t> buf = std::vector<uint8_t>(1 << 20);
+
+    rdma_cm_event_type next_event(int timeout_ms) {
+        pollfd p{ec->fd, POLLIN, 0};
+        if (poll(&p, 1, timeout_ms) <= 0) return RDMA_CM_EVENT_TIMEWAIT_EXIT;  // "nothing"
+        rdma_cm_event* ev;
+        if (rdma_get_cm_event(ec, &ev) != 0) return RDMA_CM_EVENT_TIMEWAIT_EXIT;
+        auto t = ev->event;
+        rdma_ack_cm_event(ev);
+        return t;
+    }
+    bool connect(const std::string& ip, int port) {
+        ec = rdma_create_event_channel();
+        if (!ec || rdma_create_id(ec, &id, nullptr, RDMA_PS_TCP)) return false;
+        addrinfo* ai = nullptr;
+        if (getaddrinfo(ip.c_str(), std::to_string(port).c_str(), nullptr, &ai)) return false;
+        int r = rdma_resolve_addr(id, nullptr, ai->ai_addr, 2000);
+        freeaddrinfo(ai);
+        if (r || next_event(3000) != RDMA_CM_EVENT_ADDR_RESOLVED) return false;
+        if (rdma_resolve_route(id, 2000) || next_event(3000) != RDMA_CM_EVENT_ROUTE_RESOLVED) return false;
+        pd = ibv_alloc_pd(id->verbs);
+        cq = ibv_create_cq(id->verbs, 64, nullptr, nullptr, 0);
+        mr = ibv_reg_mr(pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE);
+        ibv_qp_init_attr qa{};
+        qa.send_cq = qa.recv_cq = cq;
+        qa.qp_type = IBV_QPT_RC;
+        qa.cap.max_send_wr = qa.cap.max_recv_wr = 32;
+        qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+        if (!pd || !cq || !mr || rdma_create_qp(id, pd, &qa)) return false;
+        rdma_conn_param cp{};
+        cp.initiator_depth = cp.responder_resources = 1;
+        cp.retry_count = 3;
+        cp.rnr_retry_count = 7;
+        return rdma_connect(id, &cp) == 0 && next_event(3000) == RDMA_CM_EVENT_ESTABLISHED;
+    }
+    void post_recv(size_t at) {
+        ibv_sge sge{reinterpret_cast<uintptr_t>(buf.data() + at), 256 * 1024, mr->lkey};
+        ibv_recv_wr wr{}, *bad;
+        wr.sg_list = &sge;
+        wr.num_sge = 1;
+        ASSERT_EQ(ibv_post_recv(id->qp, &wr, &bad), 0);
+    }
+    void send(const std::vector<uint8_t>& m, size_t at = 512 * 1024) {
+        std::memcpy(buf.data() + at, m.data(), m.size());
+        ibv_sge sge{reinterpret_cast<uintptr_t>(buf.data() + at), static_cast<uint32_t>(m.size()), mr->lkey};
+        ibv_send_wr wr{}, *bad;
+        wr.sg_list = &sge;
+        wr.num_sge = 1;
+        wr.opcode = IBV_WR_SEND;
+        ASSERT_EQ(ibv_post_send(id->qp, &wr, &bad), 0);
+    }
+    // The next RECV completion's frame header (ok=false on timeout/error).
+    Reply recv_reply(size_t at, int timeout_ms = 5000) {
+        Reply r;
+        auto t0 = Clock::now();
+        ibv_wc wc;
+        while (ms_since(t0) < timeout_ms) {
+            int n = ibv_poll_cq(cq, 1, &wc);
+            if (n == 0) continue;
+            if (wc.status != IBV_WC_SUCCESS) return r;
+            if (wc.opcode != IBV_WC_RECV) continue;
+            std::memcpy(&r.h, buf.data() + at, sizeof r.h);
+            r.payload.assign(buf.data() + at + sizeof r.h, buf.data() + at + wc.byte_len);
+            r.ok = true;
+            return r;
+        }
+        return r;
+    }
+    bool disconnected_within(int timeout_ms) {
+        auto t0 = Clock::now();
+        while (ms_since(t0) < timeout_ms)
+            if (next_event(100) == RDMA_CM_EVENT_DISCONNECTED) return true;
+        return false;
+    }
+    ~RawRdma() {
+        if (id && id->qp) rdma_destroy_qp(id);
+        if (mr) ibv_dereg_mr(mr);
+        if (cq) ibv_destroy_cq(cq);
+        if (pd) ibv_dealloc_pd(pd);
+        if (id) rdma_destroy_id(id);
+        if (ec) rdma_destroy_event_channel(ec);
+    }
+};
+
+}  // namespace
+
+TEST_F(RdmaOnly, MisbehavingClientsAreCutOffOthersServed) {
+    RdmaTransport good(server->address("rdma"), topts());
+    uint64_t ns = ns_create(good);
+    std::string ip = dex::testing::rdma_ip();
+    {
+        SCOPED_TRACE("garbage instead of a frame");
+        RawRdma c;
+        ASSERT_TRUE(c.connect(ip, server->rdma_port()));
+        c.post_recv(0);
+        c.send({1, 2, 3, 4, 5});
+        Reply r = c.recv_reply(0);
+        ASSERT_TRUE(r.ok);
+        EXPECT_EQ(+r.h.op, net::kStatusProtocol);
+        EXPECT_TRUE(c.disconnected_within(5000));
+    }
+    {
+        SCOPED_TRACE("RPC before HELLO");
+        RawRdma c;
+        ASSERT_TRUE(c.connect(ip, server->rdma_port()));
+        c.post_recv(0);
+        c.send(frame(net::kOpStats, {}));
+        Reply r = c.recv_reply(0);
+        ASSERT_TRUE(r.ok);
+        EXPECT_EQ(+r.h.op, net::kStatusAuth);
+        EXPECT_TRUE(c.disconnected_within(5000));
+    }
+    {
+        SCOPED_TRACE("wrong token: refused, no pool address disclosed");
+        RawRdma c;
+        ASSERT_TRUE(c.connect(ip, server->rdma_port()));
+        c.post_recv(0);
+        c.send(frame(net::kOpHello, hello_payload("nope")));
+        Reply r = c.recv_reply(0);
+        ASSERT_TRUE(r.ok);
+        EXPECT_EQ(+r.h.op, net::kStatusAuth);
+        EXPECT_NE(r.msg().find("wrong token"), std::string::npos) << r.msg();
+        EXPECT_TRUE(c.disconnected_within(5000));
+    }
+    {
+        SCOPED_TRACE("too many requests outstanding");
+        RawRdma c;
+        ASSERT_TRUE(c.connect(ip, server->rdma_port()));
+        c.post_recv(0);
+        c.send(frame(net::kOpHello, hello_payload(dex::testing::kTestToken)));
+        Reply r = c.recv_reply(0);
+        ASSERT_TRUE(r.ok);
+        ASSERT_EQ(+r.h.op, net::kStatusOk);
+        EXPECT_EQ(r.payload.size(), sizeof(net::HelloReply) + sizeof(net::RdmaHelloExt));
+        // Requests without receive buffers for the replies: they pile up at the node.
+        for (uint32_t i = 0; i < 2 * net::kRdmaDepth + 2; i++) c.send(frame(net::kOpStats, {}, 0, net::kRequestMagic, 100 + i));
+        EXPECT_TRUE(c.disconnected_within(10000));
+        auto t0 = Clock::now();  // the log line reaches us through a pipe: give it a moment
+        while (server->log().find("requests outstanding") == std::string::npos && ms_since(t0) < 5000) usleep(10000);
+        EXPECT_NE(server->log().find("requests outstanding"), std::string::npos) << server->log();
+    }
+    // The node kept serving the well-behaved client throughout.
+    EXPECT_NE(alloc(good, ns, 1024), 0u);
+    EXPECT_TRUE(server->alive());
 }

@@ -634,6 +634,8 @@ uint64_t Engine::used_bytes() const {
     return impl_->used;
 }
 bool Engine::hugepages() const { return impl_->huge; }
+uint8_t* Engine::pool_base() const { return impl_->pool; }
+size_t Engine::pool_map_bytes() const { return impl_->map_len; }
 net::NodeStats Engine::stats() const { return impl_->stats(); }
 std::string Engine::op_name(uint16_t op) { return op_label(op); }
 

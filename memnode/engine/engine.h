@@ -2,6 +2,7 @@
 // execution of every request frame. No sockets here (see ../server.cpp), so
 // the in-process transport and the TCP server run exactly the same code.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -30,6 +31,9 @@ public:
     uint64_t pool_bytes() const;
     uint64_t used_bytes() const;
     bool hugepages() const;
+    // The pool mapping (for the RDMA listener, which registers it as one memory region).
+    uint8_t* pool_base() const;
+    size_t pool_map_bytes() const;
     net::NodeStats stats() const;
     static std::string op_name(uint16_t op);  // "READ", "ALLOC", ... or "op N" (for logs)
 

@@ -26,7 +26,7 @@
 #include "common/stats.h"
 #include "net/protocol.h"
 #include "transport/remote_memory.h"
-#include "transport/tcp_transport.h"
+#include "transport/transport_factory.h"
 #include "tree/btree.h"
 #include "tree/key.h"
 #include "tree/offload_policy.h"
@@ -122,10 +122,10 @@ std::vector<std::string> parse_memnodes(const char* list) {
             throw Error(ErrorCode::kInvalid, "empty entry in dex.memnodes \"" + s + "\"",
                         "Separate memory nodes with single commas.");
         size_t scheme = item.find("://");
-        if (scheme == std::string::npos || item.compare(0, scheme, "tcp") != 0)
+        if (scheme == std::string::npos || !dex::transport_scheme_supported(item.substr(0, scheme)))
             throw Error(ErrorCode::kInvalid,
-                        "unsupported transport \"" + item + "\" in dex.memnodes: only tcp:// is available in this build",
-                        "Write each memory node as tcp://host:port.");
+                        "unsupported transport \"" + item + "\" in dex.memnodes: use tcp:// or rdma://",
+                        "Write each memory node as tcp://host:port or rdma://host:port.");
         std::string hp = item.substr(scheme + 3);
         size_t colon = hp.rfind(':');
         bool ok = colon != std::string::npos && colon > 0 && colon + 1 < hp.size() && colon + 6 >= hp.size();
@@ -138,7 +138,7 @@ std::vector<std::string> parse_memnodes(const char* list) {
         }
         if (!ok)
             throw Error(ErrorCode::kInvalid, "invalid memory node address \"" + item + "\" in dex.memnodes",
-                        "Write each memory node as tcp://host:port.");
+                        "Write each memory node as tcp://host:port or rdma://host:port.");
         out.push_back(item);
         if (comma == std::string::npos) break;
         start = comma + 1;
@@ -215,6 +215,8 @@ size_t cache_header_bytes() { return (sizeof(CacheShared) + 63) & ~size_t(63); }
 struct CacheState {
     CacheShared* shared = nullptr;
     dex::cache::CacheRegion* region = nullptr;
+    void* block = nullptr;     // the whole shared block (header + region), for register_region()
+    size_t block_bytes = 0;
     dex::cache::Cache* cache = nullptr;  // this process's handle (created lazily, per pid)
     pid_t pid = 0;
     dex::cache::AdmissionPolicy policy;
@@ -223,6 +225,13 @@ struct CacheState {
 CacheState& cstate() {
     static CacheState* s = new CacheState();  // never destroyed (see client())
     return *s;
+}
+
+// Lets a transport that can use it (rdma://) register the shared cache block
+// once per process, so node transfers into / out of it skip a copy.
+void register_cache_region(dex::Transport& t) {
+    CacheState& s = cstate();
+    t.register_region(s.block, s.block ? s.block_bytes : 0);
 }
 
 // Is an image of `g` just admitted still from the incarnation the cache holds
@@ -615,7 +624,10 @@ int dex_configure(const char* memnodes, const char* token, int connect_timeout_m
                     keep = false;
                 }
             }
-            if (!keep) c.mem.replace_node(static_cast<uint32_t>(i), std::make_unique<dex::TcpTransport>(addrs[i], o));
+            if (!keep) {
+                c.mem.replace_node(static_cast<uint32_t>(i), dex::make_transport(addrs[i], o));
+                register_cache_region(c.mem.node(static_cast<uint32_t>(i)));
+            }
         }
         for (size_t i = addrs.size(); i < c.mem.node_count(); i++) c.mem.replace_node(static_cast<uint32_t>(i), nullptr);
         c.addrs = std::move(addrs);
@@ -688,6 +700,8 @@ int dex_cache_attach(void* mem, uint64_t cache_bytes, int initialize, DexError* 
         s.region = nullptr;
         s.cache = nullptr;  // a handle on an earlier region (shared memory re-initialized) is dropped
         s.pid = 0;
+        s.block = nullptr;
+        s.block_bytes = 0;
         if (!mem || cache_bytes == 0) return;
         auto* sh = static_cast<CacheShared*>(mem);
         char* rmem = static_cast<char*>(mem) + cache_header_bytes();
@@ -724,6 +738,16 @@ int dex_cache_attach(void* mem, uint64_t cache_bytes, int initialize, DexError* 
             s.region = dex::cache::CacheRegion::attach(rmem);
         }
         s.shared = sh;
+        s.block = mem;
+        s.block_bytes = cache_header_bytes() + dex::cache::CacheRegion::bytes_for(cache_bytes);
+        Client& c = client();
+        std::lock_guard<std::mutex> g(c.mu);
+        for (size_t i = 0; i < c.mem.node_count(); i++) {
+            try {
+                register_cache_region(c.mem.node(static_cast<uint32_t>(i)));
+            } catch (const Error&) {
+            }
+        }
     });
 }
 
@@ -781,7 +805,7 @@ void dex_disconnect_all(void) {
         std::lock_guard<std::mutex> g(c.mu);
         for (size_t i = 0; i < c.mem.node_count(); i++) {
             try {
-                if (auto* t = dynamic_cast<dex::TcpTransport*>(&c.mem.node(static_cast<uint32_t>(i)))) t->disconnect();
+                c.mem.node(static_cast<uint32_t>(i)).disconnect();
             } catch (...) {
             }
         }

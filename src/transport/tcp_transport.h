@@ -27,7 +27,7 @@ public:
     void batch(RemoteOp* ops, size_t n) override;
     std::vector<uint8_t> rpc(net::Op op, const void* payload, uint32_t len) override;
 
-    void disconnect();
+    void disconnect() override;
     bool connected() const;
 
 private:

@@ -1,8 +1,8 @@
 // The transport interface: everything the tree needs from remote memory.
 //
 // One Transport = one connection to one memory node. Implementations: TCP
-// (tcp_transport.h), in-process (inproc_transport.h, unit tests), and later
-// rdma-core verbs. The tree never sees which one it has. Every operation is
+// (tcp_transport.h), rdma-core verbs (rdma_transport.h), in-process
+// (inproc_transport.h, unit tests). The tree never sees which one it has. Every operation is
 // counted in dex::stats() by the implementation (see common/stats.h).
 //
 // Addresses passed here are pool offsets on this memory node (gaddr_offset()).
@@ -48,6 +48,14 @@ public:
 
     // Two-sided RPC: op is one of the kOp* RPC codes; payload/response as in net/protocol.h.
     virtual std::vector<uint8_t> rpc(net::Op op, const void* payload, uint32_t len) = 0;
+
+    // Optional hooks (no-ops unless the transport has a use for them).
+    // A local memory region (e.g. the shared node cache) that reads may land
+    // in and writes may come from: RDMA registers it once per process so such
+    // transfers skip the bounce buffer. The region must outlive the transport.
+    virtual void register_region(void* base, size_t len) {}
+    // Close the connection now (backend exit); the next call reconnects.
+    virtual void disconnect() {}
 };
 
 // Called while waiting on the network, every few milliseconds. Returns true if

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Per-verb latency of rdma:// next to tcp:// against one dex-memnode, both
+# measured in the same Soft-RoCE guest (rxe-vm.sh, TCG emulation unless the
+# host has usable KVM): EMULATED numbers, for comparing orders of magnitude and
+# catching regressions, not for performance claims.
+#
+#   bash bench/rdma_latency.sh [ITERS]          # needs build/ (cmake --build build)
+#   DEX_RDMA_IP=10.0.0.5 bash bench/rdma_latency.sh   # real RDMA NIC: on the host, no VM
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd -P)
+ITERS=${1:-5000}
+if [ "${2:-}" = --guest ] || [ -n "${DEX_RDMA_IP:-}" ]; then
+    IP=${DEX_RDMA_IP:-$RXE_IP}
+    ulimit -l unlimited 2>/dev/null
+    W=$(mktemp -d /tmp/dex-lat.XXXXXX)
+    echo "bench-token-$RANDOM" >"$W/token"
+    "$ROOT/build/memnode/dex-memnode" --listen 127.0.0.1:0 --rdma-listen "$IP:0" --memory 256MB --threads 2 \
+        --token-file "$W/token" 2>"$W/mem.log" &
+    mpid=$!
+    for _ in $(seq 1 300); do grep -q "listening on" "$W/mem.log" && break; sleep 0.1; done
+    tport=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$W/mem.log")
+    rport=$(sed -n 's/.*RDMA clients accepted on [^:]*:\([0-9]*\).*/\1/p' "$W/mem.log")
+    [ -n "$tport" ] && [ -n "$rport" ] || { cat "$W/mem.log"; kill $mpid; exit 1; }
+    echo "# kernel $(uname -r), $(nproc) vCPU, device ${RXE_DEV:-?}, $(date -u +%FT%TZ)"
+    for url in "tcp://127.0.0.1:$tport" "rdma://$IP:$rport"; do
+        "$ROOT/build/bench/dex-verb-latency" --memnode "$url" --token-file "$W/token" --iters "$ITERS" || rc=1
+    done
+    kill $mpid; wait $mpid 2>/dev/null
+    rm -rf "$W"
+    exit ${rc:-0}
+fi
+VM=${DEX_RXE_VM:-}
+for c in "$ROOT/../shared/tools/rxe-vm/rxe-vm.sh" /work/shared/tools/rxe-vm/rxe-vm.sh; do
+    [ -z "$VM" ] && [ -x "$c" ] && VM=$c
+done
+[ -n "$VM" ] || { echo "rdma_latency: SKIPPED: rxe-vm.sh not found (set DEX_RXE_VM)" >&2; exit 77; }
+cd "$ROOT" && exec "$VM" -- bash bench/rdma_latency.sh "$ITERS" --guest

@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# `make check-rdma`: the rdma:// transport tested for real.
+#
+# Where the host has no RDMA device, this boots a throwaway QEMU guest with
+# Soft-RoCE (rxe-vm.sh, see README.md "RDMA") and runs, inside it:
+#   1. the C++ transport tests parameterized over rdma:// (none may skip there),
+#   2. the whole pg_regress suite with dex.memnodes = 'rdma://10.77.0.1:PORT',
+#   3. failure cases: memory node killed mid-workload, restarted, wrong token
+#      (scripts/rdma/failures.sh).
+# Memory node and PostgreSQL both run in the guest, as the `postgres` user.
+#
+# On a machine with a real RDMA NIC: DEX_RDMA_IP=<address of the RDMA
+# interface> make check-rdma   runs the same steps on the host, no VM.
+#
+# Exit status: 0 passed, 1 failed, 77 SKIPPED (no VM possible: no qemu, no
+# rxe-vm.sh, no kernel). test-all.sh records 77 as "skipped", never as passed.
+# Environment: DEX_RXE_VM (path of rxe-vm.sh), RXE_VM_MEM (guest MiB, default
+# 3072), REGRESS (narrow the pg_regress suites), DEX_RDMA_IP (real hardware).
+set -uo pipefail
+# The whole script is one { ... } block: bash parses it before running it, so
+# editing the file (or a git checkout) during a 30-minute run cannot derail it.
+{
+HERE=$(cd "$(dirname "$0")" && pwd -P)
+source "$HERE/lib.sh"
+SKIP=77
+
+skipped() {
+    printf '\n\033[1;33m*** check-rdma SKIPPED: %s ***\033[0m\n' "$*" >&2
+    printf '*** rdma:// was NOT tested. See README.md "RDMA" for what is needed. ***\n\n' >&2
+    exit $SKIP
+}
+
+# ------------------------------------------------------------------- guest side
+if [ "${1:-}" = --guest ]; then
+    # Runs inside the VM (or on a real RDMA host) as root, cwd = $DEX_ROOT.
+    RIP=${DEX_RDMA_IP:-${RXE_IP:-}}
+    [ -n "$RIP" ] || { echo "check-rdma: no RDMA address (DEX_RDMA_IP / RXE_IP)" >&2; exit 1; }
+    export DEX_RDMA_IP=$RIP
+    # Memory registration pins pages: the pool, bounce buffers and the node
+    # cache region of every backend. Inherited by the postgres processes.
+    ulimit -l unlimited || echo "check-rdma: warning: cannot raise the locked-memory limit" >&2
+    export DEX_WORK=${DEX_RDMA_WORK:-/tmp/dex-rdma}
+    rm -rf "$DEX_WORK"; mkdir -p "$DEX_WORK"; prepare_workdir
+    fails=0; parts=()
+    part() { if [ "$2" = 0 ]; then parts+=("ok: $1"); else parts+=("FAILED: $1"); fails=$((fails + 1)); fi; }
+    t0=$SECONDS
+
+    log "C++ transport tests over rdma:// ($RIP)"
+    out="$DEX_WORK/gtest.log"
+    "$DEX_ROOT/build/tests/dex-unit-tests" --gtest_filter='*/rdma:Rdma*' 2>&1 | tee "$out" | grep -E '^\[ *(OK|FAILED|SKIPPED|PASSED) ' 
+    rc=${PIPESTATUS[0]}
+    # Here a skipped rdma test is a failure: the device is supposed to be present.
+    if grep -q '^\[  SKIPPED \]' "$out"; then echo "rdma tests were skipped inside the guest" >&2; rc=1; fi
+    grep -q '^\[  PASSED  \]' "$out" || rc=1
+    part "gtest rdma ($((SECONDS - t0))s)" "$rc"
+
+    t1=$SECONDS
+    log "pg_regress over rdma://"
+    tok="$DEX_WORK/token"
+    echo "check-rdma-$RANDOM$RANDOM" >"$tok"; chown "$DEX_RUN_USER" "$tok"; chmod 600 "$tok"
+    mport=$(free_port); rport=$(free_port); pport=$(free_port)
+    start_memnode regress-mem "$mport" 512MB --threads 2 --rdma-listen "$RIP:$rport" --token-file "$tok"
+    # autovacuum off: under TCG emulation everything is ~20x slower, so autovacuum
+    # and autoanalyze get to run in the middle of a suite and change plans (and
+    # visibility-map bits) that the expected outputs were written without.
+    start_cluster regress "$pport" "rdma://$RIP:$rport" "dex.token_file = '$tok'" "autovacuum = off"
+    make -C "$DEX_ROOT" -s installcheck PGHOST="$DEX_WORK" PGPORT="$pport" PGUSER=postgres \
+        ${REGRESS:+REGRESS="$REGRESS"}
+    rc=$?
+    [ $rc = 0 ] || { [ -f "$DEX_ROOT/regression.diffs" ] && head -200 "$DEX_ROOT/regression.diffs"; }
+    # The suites really ran over RDMA: the configured memory node is an rdma:// one.
+    conns=$(dpsql "$pport" -d contrib_regression -At -c "select string_agg(address, ',') from dex_memnodes()" 2>&1)
+    echo "dex_memnodes(): $conns"
+    [[ $conns == rdma://* ]] || { echo "the cluster did not use rdma://" >&2; rc=1; }
+    stop_cluster regress
+    stop_memnode regress-mem
+    part "pg_regress over rdma ($((SECONDS - t1))s)" "$rc"
+
+    t2=$SECONDS
+    log "failure cases over rdma://"
+    DEX_WORK="$DEX_WORK/failures" bash "$DEX_ROOT/scripts/rdma/failures.sh"
+    part "failure cases ($((SECONDS - t2))s)" $?
+
+    log "check-rdma summary ($((SECONDS - t0))s in the guest)"
+    printf '%s\n' "${parts[@]}"
+    # Keep the logs where the host can read them.
+    mkdir -p "$DEX_ROOT/.rdma-logs" && cp -r "$DEX_WORK"/*.log "$DEX_ROOT/.rdma-logs/" 2>/dev/null
+    [ $fails = 0 ]
+    exit $?
+fi
+
+# -------------------------------------------------------------------- host side
+if [ -z "${DEX_INSTALL_LOCKED:-}" ]; then
+    # Installs into the system PostgreSQL: same lock as test-all.sh.
+    export DEX_INSTALL_LOCKED=1
+    exec flock /tmp/dex-pg-install.lock bash "$0" "$@"
+fi
+
+if [ -n "${DEX_RDMA_IP:-}" ]; then
+    # Real RDMA hardware: no VM.
+    install_deps; build_install
+    cmake --build "$DEX_ROOT/build" -j2 >/dev/null || die "unit test build failed"
+    cd "$DEX_ROOT" && exec bash "$HERE/check-rdma.sh" --guest
+fi
+
+VM=${DEX_RXE_VM:-}
+if [ -z "$VM" ]; then
+    for c in "$DEX_ROOT/../shared/tools/rxe-vm/rxe-vm.sh" /work/shared/tools/rxe-vm/rxe-vm.sh; do
+        [ -x "$c" ] && { VM=$c; break; }
+    done
+fi
+[ -n "$VM" ] && [ -x "$VM" ] || skipped "rxe-vm.sh not found (set DEX_RXE_VM=/path/to/rxe-vm.sh; it lives in shared/tools/rxe-vm)"
+command -v qemu-system-x86_64 >/dev/null || skipped "qemu-system-x86_64 missing (apt-get install qemu-system-x86)"
+
+install_deps
+build_install
+log "building the unit tests"
+cmake --build "$DEX_ROOT/build" -j2 >/dev/null || die "unit test build failed"
+
+log "booting the Soft-RoCE guest ($VM)"
+start=$SECONDS
+cd "$DEX_ROOT"
+# Under TCG the whole pg_regress suite takes tens of minutes: allow 90.
+RXE_VM_MEM=${RXE_VM_MEM:-3072} RXE_VM_TIMEOUT=${RXE_VM_TIMEOUT:-5400} "$VM" -- bash scripts/check-rdma.sh --guest
+rc=$?
+echo "check-rdma: guest run took $((SECONDS - start))s (exit $rc)"
+case $rc in
+    0) echo "check-rdma: PASSED"; exit 0 ;;
+    77) skipped "the Soft-RoCE VM cannot run here (rxe-vm.sh exit 77; see its message above)" ;;
+    124) echo "check-rdma: FAILED (the guest timed out)"; exit 1 ;;
+    125) echo "check-rdma: FAILED (the guest died)"; exit 1 ;;
+    *) echo "check-rdma: FAILED"; exit 1 ;;
+esac
+exit 1
+}

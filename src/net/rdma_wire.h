@@ -1,0 +1,32 @@
+// What the rdma:// transport and dex-memnode --rdma-listen agree on, on top
+// of net/protocol.h.
+//
+// Connection: librdmacm (RDMA_PS_TCP, RC QP). Two-sided messages are the TCP
+// frames unchanged: one request frame (FrameHeader + payload) per SEND, one
+// response frame per SEND back, at most kRdmaMsgBytes each, at most
+// kRdmaDepth requests outstanding per connection. The first SEND must be the
+// HELLO; its OK response payload is HelloReply followed by RdmaHelloExt, the
+// only place where the pool's address and rkey are disclosed. One-sided verbs
+// (READ/WRITE/CMP_AND_SWP/FETCH_AND_ADD) then go straight to the pool: the
+// remote address of pool offset o is pool_addr + o.
+#pragma once
+#include <cstdint>
+
+namespace dex::net {
+
+constexpr uint32_t kRdmaMsgBytes = 256u * 1024;  // largest two-sided message (frame header included)
+constexpr uint32_t kRdmaDepth = 4;               // receive buffers the memory node posts per connection
+
+#pragma pack(push, 1)
+struct RdmaHelloExt {
+    uint64_t pool_addr;   // remote virtual address of pool offset 0
+    uint64_t pool_bytes;  // addressable bytes (bounds for one-sided verbs)
+    uint32_t rkey;        // of the pool's memory region
+    uint32_t msg_bytes;   // kRdmaMsgBytes as the node sees it
+    uint32_t depth;       // requests the node accepts outstanding on this connection
+    uint32_t pad;
+};
+static_assert(sizeof(RdmaHelloExt) == 32);
+#pragma pack(pop)
+
+}  // namespace dex::net
