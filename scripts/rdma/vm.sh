@@ -140,7 +140,7 @@ fetch_kernel() {
     "$BB" depmod -b "$tmp/x" "$kver" || { rm -rf "$tmp"; cannot "depmod failed"; }
     mkdir -p "$tmp/keep/mods"
     # Closure of $WANT over modules.dep ("path: dep dep ...", paths relative).
-    local -A done=() ; local queue=() m line rel d
+    local -A seen=() ; local queue=() m line rel d
     for m in $WANT; do
         line=$(grep -E "/${m//_/[-_]}\.ko:" "$mods/modules.dep" | head -1)
         if [ -z "$line" ]; then
@@ -151,7 +151,7 @@ fetch_kernel() {
     done
     while [ ${#queue[@]} -gt 0 ]; do
         rel=${queue[0]}; queue=("${queue[@]:1}")
-        [ -n "${done[$rel]:-}" ] && continue; done[$rel]=1
+        [ -n "${seen[$rel]:-}" ] && continue; seen[$rel]=1
         mkdir -p "$tmp/keep/mods/${rel%/*}"; cp "$mods/$rel" "$tmp/keep/mods/$rel"
         line=$(grep -F "$rel:" "$mods/modules.dep" | head -1)
         for d in ${line#*:}; do queue+=("$d"); done
