@@ -29,9 +29,6 @@ if [ "${2:-}" = --guest ] || [ -n "${DEX_RDMA_IP:-}" ]; then
     rm -rf "$W"
     exit ${rc:-0}
 fi
-VM=${DEX_RXE_VM:-}
-for c in "$ROOT/../shared/tools/rxe-vm/rxe-vm.sh" /work/shared/tools/rxe-vm/rxe-vm.sh; do
-    [ -z "$VM" ] && [ -x "$c" ] && VM=$c
-done
-[ -n "$VM" ] || { echo "rdma_latency: SKIPPED: rxe-vm.sh not found (set DEX_RXE_VM)" >&2; exit 77; }
-cd "$ROOT" && exec "$VM" -- bash bench/rdma_latency.sh "$ITERS" --guest
+# Our launcher (scripts/rdma/vm.sh) unless DEX_RXE_VM names another one.
+VM=${DEX_RXE_VM:-$ROOT/scripts/rdma/vm.sh}
+cd "$ROOT" && exec bash "$VM" -- bash bench/rdma_latency.sh "$ITERS" --guest

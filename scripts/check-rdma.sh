@@ -2,7 +2,7 @@
 # `make check-rdma`: the rdma:// transport tested for real.
 #
 # Where the host has no RDMA device, this boots a throwaway QEMU guest with
-# Soft-RoCE (rxe-vm.sh, see README.md "RDMA") and runs, inside it:
+# Soft-RoCE (scripts/rdma/vm.sh, see README.md "RDMA") and runs, inside it:
 #   1. the C++ transport tests parameterized over rdma:// (none may skip there),
 #   2. the whole pg_regress suite with dex.memnodes = 'rdma://10.77.0.1:PORT',
 #   3. failure cases: memory node killed mid-workload, restarted, wrong token
@@ -13,8 +13,10 @@
 # interface> make check-rdma   runs the same steps on the host, no VM.
 #
 # Exit status: 0 passed, 1 failed, 77 SKIPPED (no VM possible: no qemu, no
-# rxe-vm.sh, no kernel). test-all.sh records 77 as "skipped", never as passed.
-# Environment: DEX_RXE_VM (path of rxe-vm.sh), RXE_VM_MEM (guest MiB, default
+# kernel package). test-all.sh records 77 as "skipped", never as passed.
+# Environment: DEX_RXE_VM (another launcher with rxe-vm.sh's interface; default
+# scripts/rdma/vm.sh), DEX_RDMA_PARTS (subset of "cpp regress failures", default
+# all; the summary says which ran), RXE_VM_MEM (guest MiB, default
 # 3072), REGRESS (narrow the pg_regress suites), DEX_RDMA_IP (real hardware).
 set -uo pipefail
 # The whole script is one { ... } block: bash parses it before running it, so
@@ -44,7 +46,9 @@ if [ "${1:-}" = --guest ]; then
     fails=0; parts=()
     part() { if [ "$2" = 0 ]; then parts+=("ok: $1"); else parts+=("FAILED: $1"); fails=$((fails + 1)); fi; }
     t0=$SECONDS
+    want() { [[ " ${DEX_RDMA_PARTS:-cpp regress failures} " == *" $1 "* ]]; }
 
+    if want cpp; then
     log "C++ transport tests over rdma:// ($RIP)"
     out="$DEX_WORK/gtest.log"
     "$DEX_ROOT/build/tests/dex-unit-tests" --gtest_filter='*/rdma:Rdma*' 2>&1 | tee "$out" | grep -E '^\[ *(OK|FAILED|SKIPPED|PASSED) ' 
@@ -53,7 +57,9 @@ if [ "${1:-}" = --guest ]; then
     if grep -q '^\[  SKIPPED \]' "$out"; then echo "rdma tests were skipped inside the guest" >&2; rc=1; fi
     grep -q '^\[  PASSED  \]' "$out" || rc=1
     part "gtest rdma ($((SECONDS - t0))s)" "$rc"
+    fi
 
+    if want regress; then
     t1=$SECONDS
     log "pg_regress over rdma://"
     tok="$DEX_WORK/token"
@@ -75,11 +81,16 @@ if [ "${1:-}" = --guest ]; then
     stop_cluster regress
     stop_memnode regress-mem
     part "pg_regress over rdma ($((SECONDS - t1))s)" "$rc"
+    fi
 
+    if want failures; then
     t2=$SECONDS
     log "failure cases over rdma://"
     DEX_WORK="$DEX_WORK/failures" bash "$DEX_ROOT/scripts/rdma/failures.sh"
     part "failure cases ($((SECONDS - t2))s)" $?
+    fi
+    # A typo in DEX_RDMA_PARTS must not pass by running nothing.
+    [ ${#parts[@]} -gt 0 ] || { echo "check-rdma: DEX_RDMA_PARTS='${DEX_RDMA_PARTS:-}' selects no part (cpp regress failures)" >&2; exit 1; }
 
     log "check-rdma summary ($((SECONDS - t0))s in the guest)"
     printf '%s\n' "${parts[@]}"
@@ -103,13 +114,10 @@ if [ -n "${DEX_RDMA_IP:-}" ]; then
     cd "$DEX_ROOT" && exec bash "$HERE/check-rdma.sh" --guest
 fi
 
-VM=${DEX_RXE_VM:-}
-if [ -z "$VM" ]; then
-    for c in "$DEX_ROOT/../shared/tools/rxe-vm/rxe-vm.sh" /work/shared/tools/rxe-vm/rxe-vm.sh; do
-        [ -x "$c" ] && { VM=$c; break; }
-    done
-fi
-[ -n "$VM" ] && [ -x "$VM" ] || skipped "rxe-vm.sh not found (set DEX_RXE_VM=/path/to/rxe-vm.sh; it lives in shared/tools/rxe-vm)"
+# Our own launcher (scripts/rdma/vm.sh) unless DEX_RXE_VM names another one
+# with the same interface (e.g. shared/tools/rxe-vm/rxe-vm.sh).
+VM=${DEX_RXE_VM:-$HERE/rdma/vm.sh}
+[ -f "$VM" ] || skipped "VM launcher $VM not found"
 command -v qemu-system-x86_64 >/dev/null || skipped "qemu-system-x86_64 missing (apt-get install qemu-system-x86)"
 
 install_deps
@@ -121,12 +129,12 @@ log "booting the Soft-RoCE guest ($VM)"
 start=$SECONDS
 cd "$DEX_ROOT"
 # Under TCG the whole pg_regress suite takes tens of minutes: allow 90.
-RXE_VM_MEM=${RXE_VM_MEM:-3072} RXE_VM_TIMEOUT=${RXE_VM_TIMEOUT:-5400} "$VM" -- bash scripts/check-rdma.sh --guest
+RXE_VM_MEM=${RXE_VM_MEM:-3072} RXE_VM_TIMEOUT=${RXE_VM_TIMEOUT:-5400} bash "$VM" -- bash scripts/check-rdma.sh --guest
 rc=$?
 echo "check-rdma: guest run took $((SECONDS - start))s (exit $rc)"
 case $rc in
-    0) echo "check-rdma: PASSED"; exit 0 ;;
-    77) skipped "the Soft-RoCE VM cannot run here (rxe-vm.sh exit 77; see its message above)" ;;
+    0) echo "check-rdma: PASSED${DEX_RDMA_PARTS:+ (only the parts: $DEX_RDMA_PARTS)}"; exit 0 ;;
+    77) skipped "the Soft-RoCE VM cannot run here (launcher exit 77; see its message above)" ;;
     124) echo "check-rdma: FAILED (the guest timed out)"; exit 1 ;;
     125) echo "check-rdma: FAILED (the guest died)"; exit 1 ;;
     *) echo "check-rdma: FAILED"; exit 1 ;;

@@ -15,7 +15,7 @@ postgresql-15 postgresql-server-dev-15 gnuplot-nox procps iproute2 python3 \
 libibverbs-dev librdmacm-dev rdma-core ibverbs-providers ibverbs-utils rdmacm-utils \
 qemu-system-x86 busybox-static"
 # (rdma-core: the rdma:// transport; qemu + busybox-static: `make check-rdma` boots a
-# Soft-RoCE guest with rxe-vm, see README.md)
+# Soft-RoCE guest with scripts/rdma/vm.sh, which also uses iproute2's `rdma`, see README.md)
 
 log() { printf '\n\033[1m== %s\033[0m\n' "$*" >&2; }
 die() { printf 'ERROR: %s\n' "$*" >&2; exit 1; }
