@@ -313,7 +313,7 @@ OFFLOAD_NOTE="offloading: not yet available (this dex-ycsb has no offloading mod
 ycsb_help=$("$YCSB" --help 2>&1 || true)
 offload_mode=$(grep -o -- '[a-z+-]*offload[a-z+-]*' <<<"$ycsb_help" | grep -v '^-' | head -1 || true)
 if grep -q -- '--offload' <<<"$ycsb_help"; then
-    ABL_VARIANTS+=("dex+offloading|--mode dex --cache-ratio RATIO --offload"); OFFLOAD_NOTE="offloading: dex-ycsb --offload"
+    ABL_VARIANTS+=("dex+offloading|--mode dex --cache-ratio RATIO --offload auto"); OFFLOAD_NOTE="offloading: dex-ycsb --offload auto (cost-aware, DEX 6.1)"
 elif [ -n "$offload_mode" ]; then
     ABL_VARIANTS+=("dex+offloading|--mode $offload_mode --cache-ratio RATIO"); OFFLOAD_NOTE="offloading: dex-ycsb --mode $offload_mode"
 fi
