@@ -32,6 +32,8 @@
 #include <thread>
 #include <vector>
 
+#include "cache/cache.h"
+#include "cache/region.h"
 #include "common/error.h"
 #include "common/stats.h"
 #include "net/protocol.h"
@@ -40,7 +42,9 @@
 #include "rdma_test_util.h"
 #include "transport/rdma_transport.h"
 #include "transport/tcp_transport.h"
+#include "transport/remote_memory.h"
 #include "transport/transport_factory.h"
+#include "tree/btree.h"
 
 using namespace dex;
 using dex::testing::append;
@@ -926,6 +930,41 @@ TEST_F(RdmaOnly, RegisteredRegionIsZeroCopy) {
     t.read(off, region.data(), 8);
     EXPECT_TRUE(t.region_registered());
     EXPECT_EQ(t.zero_copy_transfers() - z0, 3u);
+}
+
+// The tree with a node cache whose region is registered (as capi does for the
+// PostgreSQL shared block): a node admitted on a miss is read by RDMA straight
+// into its cache frame, not through the bounce buffer.
+TEST_F(RdmaOnly, CachedTreeReadsLandInCacheFrames) {
+    auto owned = std::make_unique<RdmaTransport>(server->address("rdma"), topts());
+    RdmaTransport* rt = owned.get();
+    uint64_t ns = ns_create(*rt);
+    std::vector<std::unique_ptr<Transport>> nodes;
+    nodes.push_back(std::move(owned));
+    RemoteMemory mem(std::move(nodes));
+    const size_t bytes = cache::CacheRegion::bytes_for(size_t(4096) * kNodeSize);
+    std::unique_ptr<char[]> block(new char[bytes]);
+    cache::CacheRegion* region = cache::CacheRegion::init(block.get(), bytes, cache::AdmissionPolicy{true, 1.0});
+    ASSERT_NE(region, nullptr);
+    rt->register_region(block.get(), bytes);
+    cache::Cache c(*region, 7);
+    tree::TreeOptions o;
+    o.cache = &c;
+    tree::BTree t(mem, 0, ns, o);
+    auto key = [](int64_t i) { return make_key(key_from_int64(i), 1, 1); };
+    {
+        tree::BTree::BulkLoader bl(t, 0.9);
+        for (int64_t i = 0; i < 20000; i++) bl.add(key(i));
+        bl.finish();
+    }
+    const uint64_t z0 = rt->zero_copy_transfers(), a0 = stats().admissions.load();
+    for (int64_t i = 0; i < 20000; i += 40) ASSERT_TRUE(t.contains(key(i))) << i;
+    const uint64_t admitted = stats().admissions.load() - a0;
+    EXPECT_GT(admitted, 100u);
+    EXPECT_GE(rt->zero_copy_transfers() - z0, admitted) << "admitted nodes must be read into their frames";
+    const uint64_t r0 = stats().remote_reads.load();
+    for (int64_t i = 0; i < 20000; i += 40) ASSERT_TRUE(t.contains(key(i))) << i;
+    EXPECT_EQ(stats().remote_reads.load(), r0) << "the frames hold the right images";
 }
 
 TEST_F(RdmaOnly, OutOfPoolAndMisalignedAreRejectedLocally) {

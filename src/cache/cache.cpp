@@ -86,6 +86,10 @@ uint32_t Cache::admit(GAddr g, const Node& n) {
         return kNoFrame;
     }
     std::memcpy(r_.node(f), &n, kNodeSize);  // owned frame: nobody reads it yet
+    return admit_filled(f, g);
+}
+
+uint32_t Cache::admit_filled(uint32_t f, GAddr g) {
     if (!install(f, g)) return kNoFrame;
     if (admit_check_) {
         std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with the purger's store + scan

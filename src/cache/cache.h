@@ -123,6 +123,11 @@ public:
     // it, state HOT. Returns the frame, or kNoFrame if none could be freed (the
     // marker is then removed; proceed uncached). Counts stats().admissions.
     uint32_t admit(GAddr g, const Node& n);
+    // Zero-copy variant: the caller allocate_frame()d f and read g's remote
+    // image straight into node(f) (an RDMA READ then lands in the registered
+    // cache region, no bounce buffer); installs it like admit(). A frame that
+    // is not admitted after all goes back with release_frame(f) + abort_io(g).
+    uint32_t admit_filled(uint32_t f, GAddr g);
     // Low-level variant: fill an allocated frame yourself (node(f)), then
     // install it under g (needs g's marker). False: no marker; f is released.
     bool install(uint32_t f, GAddr g);

@@ -539,27 +539,39 @@ GAddr BTree::descend_cached(const EntryKey& k, int level, Node& out, Path* path,
                     // The marker is in place before this read: a writer publishing
                     // `g` after our read waits for the marker and then updates the
                     // frame (cache_update), so we cannot cache an outdated image.
+                    // Zero copy: the owner reads straight into the frame it will
+                    // admit (kNoFrame: cache exhausted, read into tmp as before).
+                    uint32_t zf = owner ? cache_->allocate_frame() : kNoFrame;
+                    Node& dst = zf != kNoFrame ? *R.node(zf) : tmp;
+                    auto drop_zf = [&] {
+                        if (zf != kNoFrame) cache_->release_frame(zf);
+                        zf = kNoFrame;
+                    };
                     NodeIO::Read rd;
                     auto t0 = std::chrono::steady_clock::now();
                     try {
-                        rd = io_.read(g, tmp, dl);
+                        rd = io_.read(g, dst, dl);
                         if (opts_.offload)
                             opts_.offload->record_remote_read(
                                 std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
                                     .count());
                     } catch (...) {
+                        drop_zf();
                         if (owner) cache_->abort_io(g);
                         throw;
                     }
+                    if (zf != kNoFrame) std::memcpy(static_cast<void*>(&tmp), &dst, kNodeSize);
                     if (rd != NodeIO::Read::kOk) {
+                        drop_zf();
                         if (owner) cache_->abort_io(g);
                         break;
                     }
                     if (owner) {
                         if (!valid_node(tmp, expect) || tmp.is_deleted()) {
+                            drop_zf();
                             cache_->abort_io(g);
                         } else {
-                            uint32_t nf = cache_->admit(g, tmp);
+                            uint32_t nf = zf != kNoFrame ? cache_->admit_filled(zf, g) : cache_->admit(g, tmp);
                             if (nf != kNoFrame && pf != kNoFrame)
                                 R.swizzle_optimistic(pf, pv, static_cast<uint16_t>(pslot), nf);
                         }
@@ -654,17 +666,26 @@ bool BTree::read_node(GAddr a, Node& out, const Deadline& dl) {
         // I/O marker goes in before the read, as in descend().
         if (f == cache::kNoFrame && (wb_ || cache_->should_admit(0)) &&
             cache_->try_begin_io(a) == cache::MappingTable::Begin::kOwner) {
+            uint32_t zf = cache_->allocate_frame();  // zero copy, as in descend()
+            Node& dst = zf != cache::kNoFrame ? *R.node(zf) : out;
             NodeIO::Read rd;
             try {
-                rd = io_.read(a, out, dl);
+                rd = io_.read(a, dst, dl);
             } catch (...) {
+                if (zf != cache::kNoFrame) cache_->release_frame(zf);
                 cache_->abort_io(a);
                 throw;
             }
-            if (rd == NodeIO::Read::kOk && valid_node(out, 0) && !out.is_deleted())
-                cache_->admit(a, out);
-            else
+            if (zf != cache::kNoFrame) std::memcpy(static_cast<void*>(&out), &dst, kNodeSize);
+            if (rd == NodeIO::Read::kOk && valid_node(out, 0) && !out.is_deleted()) {
+                if (zf != cache::kNoFrame)
+                    cache_->admit_filled(zf, a);
+                else
+                    cache_->admit(a, out);
+            } else {
+                if (zf != cache::kNoFrame) cache_->release_frame(zf);
                 cache_->abort_io(a);
+            }
             return rd == NodeIO::Read::kOk;
         }
     }
