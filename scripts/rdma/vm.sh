@@ -88,6 +88,8 @@ for d in /tmp /run /var/tmp; do [ -d $H$d ] && mount -t tmpfs tmp $H$d; done
 C=/run/dex-vm   # where the chrooted command sees the control folder
 mkdir -p $H$C && mount --bind $S $H$C || broken "bind ctl"
 if [ "$VM_CWD" != / ]; then
+    # Under a private tmpfs (/tmp/...) the mount point does not exist yet.
+    mkdir -p "$H$VM_CWD" 2>/dev/null
     mount -t 9p -o $O,cache=mmap cwd "$H$VM_CWD" || broken "9p $VM_CWD"
 fi
 ip link set lo up
