@@ -10,6 +10,7 @@
 #include "common/stats.h"
 #include "tree/offload_policy.h"
 #include <chrono>
+#include <thread>
 
 namespace dex::tree {
 
@@ -1647,6 +1648,18 @@ void BTree::BulkLoader::finish() {
 // ---- check / info --------------------------------------------------------------
 
 TreeInfo BTree::check() {
+    constexpr int kAttempts = 4;
+    for (int attempt = 0;; attempt++) {
+        try {
+            return check_once();
+        } catch (const Error& e) {
+            if (e.code() != ErrorCode::kCorrupt || attempt + 1 >= kAttempts) throw;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(50 << attempt));  // 50, 100, 200 ms
+    }
+}
+
+TreeInfo BTree::check_once() {
     TreeInfo info;
     auto corrupt = [&](GAddr a, const std::string& what) {
         return Error(ErrorCode::kCorrupt, "dex index check failed: node " + hex_addr(a) + ": " + what,
