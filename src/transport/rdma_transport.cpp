@@ -15,6 +15,8 @@
 // in one SEND and takes the reply from a pre-posted RECV.
 #include "transport/rdma_transport.h"
 
+#include "transport/address.h"
+
 #include <unistd.h>
 
 #include <cstring>
@@ -361,32 +363,11 @@ struct RdmaTransport::Impl final : net::FrameClient {
 };
 
 RdmaTransport::RdmaTransport(std::string address, TransportOptions opts) {
-    std::string a = address;
-    if (a.rfind("rdma://", 0) == 0) a = a.substr(7);
-    while (!a.empty() && a.back() == '/') a.pop_back();
-    std::string host, port;
-    if (!a.empty() && a[0] == '[') {
-        size_t close = a.find(']');
-        if (close != std::string::npos && close + 1 < a.size() && a[close + 1] == ':') {
-            host = a.substr(1, close - 1);
-            port = a.substr(close + 2);
-        }
-    } else {
-        size_t colon = a.rfind(':');
-        if (colon != std::string::npos && a.find(':') == colon) {
-            host = a.substr(0, colon);
-            port = a.substr(colon + 1);
-        }
-    }
-    bool port_ok = !port.empty() && port.size() <= 5 && port.find_first_not_of("0123456789") == std::string::npos &&
-                   std::stoi(port) > 0 && std::stoi(port) < 65536;
-    if (host.empty() || !port_ok)
-        throw Error(ErrorCode::kInvalid, "invalid memory node address \"" + address + "\"",
-                    "Use rdma://host:port, for example rdma://10.0.0.5:7400.");
-    address_ = "rdma://" + (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + port;
+    HostPort hp = parse_host_port(address, "rdma", "rdma://10.0.0.5:7400");
+    address_ = hp.canonical;
     impl_ = std::make_unique<Impl>(address_);
-    impl_->host = host;
-    impl_->port = port;
+    impl_->host = hp.host;
+    impl_->port = hp.port;
     impl_->opts = std::move(opts);
     if (impl_->opts.connect_timeout_ms <= 0) impl_->opts.connect_timeout_ms = 1;
     if (impl_->opts.op_timeout_ms <= 0) impl_->opts.op_timeout_ms = 1;

@@ -2,6 +2,8 @@
 // 10 ms that checks interrupt_requested() and the deadline.
 #include "transport/tcp_transport.h"
 
+#include "transport/address.h"
+
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -222,30 +224,9 @@ struct TcpTransport::Impl final : net::FrameClient {
 };
 
 TcpTransport::TcpTransport(std::string address, TransportOptions opts) : impl_(std::make_unique<Impl>()) {
-    std::string a = address;
-    if (a.rfind("tcp://", 0) == 0) a = a.substr(6);
-    while (!a.empty() && a.back() == '/') a.pop_back();
-    std::string host, port;
-    if (!a.empty() && a[0] == '[') {
-        size_t close = a.find(']');
-        if (close != std::string::npos && close + 1 < a.size() && a[close + 1] == ':') {
-            host = a.substr(1, close - 1);
-            port = a.substr(close + 2);
-        }
-    } else {
-        size_t colon = a.rfind(':');
-        if (colon != std::string::npos && a.find(':') == colon) {
-            host = a.substr(0, colon);
-            port = a.substr(colon + 1);
-        }
-    }
-    bool port_ok = !port.empty() && port.size() <= 5 && port.find_first_not_of("0123456789") == std::string::npos &&
-                   std::stoi(port) > 0 && std::stoi(port) < 65536;
-    if (host.empty() || !port_ok)
-        throw Error(ErrorCode::kInvalid, "invalid memory node address \"" + address + "\"",
-                    "Use tcp://host:port, for example tcp://127.0.0.1:7400.");
-    impl_->host = host;
-    impl_->port = port;
+    HostPort hp = parse_host_port(address, "tcp", "tcp://127.0.0.1:7400");
+    impl_->host = hp.host;
+    impl_->port = hp.port;
     impl_->opts = std::move(opts);
     if (impl_->opts.connect_timeout_ms <= 0) impl_->opts.connect_timeout_ms = 1;
     if (impl_->opts.op_timeout_ms <= 0) impl_->opts.op_timeout_ms = 1;
