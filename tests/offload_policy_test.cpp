@@ -46,6 +46,22 @@ TEST(OffloadPolicy, ShiftsBackWhenOffloadsGetSlower) {
     EXPECT_LT(off, 300);
 }
 
+// A write done one-sided adds a re-read, a lock CAS and a publish batch after
+// its descent: the same miss is worth offloading for a write but not a read.
+TEST(OffloadPolicy, WritesCountTheirLockAndPublishRoundTrips) {
+    OffloadPolicy p;
+    for (int i = 0; i < 50; i++) p.record_remote_read(20);
+    for (int i = 0; i < 50; i++) p.record_offload(40);
+    EXPECT_NEAR(p.one_sided_estimate(1, OffloadPolicy::kWriteRoundTrips), (20.3 + 3 * 20) * 1.2, 1e-9);
+    int reads = 0, writes = 0;
+    for (int i = 0; i < 10000; i++) reads += p.should_offload(1);
+    for (int i = 0; i < 10000; i++) writes += p.should_offload(1, OffloadPolicy::kWriteRoundTrips);
+    EXPECT_LT(reads, 300);
+    EXPECT_GT(writes, 9700);
+    EXPECT_EQ(p.decisions(), 20000u);
+    EXPECT_EQ(p.offloads_chosen(), static_cast<uint64_t>(reads + writes));
+}
+
 TEST(OffloadPolicy, ExploresBeforeItHasSamplesAndHonoursOnOff) {
     OffloadPolicy p;
     EXPECT_TRUE(p.should_offload(2));  // no offload sample yet

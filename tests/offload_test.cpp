@@ -224,5 +224,111 @@ TEST(Offload, CachedDescentOffloadsMissesAndStaysExact) {
     f.t->check();
 }
 
+// A node cache of `frames` frames with every leaf admitted, for the tests below.
+struct CachedClient {
+    std::unique_ptr<char[]> rmem;
+    std::unique_ptr<cache::Cache> c;
+    tree::OffloadPolicy pol;
+    std::unique_ptr<RemoteMemory> mem;
+    std::unique_ptr<tree::BTree> t;
+    CachedClient(Fixture& f, size_t frames, double leaf_admission, tree::OffloadMode mode) {
+        size_t bytes = cache::CacheRegion::bytes_for(frames * kNodeSize);
+        rmem.reset(new char[bytes]);
+        cache::AdmissionPolicy ap;
+        ap.leaf_admission = leaf_admission;
+        c = std::make_unique<cache::Cache>(*cache::CacheRegion::init(rmem.get(), bytes, ap), 11);
+        pol.set_mode(mode);
+        tree::TreeOptions o;
+        o.cache = c.get();
+        o.offload = &pol;
+        mem = make_mem(*f.engine);
+        t = std::make_unique<tree::BTree>(*mem, 0, f.ns, o);
+    }
+};
+
+// Inserts and deletes through a tiny cache with offloading forced on: the
+// memory node does those that need no structure modification, the compute
+// side the splits (full leaves) and merges (emptied leaves) it answers "needs
+// a split/merge" for -- while a one-sided client writes next to it. Return
+// values (inserted / already there, deleted / absent) and the final contents
+// must be exact.
+TEST(Offload, CachedWritesAreOffloadedAndStayExact) {
+    Fixture f;
+    f.load(40000);  // even keys, leaves 70% full: odd inserts split them
+    CachedClient cc(f, 64, 0.1, tree::OffloadMode::kOn);
+    tree::BTree& t = *cc.t;
+    const uint64_t off0 = f.engine->stats().offloads;
+    std::atomic<bool> failed{false};
+    std::thread other([&] {  // one-sided, uncached: odd keys of the upper half
+        auto wm = make_mem(*f.engine);
+        tree::BTree w(*wm, 0, f.ns);
+        for (int64_t k = 20001; k < 40000; k += 2)
+            if (!w.insert(K(k, 1, 1))) failed = true;
+        for (int64_t k = 20001; k < 40000; k += 4) {
+            EntryKey key = K(k, 1, 1);
+            if (w.remove(&key, 1) != 1) failed = true;
+        }
+    });
+    for (int64_t k = 1; k < 20000; k += 2) ASSERT_TRUE(t.insert(K(k, 1, 1))) << k;
+    for (int64_t k = 1; k < 20000; k += 2) ASSERT_FALSE(t.insert(K(k, 1, 1))) << k;  // already there
+    for (int64_t k = 0; k < 6000; k++) {  // empties leaves: merges on the compute side
+        EntryKey key = K(k, 1, 1);
+        ASSERT_EQ(t.remove(&key, 1), 1u) << k;
+    }
+    for (int64_t k = 0; k < 6000; k += 7) {
+        EntryKey key = K(k, 1, 1);
+        ASSERT_EQ(t.remove(&key, 1), 0u) << k;  // absent
+    }
+    other.join();
+    EXPECT_FALSE(failed.load());
+    std::set<EntryKey> model;
+    for (int64_t k = 6000; k < 20000; k++) model.insert(K(k, 1, 1));
+    for (int64_t k = 20000; k < 40000; k++)
+        if (k % 2 == 0 || (k - 20001) % 4 != 0) model.insert(K(k, 1, 1));
+    tree::TreeInfo info = f.t->check();
+    EXPECT_EQ(info.entries, model.size());
+    EXPECT_EQ(scan_all(*f.t, neg_inf_key(), pos_inf_key(), false),
+              model_range(model, neg_inf_key(), pos_inf_key(), false));
+    for (int64_t k = 0; k < 40000; k += 13) EXPECT_EQ(t.contains(K(k, 1, 1)), model.count(K(k, 1, 1)) == 1) << k;
+    // most writes missed the 64-frame cache and went to the memory node
+    EXPECT_GT(f.engine->stats().offloads - off0, 10000u);
+    EXPECT_GT(cc.pol.offloads_chosen(), 10000u);
+}
+
+// DEX 6.2: a leaf the memory node changed is not served from the cache
+// afterwards (without the invalidation, the cached leaf would still miss the
+// new entry and still hold the deleted one).
+TEST(Offload, OffloadedWriteInvalidatesTheCachedLeaf) {
+    Fixture f;
+    f.load(20000);
+    CachedClient cc(f, 4096, 1.0, tree::OffloadMode::kOff);
+    tree::BTree& t = *cc.t;
+    for (int64_t k = 0; k < 20000; k += 2) ASSERT_TRUE(t.contains(K(k, 1, 1)));  // every leaf cached
+    ASSERT_FALSE(t.contains(K(777, 1, 1)));
+    tree::TreeInfo i = t.info();
+    ASSERT_LE(static_cast<int>(i.height) - 1, t.placement_level());
+    EXPECT_EQ(t.offload(net::kOffloadInsert, i.root, static_cast<int>(i.height) - 1, K(777, 1, 1)),
+              net::kOffloadDone);
+    EXPECT_EQ(t.offload(net::kOffloadDelete, i.root, static_cast<int>(i.height) - 1, K(778, 1, 1)),
+              net::kOffloadDone);
+    EXPECT_TRUE(t.contains(K(777, 1, 1)));
+    EXPECT_FALSE(t.contains(K(778, 1, 1)));
+}
+
+// auto: with offloads far slower than one-sided reads (a saturated memory
+// node CPU), writes that miss the cache go one-sided again.
+TEST(Offload, AutoKeepsWritesOneSidedWhenOffloadsAreSlow) {
+    Fixture f;
+    f.load(40000);
+    CachedClient cc(f, 64, 0.1, tree::OffloadMode::kAuto);
+    for (int i = 0; i < 50; i++) cc.pol.record_offload(1e6), cc.pol.record_remote_read(1);
+    const uint64_t off0 = f.engine->stats().offloads;
+    for (int64_t k = 1; k < 20000; k += 2) ASSERT_TRUE(cc.t->insert(K(k, 1, 1)));
+    // only the ~1% contrary decisions offload (each pulls the average up further)
+    EXPECT_LT(f.engine->stats().offloads - off0, 300u);
+    EXPECT_GT(cc.pol.decisions(), 2000u);
+    f.t->check();
+}
+
 }  // namespace
 }  // namespace dex::testing

@@ -122,8 +122,9 @@ void usage(FILE* f) {
         "  --memory SIZE       pool of the spawned memnode / local buffer (default auto)\n"
         "  --memnode-threads N --threads of the spawned memnode (default 2)\n"
         "  --leaf-admission P  dex mode: probability a fetched leaf is admitted (default 0.1)\n"
-        "  --offload M         cached modes: auto | on | off (default off): lookups/scans that miss\n"
-        "                      the cache below the placement level run on the memory node\n"
+        "  --offload M         cached modes: auto | on | off (default off): lookups, scans and\n"
+        "                      single-entry writes that miss the cache at or below the\n"
+        "                      placement level may run on the memory node (DEX 6)\n"
         "  --cache-ratio F     node cache size / index size after the load (inner-only,\n"
         "                      dex; default 0.125)\n"
         "  --fill F            bulk-load fill factor (default 0.9)\n"
@@ -907,6 +908,7 @@ int run(const Options& o) {
         .num("remote_writes", per_op(st.remote_writes))
         .num("remote_atomics", per_op(st.remote_atomics))
         .num("remote_rpcs", per_op(st.remote_rpcs))
+        .num("offloads", per_op(st.offloads))
         .num("round_trips", per_op(st.round_trips))
         .num("bytes_read", per_op(st.bytes_read))
         .num("bytes_written", per_op(st.bytes_written))

@@ -497,12 +497,16 @@ GAddr BTree::descend_cached(const EntryKey& k, int level, Node& out, Path* path,
                     if (pf != kNoFrame && R.swizzle_optimistic(pf, pv, static_cast<uint16_t>(pslot), f)) pf = kNoFrame;
                 } else {
                     // DEX 6: a miss at a subtree root at or below the placement
-                    // level; the memory node may finish the lookup. A miss at
-                    // the leaf itself saves nothing (and the leaf would not be
-                    // admitted): offloaded only when forced on.
-                    if (offload_read_ && opts_.offload && level == 0 && !lt && !wb_ && !refresh &&
-                        (expect >= 1 || (expect == 0 && opts_.offload->mode() == OffloadMode::kOn)) &&
-                        expect <= place_level_ && opts_.offload->should_offload(expect + 1)) {
+                    // level; the memory node may finish the operation. For a
+                    // read, a miss at the leaf itself saves nothing (and the
+                    // leaf would not be admitted): offloaded only when forced
+                    // on. A write done one-sided still re-reads, locks and
+                    // publishes the leaf, so its leaf misses count too.
+                    const bool write = offload_kind_ == net::kOffloadInsert || offload_kind_ == net::kOffloadDelete;
+                    if (offload_kind_ && opts_.offload && level == 0 && !lt && !wb_ && !refresh &&
+                        (expect >= 1 || (expect == 0 && (write || opts_.offload->mode() == OffloadMode::kOn))) &&
+                        expect <= place_level_ &&
+                        opts_.offload->should_offload(expect + 1, write ? OffloadPolicy::kWriteRoundTrips : 0)) {
                         auto b = cache_->try_begin_io(g);
                         if (b == MappingTable::Begin::kIoInProgress || b == MappingTable::Begin::kCached) break;
                         const bool owner = b == MappingTable::Begin::kOwner;  // marker: nobody fetches g meanwhile
@@ -516,7 +520,7 @@ GAddr BTree::descend_cached(const EntryKey& k, int level, Node& out, Path* path,
                         GAddr leaf = 0;
                         auto t0 = std::chrono::steady_clock::now();
                         try {
-                            st = offload(net::kOffloadLeaf, g, expect, k, &out, &leaf);
+                            st = offload_rpc(offload_kind_, g, expect, k, write ? nullptr : &out, &leaf);
                         } catch (...) {
                             release();
                             throw;
@@ -524,11 +528,20 @@ GAddr BTree::descend_cached(const EntryKey& k, int level, Node& out, Path* path,
                         opts_.offload->record_offload(
                             std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
                         release();
-                        if (st == net::kOffloadDone) {
+                        if (st == net::kOffloadDone && !write) {
                             refresh_next_ = false;
                             return leaf;
                         }
-                        // otherwise continue with one-sided reads
+                        if (write && (st == net::kOffloadDone || st == net::kOffloadNoop)) {
+                            // DEX 6.2: the leaf changed under any cached copy;
+                            // invalidated only now that our own marker is gone.
+                            if (st == net::kOffloadDone) cache_drop_changed(leaf, dl);
+                            offload_result_ = st;
+                            refresh_next_ = false;
+                            return leaf;
+                        }
+                        // otherwise (needs a split / merge, or the path left
+                        // the node) continue with one-sided reads
                     }
                     uint8_t lvl = static_cast<uint8_t>(expect >= 0 ? expect : 1);  // the root: as an inner node
                     bool owner = false;
@@ -752,6 +765,18 @@ void BTree::cache_drop(GAddr a) {
     }
 }
 
+void BTree::cache_drop_changed(GAddr a, const Deadline& dl) {
+    if (!cache_) return;
+    int attempt = 0;
+    // Unlike cache_drop(), an I/O marker is waited out: the admission behind it
+    // may have read `a` before the memory node changed it.
+    while (cache_->region().table().lookup(a) == cache::MappingTable::kIoInProgress) {
+        dl.check("waiting for a node cache admission");
+        backoff(attempt++);
+    }
+    cache_drop(a);
+}
+
 LockedNode* BTree::lock_covering(GAddr a, int level, const EntryKey& k, Locks& locks, const Deadline& dl) {
     Node snap;
     int attempt = 0;
@@ -789,7 +814,7 @@ bool BTree::contains(const EntryKey& key) {
     Deadline dl = deadline();
     Node n;
     {
-        OffloadRead o(*this);
+        OffloadScope o(*this, net::kOffloadLeaf);
         descend(key, 0, n, nullptr, dl);
     }
     size_t pos = leaf_lower_bound(n, key);
@@ -822,7 +847,15 @@ bool BTree::insert(const EntryKey& key) {
     for (;;) {
         Path path{};
         Node snap;
-        GAddr a = descend(key, 0, snap, &path, dl);
+        GAddr a;
+        {
+            // A memory node may do the whole insert (DEX 6) if the descent
+            // misses the cache low enough; it answers "needs a split" and
+            // changes nothing when the leaf is full.
+            OffloadScope o(*this, hint ? 0 : net::kOffloadInsert);
+            a = descend(key, 0, snap, &path, dl);
+            if (offload_result_ != kNoOffload) return offload_result_ == net::kOffloadDone;
+        }
         if (hint) a = hint;
         hint = 0;
         WbGuard guard;
@@ -1176,6 +1209,16 @@ bool BTree::migrate_split(Locks& locks, LockedNode* ln, const InnerEntry* all, s
 // ---- offloading --------------------------------------------------------------
 
 uint8_t BTree::offload(uint8_t kind, GAddr start, int level, const EntryKey& key, Node* leaf_out, GAddr* leaf_addr) {
+    GAddr leaf = 0;
+    uint8_t st = offload_rpc(kind, start, level, key, leaf_out, &leaf);
+    if (leaf_addr) *leaf_addr = leaf;
+    // DEX 6.2: no cached copy of a node the memory node changed survives
+    if (st == net::kOffloadDone && kind != net::kOffloadLeaf) cache_drop_changed(leaf, deadline());
+    return st;
+}
+
+uint8_t BTree::offload_rpc(uint8_t kind, GAddr start, int level, const EntryKey& key, Node* leaf_out,
+                           GAddr* leaf_addr) {
     if (gaddr_is_swizzled(start) || level < 0 || level > place_level_)
         throw Error(ErrorCode::kInvalid, "offload: start node must be a remote address at or below the placement level");
     net::OffloadRequest req{};
@@ -1190,14 +1233,14 @@ uint8_t BTree::offload(uint8_t kind, GAddr start, int level, const EntryKey& key
     if (r.size() < sizeof rep) throw Error(ErrorCode::kProtocol, "OFFLOAD: short response from memory node");
     std::memcpy(&rep, r.data(), sizeof rep);
     Stats::add(stats().offloads);
+    if (rep.status > net::kOffloadRestart) throw Error(ErrorCode::kProtocol, "OFFLOAD: unknown status from memory node");
+    if ((rep.status == net::kOffloadDone || rep.status == net::kOffloadNoop) && kind != net::kOffloadLeaf &&
+        (gaddr_node(rep.leaf) != gaddr_node(start) || gaddr_is_swizzled(rep.leaf)))
+        throw Error(ErrorCode::kProtocol, "OFFLOAD: memory node named a leaf outside its own pool");
     if (leaf_addr) *leaf_addr = rep.leaf;
-    if (rep.status == net::kOffloadDone) {
-        if (kind == net::kOffloadLeaf) {
-            if (r.size() < sizeof rep + kNodeSize) throw Error(ErrorCode::kProtocol, "OFFLOAD: leaf image missing");
-            if (leaf_out) std::memcpy(static_cast<void*>(leaf_out), r.data() + sizeof rep, kNodeSize);
-        } else {
-            cache_drop(rep.leaf);  // DEX 6.2: no cached copy of a node the memory node changed survives
-        }
+    if (rep.status == net::kOffloadDone && kind == net::kOffloadLeaf) {
+        if (r.size() < sizeof rep + kNodeSize) throw Error(ErrorCode::kProtocol, "OFFLOAD: leaf image missing");
+        if (leaf_out) std::memcpy(static_cast<void*>(leaf_out), r.data() + sizeof rep, kNodeSize);
     }
     return rep.status;
 }
@@ -1214,7 +1257,18 @@ uint64_t BTree::remove(const EntryKey* keys, size_t n) {
         Deadline dl = deadline();  // bounds the waits of one leaf group, not of the whole batch
         Path path{};
         Node snap;
-        GAddr a = descend(keys[i], 0, snap, &path, dl);
+        GAddr a;
+        {
+            // A single entry (an update's old version) may be deleted by a
+            // memory node (DEX 6) unless that would empty the leaf (a merge).
+            OffloadScope o(*this, n == 1 && !hint ? net::kOffloadDelete : 0);
+            a = descend(keys[i], 0, snap, &path, dl);
+            if (offload_result_ != kNoOffload) {
+                if (offload_result_ == net::kOffloadDone) deleted++;
+                i++;
+                continue;
+            }
+        }
         if (hint) a = hint;
         hint = 0;
         bool emptied = false;
@@ -1404,7 +1458,7 @@ bool BTree::Scan::next(std::vector<EntryKey>& out) {
                 next_addr_ = 0;
             }
             if (!ok) {
-                OffloadRead o(t_);
+                OffloadScope o(t_, net::kOffloadLeaf);
                 t_.descend(cursor_, 0, n, nullptr, dl);
             }
             for (size_t i = leaf_lower_bound(n, cursor_); i < n.count; i++) {

@@ -260,14 +260,31 @@ private:
     // its whole path from remote memory, starting at the remote root, and
     // replaces the cached copies on it.
     bool refresh_next_ = false;
-    // Set while a read (lookup, forward scan) descends: a cache miss at or
-    // below the placement level may be offloaded (kOffloadLeaf).
-    bool offload_read_ = false;
-    struct OffloadRead {
+    // Set while an operation descends whose rest a memory node may finish
+    // (DEX 6): net::kOffloadLeaf for lookups and forward scans,
+    // kOffloadInsert / kOffloadDelete for single-entry writes; 0 = never.
+    uint8_t offload_kind_ = 0;
+    // Outcome of an offloaded write in the current descent: kOffloadDone or
+    // kOffloadNoop when the memory node finished it (descend() then returns
+    // the leaf's address without reading it); kNoOffload otherwise (the
+    // descent went on one-sided and the caller writes as usual).
+    static constexpr uint8_t kNoOffload = 0xff;
+    uint8_t offload_result_ = kNoOffload;
+    struct OffloadScope {
         BTree& t;
-        explicit OffloadRead(BTree& tree) : t(tree) { t.offload_read_ = true; }
-        ~OffloadRead() { t.offload_read_ = false; }
+        OffloadScope(BTree& tree, uint8_t kind) : t(tree) {
+            t.offload_kind_ = kind;
+            t.offload_result_ = kNoOffload;
+        }
+        ~OffloadScope() { t.offload_kind_ = 0; }
     };
+    // The RPC of offload() without its cache invalidation (descend_cached()
+    // holds an I/O marker while it runs and invalidates after letting go).
+    uint8_t offload_rpc(uint8_t kind, GAddr start, int level, const EntryKey& key, Node* leaf_out, GAddr* leaf_addr);
+    // Drops the cached copy of `a`, which a memory node changed; waits for a
+    // concurrent admission of `a` (its read may predate the change) to finish
+    // first, so no outdated image can be installed after we return.
+    void cache_drop_changed(GAddr a, const Deadline& dl);
 };
 
 // Write-back mode: publish `img` (the image of a dirty cached leaf; no swizzled

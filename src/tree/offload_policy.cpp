@@ -13,18 +13,27 @@ void MovingAverage::add(double x) {
     next_ = (next_ + 1) % buf_.size();
 }
 
-double OffloadPolicy::one_sided_estimate(int missing_levels) const {
+double OffloadPolicy::one_sided_estimate(int missing_levels, int write_round_trips) const {
     if (missing_levels < 1) missing_levels = 1;
-    return missing_levels * (reads_.value() + p_.local_search_us) * p_.cache_factor;
+    if (write_round_trips < 0) write_round_trips = 0;
+    return (missing_levels * (reads_.value() + p_.local_search_us) + write_round_trips * reads_.value()) *
+           p_.cache_factor;
 }
 
-bool OffloadPolicy::should_offload(int missing_levels) {
+bool OffloadPolicy::should_offload(int missing_levels, int write_round_trips) {
+    decisions_++;
+    bool offload = decide(missing_levels, write_round_trips);
+    if (offload) chosen_++;
+    return offload;
+}
+
+bool OffloadPolicy::decide(int missing_levels, int write_round_trips) {
     if (mode_ == OffloadMode::kOn) return true;
     if (mode_ == OffloadMode::kOff) return false;
     // No sample yet of one side: take it, so that both estimates exist.
     if (offloads_.empty()) return true;
     if (reads_.empty()) return false;
-    bool offload = offload_estimate() < one_sided_estimate(missing_levels);
+    bool offload = offload_estimate() < one_sided_estimate(missing_levels, write_round_trips);
     std::uniform_real_distribution<double> u(0.0, 1.0);
     if (u(rng_) < p_.contrary) {
         contrary_++;
