@@ -39,6 +39,8 @@ void usage(FILE* f) {
                  "                       trailing whitespace stripped); required unless HOST is\n"
                  "                       a loopback address\n"
                  "  --no-hugepages       do not try MAP_HUGETLB for the pool\n"
+                 "  --offload-work-us N  busy-wait N us more per offloaded operation (emulates a\n"
+                 "                       slower memory-node CPU; for tests and benchmarks)\n"
                  "  --verbose            log every connection open/close\n"
                  "  --help               show this help\n");
 }
@@ -144,6 +146,12 @@ int main(int argc, char** argv) {
             long n = std::strtol(v.c_str(), &end, 10);
             if (v.empty() || *end || n < 1 || n > 256) die_usage("invalid --threads \"" + v + "\" (1..256)");
             sopts.threads = static_cast<int>(n);
+        } else if (a == "--offload-work-us") {
+            std::string v = value();
+            char* end = nullptr;
+            long n = std::strtol(v.c_str(), &end, 10);
+            if (v.empty() || *end || n < 0 || n > 1000000) die_usage("invalid --offload-work-us \"" + v + "\" (0..1000000)");
+            eopts.offload_work_us = static_cast<uint32_t>(n);
         } else if (a == "--token-file") {
             token_file = value();
         } else if (a == "--verbose" && !has_val) {

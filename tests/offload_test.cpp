@@ -12,7 +12,9 @@ namespace dex::testing {
 namespace {
 
 struct Fixture {
-    std::unique_ptr<memnode::Engine> engine = make_engine(64 << 20);
+    Fixture() : Fixture(make_engine(64 << 20)) {}
+    explicit Fixture(std::unique_ptr<memnode::Engine> e) : engine(std::move(e)) {}
+    std::unique_ptr<memnode::Engine> engine;
     std::unique_ptr<RemoteMemory> mem = make_mem(*engine);
     uint64_t ns = ns_create(mem->node(0));
     std::unique_ptr<tree::BTree> t = std::make_unique<tree::BTree>(*mem, 0, ns);
@@ -315,19 +317,50 @@ TEST(Offload, OffloadedWriteInvalidatesTheCachedLeaf) {
     EXPECT_FALSE(t.contains(K(778, 1, 1)));
 }
 
-// auto: with offloads far slower than one-sided reads (a saturated memory
-// node CPU), writes that miss the cache go one-sided again.
-TEST(Offload, AutoKeepsWritesOneSidedWhenOffloadsAreSlow) {
+// auto, closed loop: a memory node whose CPU is busy (each offload costs
+// 2 ms of its time) makes the measured offload latency rise above one-sided
+// reads, and writes that miss the cache go one-sided again -- only the ~1%
+// contrary decisions still offload. The same run against an idle memory node
+// offloads most of them.
+TEST(Offload, AutoShiftsBackWhenTheMemoryNodeIsSlow) {
+    for (uint32_t work_us : {2000u, 0u}) {
+        memnode::EngineOptions eo;
+        eo.pool_bytes = 64 << 20;
+        eo.try_hugepages = false;
+        eo.touch_pool = false;
+        eo.offload_work_us = work_us;
+        Fixture f(std::make_unique<memnode::Engine>(eo));
+        f.load(40000);
+        CachedClient cc(f, 64, 0.1, tree::OffloadMode::kAuto);
+        const uint64_t off0 = f.engine->stats().offloads;
+        const int64_t n = work_us ? 6000 : 20000;
+        for (int64_t k = 1; k < n; k += 2) ASSERT_TRUE(cc.t->insert(K(k, 1, 1)));
+        const uint64_t offloads = f.engine->stats().offloads - off0;
+        const uint64_t decisions = cc.pol.decisions();
+        ASSERT_GT(decisions, 1000u);
+        if (work_us)
+            EXPECT_LT(offloads, decisions * 4 / 100) << offloads << " of " << decisions << " decisions offloaded";
+        else
+            EXPECT_GT(offloads, decisions / 2) << offloads << " of " << decisions << " decisions offloaded";
+        f.t->check();
+    }
+}
+
+// auto: a cache with frames to spare fetches what it misses (no eviction, and
+// the node serves later hits) even when offloading looks cheaper; once it is
+// full, the same misses are offloaded.
+TEST(Offload, AutoFetchesWhileTheCacheHasRoom) {
     Fixture f;
     f.load(40000);
-    CachedClient cc(f, 64, 0.1, tree::OffloadMode::kAuto);
-    for (int i = 0; i < 50; i++) cc.pol.record_offload(1e6), cc.pol.record_remote_read(1);
+    CachedClient cc(f, 4096, 1.0, tree::OffloadMode::kAuto);
+    for (int i = 0; i < 50; i++) cc.pol.record_offload(1), cc.pol.record_remote_read(1e6);
     const uint64_t off0 = f.engine->stats().offloads;
-    for (int64_t k = 1; k < 20000; k += 2) ASSERT_TRUE(cc.t->insert(K(k, 1, 1)));
-    // only the ~1% contrary decisions offload (each pulls the average up further)
-    EXPECT_LT(f.engine->stats().offloads - off0, 300u);
-    EXPECT_GT(cc.pol.decisions(), 2000u);
-    f.t->check();
+    for (int64_t k = 0; k < 40000; k += 10) ASSERT_TRUE(cc.t->contains(K(k, 1, 1)));
+    EXPECT_EQ(f.engine->stats().offloads - off0, 0u);
+    CachedClient small(f, 32, 1.0, tree::OffloadMode::kAuto);
+    for (int i = 0; i < 50; i++) small.pol.record_offload(1), small.pol.record_remote_read(1e6);
+    for (int64_t k = 0; k < 40000; k += 10) ASSERT_TRUE(small.t->contains(K(k, 1, 1)));
+    EXPECT_GT(f.engine->stats().offloads - off0, 1000u);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -530,6 +531,11 @@ struct Engine::Impl {
                     execute_offload(pool, pool_bytes, client, req, resp);
                 } catch (const std::invalid_argument& e) {
                     throw Fail{kStatusProtocol, e.what()};
+                }
+                if (opts.offload_work_us) {  // busy, not asleep: the worker thread stays occupied
+                    auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(opts.offload_work_us);
+                    while (std::chrono::steady_clock::now() < until) {
+                    }
                 }
                 offloads.fetch_add(1, std::memory_order_relaxed);
                 return;

@@ -16,6 +16,11 @@ struct EngineOptions {
     std::string token;          // "" = no token required
     bool try_hugepages = true;
     bool touch_pool = true;     // pre-fault every page so the size is real
+    // CPU time busy-waited per offloaded operation, on top of its real work
+    // (--offload-work-us): emulates a memory node whose CPU is slower or
+    // busier than this one, so tests and benchmarks can saturate --threads and
+    // watch dex.offload = auto shift back to one-sided reads. 0 in production.
+    uint32_t offload_work_us = 0;
 };
 
 class Engine final : public net::FrameHandler {

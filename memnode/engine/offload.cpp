@@ -122,7 +122,7 @@ void execute_offload(uint8_t* pool, uint64_t pool_bytes, uint32_t client_id, con
             seal_node(n, v + 1);
             std::memcpy(pool + off + 8, reinterpret_cast<const uint8_t*>(&n) + 8, used_bytes(n) - 8);
             __atomic_store_n(lock_word(pool, off), n.lock, __ATOMIC_RELEASE);
-            return reply(resp, net::kOffloadDone, leaf);
+            return reply(resp, net::kOffloadDone, leaf, &n);
         }
         if (!next || gaddr_node(next) != self || gaddr_is_swizzled(next))
             return reply(resp, net::kOffloadRestart, 0);  // the path leaves this memory node

@@ -14,7 +14,7 @@ namespace dex::memnode {
 
 // Executes `req` on `pool` (pool_bytes long) for the connection `client_id`
 // (the remote-lock owner id used while the leaf is locked) and appends the
-// OffloadReply (and, for a leaf read, the leaf image) to `resp`. Never throws
+// OffloadReply (and, when done, the leaf image: as read, or as published) to `resp`. Never throws
 // for bad tree contents (answers kOffloadRestart); throws std::invalid_argument
 // for a malformed request.
 void execute_offload(uint8_t* pool, uint64_t pool_bytes, uint32_t client_id, const net::OffloadRequest& req,

@@ -114,8 +114,10 @@ public:
     // a cache larger than the index then ends up holding all of it.
     bool should_admit(uint8_t level) {
         if (admission_.should_admit(level)) return true;
-        return level == 0 && admission_.policy().cache_leaves && (!free_.empty() || r_.has_unused());
+        return level == 0 && admission_.policy().cache_leaves && has_room();
     }
+    // Frames that can be had without evicting anything (never used, or freed).
+    bool has_room() { return !free_.empty() || r_.has_unused(); }
     MappingTable::Begin try_begin_io(GAddr g, uint32_t* frame = nullptr) { return r_.table().try_begin_io(g, frame); }
     void abort_io(GAddr g) { r_.table().abort_io(g); }
     // Caller owns g's I/O marker (try_begin_io == kOwner) and fetched `n` (a

@@ -680,6 +680,7 @@ void dex_stats_read(DexStatsSnapshot* out) {
     out->lock_steals = ld(s.lock_steals);
     out->dirty_updates = ld(s.dirty_updates);
     out->write_backs = ld(s.write_backs);
+    out->offloads = ld(s.offloads);
 }
 
 void dex_stats_reset(void) { dex::stats().reset(); }

@@ -81,7 +81,8 @@ typedef struct DexStatsSnapshot
 	uint64_t	index_ops, remote_reads, remote_writes, remote_atomics, remote_rpcs,
 				round_trips, bytes_read, bytes_written, cache_hits, cache_misses,
 				admissions, evictions, coolings, restarts, lock_steals,
-				dirty_updates, write_backs;
+				dirty_updates, write_backs,
+				offloads;		/* operations finished by a memory node (OFFLOAD RPC) */
 } DexStatsSnapshot;
 
 typedef struct DexTreeInfo

@@ -131,7 +131,9 @@ struct OffloadReply {
     uint8_t status;        // OffloadStatus
     uint8_t pad[7];
     uint64_t leaf;         // GAddr of the leaf reached (the node an insert/delete changed)
-    // kOffloadLeaf + kOffloadDone: followed by the leaf image (kNodeSize bytes)
+    // kOffloadDone: followed by the leaf image (kNodeSize bytes): the leaf read,
+    // or as the insert / delete published it (the compute side refreshes its
+    // cached copy with it, DEX 6.2)
 };
 static_assert(sizeof(OffloadReply) == 16);
 #pragma pack(pop)

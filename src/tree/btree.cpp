@@ -506,6 +506,10 @@ GAddr BTree::descend_cached(const EntryKey& k, int level, Node& out, Path* path,
                     if (offload_kind_ && opts_.offload && level == 0 && !lt && !wb_ && !refresh &&
                         (expect >= 1 || (expect == 0 && (write || opts_.offload->mode() == OffloadMode::kOn))) &&
                         expect <= place_level_ &&
+                        // auto: while the cache still has room, a fetched node
+                        // costs no eviction and serves later hits (DEX's cache
+                        // factor is the cost of provisioning a frame): fetch.
+                        !(opts_.offload->mode() == OffloadMode::kAuto && cache_->has_room()) &&
                         opts_.offload->should_offload(expect + 1, write ? OffloadPolicy::kWriteRoundTrips : 0)) {
                         auto b = cache_->try_begin_io(g);
                         if (b == MappingTable::Begin::kIoInProgress || b == MappingTable::Begin::kCached) break;
@@ -520,7 +524,7 @@ GAddr BTree::descend_cached(const EntryKey& k, int level, Node& out, Path* path,
                         GAddr leaf = 0;
                         auto t0 = std::chrono::steady_clock::now();
                         try {
-                            st = offload_rpc(offload_kind_, g, expect, k, write ? nullptr : &out, &leaf);
+                            st = offload_rpc(offload_kind_, g, expect, k, &out, &leaf);
                         } catch (...) {
                             release();
                             throw;
@@ -535,7 +539,7 @@ GAddr BTree::descend_cached(const EntryKey& k, int level, Node& out, Path* path,
                         if (write && (st == net::kOffloadDone || st == net::kOffloadNoop)) {
                             // DEX 6.2: the leaf changed under any cached copy;
                             // invalidated only now that our own marker is gone.
-                            if (st == net::kOffloadDone) cache_drop_changed(leaf, dl);
+                            if (st == net::kOffloadDone) cache_refresh_changed(leaf, out, dl);
                             offload_result_ = st;
                             refresh_next_ = false;
                             return leaf;
@@ -634,6 +638,7 @@ GAddr BTree::descend_cached(const EntryKey& k, int level, Node& out, Path* path,
                     R.copy_unswizzled(f, out);
                     if (!ok()) break;
                 }
+                found_cached_ = f != kNoFrame;
                 refresh_next_ = false;
                 return g;
             }
@@ -765,11 +770,19 @@ void BTree::cache_drop(GAddr a) {
     }
 }
 
-void BTree::cache_drop_changed(GAddr a, const Deadline& dl) {
+void BTree::cache_refresh_changed(GAddr a, const Node& img, const Deadline& dl) {
     if (!cache_) return;
+    // The image the memory node published (validated: it answers only for a
+    // leaf of this tree): replaces a cached copy exactly as a one-sided write
+    // does, waiting out an admission in progress (its read may predate the
+    // change) and never going back in version. Anything odd: drop the copy.
+    Node n;
+    std::memcpy(static_cast<void*>(&n), &img, kNodeSize);
+    if (n.tree_id == tree_id_ && n.level == 0 && snapshot_valid(n)) {
+        cache_update(a, n, dl);
+        return;
+    }
     int attempt = 0;
-    // Unlike cache_drop(), an I/O marker is waited out: the admission behind it
-    // may have read `a` before the memory node changed it.
     while (cache_->region().table().lookup(a) == cache::MappingTable::kIoInProgress) {
         dl.check("waiting for a node cache admission");
         backoff(attempt++);
@@ -782,7 +795,12 @@ LockedNode* BTree::lock_covering(GAddr a, int level, const EntryKey& k, Locks& l
     int attempt = 0;
     while (a) {
         dl.check();
-        if (io_.read(a, snap, dl) != NodeIO::Read::kOk || !valid_node(snap, level)) {
+        auto t0 = std::chrono::steady_clock::now();
+        NodeIO::Read rd = io_.read(a, snap, dl);
+        if (opts_.offload)  // a write's remote read also prices one-sided work (DEX 6.1)
+            opts_.offload->record_remote_read(
+                std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+        if (rd != NodeIO::Read::kOk || !valid_node(snap, level)) {
             refresh_next_ = true;  // the (cached) path led to a non-node: re-read it remotely
             return nullptr;
         }
@@ -855,6 +873,9 @@ bool BTree::insert(const EntryKey& key) {
             OffloadScope o(*this, hint ? 0 : net::kOffloadInsert);
             a = descend(key, 0, snap, &path, dl);
             if (offload_result_ != kNoOffload) return offload_result_ == net::kOffloadDone;
+            uint8_t st;
+            if (!hint && offload_cached_write(net::kOffloadInsert, a, snap, key, dl, &st))
+                return st == net::kOffloadDone;
         }
         if (hint) a = hint;
         hint = 0;
@@ -1210,10 +1231,12 @@ bool BTree::migrate_split(Locks& locks, LockedNode* ln, const InnerEntry* all, s
 
 uint8_t BTree::offload(uint8_t kind, GAddr start, int level, const EntryKey& key, Node* leaf_out, GAddr* leaf_addr) {
     GAddr leaf = 0;
-    uint8_t st = offload_rpc(kind, start, level, key, leaf_out, &leaf);
+    Node img;
+    uint8_t st = offload_rpc(kind, start, level, key, &img, &leaf);
     if (leaf_addr) *leaf_addr = leaf;
-    // DEX 6.2: no cached copy of a node the memory node changed survives
-    if (st == net::kOffloadDone && kind != net::kOffloadLeaf) cache_drop_changed(leaf, deadline());
+    if (st == net::kOffloadDone && leaf_out) std::memcpy(static_cast<void*>(leaf_out), &img, kNodeSize);
+    // DEX 6.2: no outdated cached copy of a node the memory node changed survives
+    if (st == net::kOffloadDone && kind != net::kOffloadLeaf) cache_refresh_changed(leaf, img, deadline());
     return st;
 }
 
@@ -1238,11 +1261,29 @@ uint8_t BTree::offload_rpc(uint8_t kind, GAddr start, int level, const EntryKey&
         (gaddr_node(rep.leaf) != gaddr_node(start) || gaddr_is_swizzled(rep.leaf)))
         throw Error(ErrorCode::kProtocol, "OFFLOAD: memory node named a leaf outside its own pool");
     if (leaf_addr) *leaf_addr = rep.leaf;
-    if (rep.status == net::kOffloadDone && kind == net::kOffloadLeaf) {
+    if (rep.status == net::kOffloadDone) {
         if (r.size() < sizeof rep + kNodeSize) throw Error(ErrorCode::kProtocol, "OFFLOAD: leaf image missing");
         if (leaf_out) std::memcpy(static_cast<void*>(leaf_out), r.data() + sizeof rep, kNodeSize);
     }
     return rep.status;
+}
+
+bool BTree::offload_cached_write(uint8_t kind, GAddr leaf, const Node& snap, const EntryKey& key, const Deadline& dl,
+                                 uint8_t* st) {
+    if (!cache_ || !opts_.offload || wb_ || !found_cached_ || !leaf || gaddr_is_swizzled(leaf)) return false;
+    // A split or a merge is done here anyway: don't ask the memory node first.
+    if (kind == net::kOffloadInsert ? snap.count >= kLeafCapacity : snap.count <= 1) return false;
+    if (!opts_.offload->should_offload(0, OffloadPolicy::kWriteRoundTrips)) return false;
+    GAddr at = 0;
+    Node img;
+    auto t0 = std::chrono::steady_clock::now();
+    uint8_t r = offload_rpc(kind, leaf, 0, key, &img, &at);
+    opts_.offload->record_offload(
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+    if (r == net::kOffloadDone) cache_refresh_changed(at, img, dl);
+    if (r != net::kOffloadDone && r != net::kOffloadNoop) return false;  // split / merge / restart: one-sided
+    *st = r;
+    return true;
 }
 
 // ---- delete ----------------------------------------------------------------
@@ -1263,8 +1304,12 @@ uint64_t BTree::remove(const EntryKey* keys, size_t n) {
             // memory node (DEX 6) unless that would empty the leaf (a merge).
             OffloadScope o(*this, n == 1 && !hint ? net::kOffloadDelete : 0);
             a = descend(keys[i], 0, snap, &path, dl);
-            if (offload_result_ != kNoOffload) {
-                if (offload_result_ == net::kOffloadDone) deleted++;
+            uint8_t st = offload_result_;
+            if (st == kNoOffload && n == 1 && !hint &&
+                !offload_cached_write(net::kOffloadDelete, a, snap, keys[i], dl, &st))
+                st = kNoOffload;
+            if (st != kNoOffload) {
+                if (st == net::kOffloadDone) deleted++;
                 i++;
                 continue;
             }

@@ -269,6 +269,14 @@ private:
     // the leaf's address without reading it); kNoOffload otherwise (the
     // descent went on one-sided and the caller writes as usual).
     static constexpr uint8_t kNoOffload = 0xff;
+    // descend_cached() found the node it returned in a cache frame.
+    bool found_cached_ = false;
+    // A single-entry write whose leaf the descent found in the cache: done
+    // one-sided it still costs a re-read, a lock CAS and a publish batch, so
+    // the policy may send it to the memory node instead. True (and *st set)
+    // if the memory node finished it.
+    bool offload_cached_write(uint8_t kind, GAddr leaf, const Node& snap, const EntryKey& key, const Deadline& dl,
+                              uint8_t* st);
     uint8_t offload_result_ = kNoOffload;
     struct OffloadScope {
         BTree& t;
@@ -281,10 +289,11 @@ private:
     // The RPC of offload() without its cache invalidation (descend_cached()
     // holds an I/O marker while it runs and invalidates after letting go).
     uint8_t offload_rpc(uint8_t kind, GAddr start, int level, const EntryKey& key, Node* leaf_out, GAddr* leaf_addr);
-    // Drops the cached copy of `a`, which a memory node changed; waits for a
-    // concurrent admission of `a` (its read may predate the change) to finish
-    // first, so no outdated image can be installed after we return.
-    void cache_drop_changed(GAddr a, const Deadline& dl);
+    // A memory node changed leaf `a` and returned its new image `img`: the
+    // cached copy (if any) is replaced by it; waits for a concurrent admission
+    // of `a` (its read may predate the change) to finish first, so no outdated
+    // image can be installed after we return.
+    void cache_refresh_changed(GAddr a, const Node& img, const Deadline& dl);
 };
 
 // Write-back mode: publish `img` (the image of a dirty cached leaf; no swizzled

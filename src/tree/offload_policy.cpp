@@ -14,8 +14,10 @@ void MovingAverage::add(double x) {
 }
 
 double OffloadPolicy::one_sided_estimate(int missing_levels, int write_round_trips) const {
-    if (missing_levels < 1) missing_levels = 1;
     if (write_round_trips < 0) write_round_trips = 0;
+    // A read always misses at least the node it asks about; a write at a
+    // cached leaf (0 missing levels) still has its round trips.
+    if (missing_levels < (write_round_trips > 0 ? 0 : 1)) missing_levels = write_round_trips > 0 ? 0 : 1;
     return (missing_levels * (reads_.value() + p_.local_search_us) + write_round_trips * reads_.value()) *
            p_.cache_factor;
 }
