@@ -161,7 +161,7 @@ CREATE FUNCTION dex_stats(
     OUT bytes_read bigint, OUT bytes_written bigint, OUT cache_hits bigint,
     OUT cache_misses bigint, OUT admissions bigint, OUT evictions bigint,
     OUT coolings bigint, OUT restarts bigint, OUT lock_steals bigint,
-    OUT dirty_updates bigint, OUT write_backs bigint)
+    OUT dirty_updates bigint, OUT write_backs bigint, OUT offloads bigint)
 RETURNS record
 AS 'MODULE_PATHNAME', 'dex_sql_stats'
 LANGUAGE C STRICT VOLATILE;

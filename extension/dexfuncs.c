@@ -199,8 +199,8 @@ dex_sql_stats(PG_FUNCTION_ARGS)
 {
 	TupleDesc	tupdesc;
 	DexStatsSnapshot s;
-	Datum		values[17];
-	bool		nulls[17];
+	Datum		values[18];
+	bool		nulls[18];
 
 	dex_require_preload();
 	tupdesc = dex_result_desc(fcinfo);
@@ -224,6 +224,7 @@ dex_sql_stats(PG_FUNCTION_ARGS)
 	values[14] = Int64GetDatum((int64) s.lock_steals);
 	values[15] = Int64GetDatum((int64) s.dirty_updates);
 	values[16] = Int64GetDatum((int64) s.write_backs);
+	values[17] = Int64GetDatum((int64) s.offloads);
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
 }
 

@@ -35,7 +35,7 @@ static int	dex_op_timeout_ms = 30000;
 static double dex_leaf_admission = 0.1;
 static bool dex_cache_leaves = true;
 static int	dex_writeback_interval_ms = 1000;
-static int	dex_offload = DEX_OFFLOAD_OFF;
+static int	dex_offload = DEX_OFFLOAD_AUTO;
 
 static const struct config_enum_entry dex_offload_options[] = {
 	{"auto", DEX_OFFLOAD_AUTO, false},
@@ -318,10 +318,10 @@ _PG_init(void)
 							 0,
 							 NULL, dex_guc_assign_cache_leaves, NULL);
 	DefineCustomEnumVariable("dex.offload",
-							 "Whether a lookup that misses the node cache below the placement level may be finished by the memory node.",
-							 "auto: when the DEX cost model says it is cheaper; on: always; off: never (default).",
+							 "Whether an index operation that misses the node cache at or below the placement level may be finished by the memory node's CPU.",
+							 "auto (default): when the DEX cost model says it is cheaper; on: always; off: never.",
 							 &dex_offload,
-							 DEX_OFFLOAD_OFF,	/* auto is not benchmarked yet */
+							 DEX_OFFLOAD_AUTO,
 							 dex_offload_options,
 							 PGC_USERSET,
 							 0,

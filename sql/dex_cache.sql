@@ -69,6 +69,33 @@ DROP INDEX c_k;
 SELECT (SELECT coalesce(sum(frames), 0) FROM dex_cache_stats()) = (SELECT n FROM others)
   AS frames_dropped;
 
+-- Offloading forced on (dex.offload = on): lookups and single-row inserts
+-- that miss the cache at or below the placement level are finished by a
+-- memory node (dex_stats().offloads, dex_memnodes().offloads); answers and
+-- the tree stay exact.
+CREATE TABLE o (k int, v int) WITH (autovacuum_enabled = off);
+INSERT INTO o SELECT g, g FROM generate_series(1, 50000) g;
+CREATE INDEX o_k ON o USING dex (k);
+SET dex.offload = on;
+SELECT dex_stats_reset();
+SELECT sum((SELECT sum(v) FROM o WHERE k = (i * 7919) % 50000 + 1)) AS lookups
+  FROM generate_series(1, 300) i;
+SELECT sum((i * 7919) % 50000 + 1) AS expected FROM generate_series(1, 300) i;
+INSERT INTO o SELECT g * 2 + 100001, g FROM generate_series(1, 200) g;
+SELECT offloads > 0 AS offloaded, offloads <= index_ops AS at_most_one_per_op FROM dex_stats();
+SELECT sum(offloads) > 0 AS memnodes_count_them FROM dex_memnodes();
+SELECT count(*), sum(v) FROM o WHERE k > 100000;
+SELECT entries FROM dex_check('o_k');
+-- auto (the default) with a cache that still has room fetches instead: the
+-- fetched nodes serve later lookups from the cache.
+RESET dex.offload;
+SHOW dex.offload;
+SELECT dex_stats_reset();
+SELECT sum((SELECT sum(v) FROM o WHERE k = (i * 104729) % 50000 + 1)) > 0 AS looked_up
+  FROM generate_series(1, 300) i;
+SELECT offloads FROM dex_stats();
+DROP TABLE o;
+
 RESET dex.leaf_admission;
 RESET enable_seqscan;
 RESET enable_bitmapscan;

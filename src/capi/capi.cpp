@@ -290,7 +290,7 @@ dex::cache::Cache* process_cache() {
 struct OffloadState {
     dex::tree::OffloadPolicy* policy = nullptr;
     pid_t pid = 0;
-    dex::tree::OffloadMode mode = dex::tree::OffloadMode::kOff;  // dex.offload's default
+    dex::tree::OffloadMode mode = dex::tree::OffloadMode::kAuto;  // dex.offload's default
 };
 OffloadState& ostate() {
     static OffloadState* s = new OffloadState();  // never destroyed (see client())

@@ -196,9 +196,10 @@ int			dex_tree_open_parts(int home, int nnodes, const uint64_t *ns,
 								const char *index_name, DexTree **out, DexError *err);
 /*
  * Offloading (src/README.md "Offloading"; GUC dex.offload): on a cache miss at
- * or below the placement level, lookups and forward scans may let the memory
- * node finish the traversal: DEX_OFFLOAD_AUTO decides by the DEX cost model,
- * ON always, OFF never. Per process.
+ * or below the placement level, lookups, forward scans and single-entry
+ * inserts / deletes may let the memory node finish the operation:
+ * DEX_OFFLOAD_AUTO (default) decides by the DEX cost model, ON always, OFF
+ * never. Per process.
  */
 #define DEX_OFFLOAD_AUTO 0
 #define DEX_OFFLOAD_ON 1
