@@ -4,7 +4,7 @@
 -- and a bulk-loaded index spreads its subtrees over all memory nodes.
 SELECT count(*) >= 3 AS three_memnodes FROM dex_memnodes() WHERE reachable;
 
-CREATE TABLE pt (k int8);
+CREATE TABLE pt (k int8) WITH (autovacuum_enabled = off);  -- autoanalyze would hold back VACUUM
 INSERT INTO pt SELECT g FROM generate_series(1, 40000) g;
 -- level-1 subtrees: ~35 leaves (~1.9K keys at fillfactor 90) each
 CREATE INDEX pt_k ON pt USING dex (k) WITH (placement_level = 1);
