@@ -11,6 +11,7 @@
 #include "access/tableam.h"
 #include "commands/defrem.h"
 #include "access/xlog.h"
+#include "catalog/index.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_am.h"
 #include "fmgr.h"
@@ -53,6 +54,25 @@ dex_open_index_arg(Oid relid)
 	return rel;
 }
 
+/*
+ * dex_check() and dex_placement() walk the tree level by level without
+ * remote locks. A leaf merge running meanwhile (only VACUUM merges) could show
+ * them a parent from before it and a child from after it. They therefore take
+ * ShareUpdateExclusiveLock on the table first, as VACUUM does: a manual VACUUM
+ * finishes first, an autovacuum is cancelled by the wait, and none can start
+ * until the transaction ends. Plain DML (splits only) goes on. Heap before
+ * index, in PostgreSQL's usual order.
+ */
+static Relation
+dex_open_index_for_check(Oid relid)
+{
+	Oid			heapoid = IndexGetRelation(relid, true);
+
+	if (OidIsValid(heapoid))
+		LockRelationOid(heapoid, ShareUpdateExclusiveLock);
+	return dex_open_index_arg(relid);
+}
+
 static char *
 dex_hex64(uint64 v)
 {
@@ -75,7 +95,7 @@ dex_sql_check(PG_FUNCTION_ARGS)
 
 	dex_require_preload();
 	tupdesc = dex_result_desc(fcinfo);
-	rel = dex_open_index_arg(relid);
+	rel = dex_open_index_for_check(relid);
 	tree = dex_get_tree(rel);
 
 	memset(&info, 0, sizeof(info));
@@ -668,7 +688,7 @@ dex_sql_placement(PG_FUNCTION_ARGS)
 
 	dex_require_preload();
 	InitMaterializedSRF(fcinfo, 0);
-	rel = dex_open_index_arg(relid);
+	rel = dex_open_index_for_check(relid);
 	tree = dex_get_tree(rel);
 	dex_read_metapage(rel, &meta);
 	memset(&err, 0, sizeof(err));
