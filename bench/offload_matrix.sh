@@ -10,6 +10,8 @@
 #
 # Environment (defaults): BUILD=/tmp/benchbuild  WORKLOADS="read-intensive
 # write-intensive"  RATIOS="0.01 0.125 1.0"  THREADS="1 2"  MODES="off on auto"
+# WARMUP=10 (seconds each run executes the workload unmeasured first: the
+# cache fills and auto's latency averages settle, as in YCSB's warm-up)
 # OUT=bench/results/<date>-<host>-offload-matrix  NO_BUILD=1 skips the build.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -19,6 +21,7 @@ WORKLOADS=${WORKLOADS:-"read-intensive write-intensive"}
 RATIOS=${RATIOS:-"0.01 0.125 1.0"}
 THREADS=${THREADS:-"1 2"}
 MODES=${MODES:-"off on auto"}
+WARMUP=${WARMUP:-10}
 command -v jq >/dev/null || { echo "offload_matrix.sh: needs jq (apt-get install jq)" >&2; exit 2; }
 if [[ -z "${NO_BUILD:-}" ]]; then
     cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
@@ -28,7 +31,7 @@ YCSB="$BUILD/bench/dex-ycsb"; MEMNODE="$BUILD/memnode/dex-memnode"
 OUT=${OUT:-$ROOT/bench/results/$(date +%Y-%m-%d)-$(hostname)-offload-matrix}
 mkdir -p "$(dirname "$OUT")"
 : >"$OUT.jsonl"
-cmdline="bash bench/offload_matrix.sh $KEYS $SECS $WORKERS  (WORKLOADS=\"$WORKLOADS\" RATIOS=\"$RATIOS\" THREADS=\"$THREADS\")"
+cmdline="bash bench/offload_matrix.sh $KEYS $SECS $WORKERS  (WORKLOADS=\"$WORKLOADS\" RATIOS=\"$RATIOS\" THREADS=\"$THREADS\" WARMUP=$WARMUP)"
 commit=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
 tmp=$(mktemp); trap 'rm -f "$tmp"' EXIT
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -38,7 +41,7 @@ for wl in $WORKLOADS; do
       for m in $MODES; do
         echo "== $wl cache=$r threads=$th offload=$m" >&2
         "$YCSB" --spawn-memnode "$MEMNODE" --memnode-threads "$th" --keys "$KEYS" --seconds "$SECS" \
-            --workers "$WORKERS" --workload "$wl" --mode dex --dist zipfian --theta 0.99 \
+            --warmup "$WARMUP" --workers "$WORKERS" --workload "$wl" --mode dex --dist zipfian --theta 0.99 \
             --cache-ratio "$r" --offload "$m" >"$tmp"
         jq -c --arg cmd "$cmdline" --arg commit "$commit" --arg m "$m" --arg th "$th" --arg r "$r" \
            '{workload: .config.workload, cache_ratio: ($r|tonumber), memnode_threads: ($th|tonumber), offload: $m,
@@ -54,7 +57,7 @@ for wl in $WORKLOADS; do
 done
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 {
-    echo "# Offloading matrix (dex-ycsb, zipfian 0.99, $KEYS keys, $WORKERS workers, $SECS s per run)"
+    echo "# Offloading matrix (dex-ycsb, zipfian 0.99, $KEYS keys, $WORKERS workers, $SECS s per run after $WARMUP s warm-up)"
     echo
     echo "Command: \`$cmdline\` at commit $commit on $(hostname) ($(nproc) cores),"
     echo "load average before $load_before, after $load_after. One run per cell; the three"

@@ -66,6 +66,7 @@ struct Options {
     uint64_t keys = 1000000;
     int workers = 2;
     double seconds = 10;
+    double warmup = 0;  // seconds of the workload run before measuring (cache warm-up)
     uint64_t ops_per_worker = 0;  // 0 = run for `seconds`
     std::string memnode = "tcp://127.0.0.1:7400";
     std::string spawn_path;        // non-empty: start our own dex-memnode
@@ -115,6 +116,7 @@ void usage(FILE* f) {
         "  --keys K            records bulk-loaded (default 1000000)\n"
         "  --workers N         worker processes (default 2)\n"
         "  --seconds S         run length (default 10)\n"
+        "  --warmup S          run the workload S seconds unmeasured first (default 0)\n"
         "  --ops N             ops per worker instead of --seconds\n"
         "  --memnode URL       running memory node (default tcp://127.0.0.1:7400)\n"
         "  --spawn-memnode P   start dex-memnode binary P on a free port, kill it at exit\n"
@@ -190,6 +192,7 @@ Options parse_args(int argc, char** argv) {
         else if (a == "--keys") o.keys = static_cast<uint64_t>(num(1, 2e9));
         else if (a == "--workers") o.workers = static_cast<int>(num(1, 256));
         else if (a == "--seconds") o.seconds = num(0.01, 1e6);
+        else if (a == "--warmup") o.warmup = num(0, 1e6);
         else if (a == "--ops") o.ops_per_worker = static_cast<uint64_t>(num(1, 1e12));
         else if (a == "--memnode") o.memnode = val();
         else if (a == "--spawn-memnode") o.spawn_path = val();
@@ -245,6 +248,7 @@ struct Control {
     std::atomic<int> ready;
     std::atomic<int> start;
     std::atomic<int> stop;
+    std::atomic<int> measuring;        // 0 during --warmup: operations are not recorded
     int64_t start_ns;
     std::atomic<uint64_t> insert_seq;  // next new-key number (insert-intensive / scan-intensive)
     Stats run_stats;                   // all workers count here (dex::set_stats)
@@ -448,6 +452,7 @@ void run_worker(int id, const Options& o, const Plan& plan, Shared sh, const std
         if (o.ops_per_worker && done >= o.ops_per_worker) break;
         int dice = static_cast<int>(rng.below(100));
         OpType op = dice < c1 ? kLookup : dice < c2 ? kUpdate : dice < c3 ? kInsert : kScan;
+        const bool measuring = sh.ctl->measuring.load(std::memory_order_relaxed);
         int64_t t0 = now_ns();
         switch (op) {
             case kLookup: {
@@ -492,6 +497,7 @@ void run_worker(int id, const Options& o, const Plan& plan, Shared sh, const std
             default: break;
         }
         int64_t t1 = now_ns();
+        if (!measuring) continue;  // --warmup: warms the cache and the policy, counts nothing
         me.hist[op].add(static_cast<uint64_t>(t1 - t0));
         me.by_type[op]++;
         me.end_ns = t1;
@@ -764,8 +770,29 @@ int run(const Options& o) {
          o.workers,
          o.ops_per_worker ? (std::to_string(o.ops_per_worker) + " ops each").c_str()
                           : (jnum(o.seconds) + " s").c_str());
+    sh.ctl->measuring.store(o.warmup > 0 ? 0 : 1);
     sh.ctl->start_ns = now_ns();
     sh.ctl->start.store(1, std::memory_order_release);
+    if (o.warmup > 0) {
+        // Run the workload unmeasured, then restart every counter: the timed
+        // part sees a warm cache and a settled offloading policy.
+        auto until = Clock::now() + std::chrono::duration<double>(o.warmup);
+        bool died = false;
+        while (Clock::now() < until && !died) {
+            for (pid_t p : g_workers)
+                if (kill(p, 0) != 0) died = true;
+            usleep(20000);
+        }
+        sh.ctl->run_stats.reset();
+        if (lpool) {
+            auto& c = lpool->shared().counters;
+            local_base[0] = c.reads.load(), local_base[1] = c.writes.load();
+            local_base[2] = c.atomics.load(), local_base[3] = c.rpcs.load();
+        }
+        logf("  warm-up of %s s done", jnum(o.warmup).c_str());
+        sh.ctl->start_ns = now_ns();
+        sh.ctl->measuring.store(1, std::memory_order_release);
+    }
     auto t_start = Clock::now();
     auto t_next = t_start + std::chrono::seconds(1);
     uint64_t last_ops = 0;
@@ -862,6 +889,7 @@ int run(const Options& o) {
         .u("keys", K)
         .u("workers", static_cast<uint64_t>(o.workers))
         .num("seconds", o.ops_per_worker ? 0 : o.seconds)
+        .num("warmup_seconds", o.warmup)
         .u("ops_per_worker", o.ops_per_worker)
         .num("cache_ratio", o.cache_ratio)
         .num("leaf_admission", o.mode == "dex" ? o.leaf_admission : 0.0)
