@@ -130,6 +130,14 @@ int main(int argc, char** argv) {
             if (i + 1 >= argc) die_usage("option " + a + " needs a value");
             return argv[++i];
         };
+        auto int_value = [&](const std::string& flag, long lo, long hi) -> long {
+            std::string v = value();
+            char* end = nullptr;
+            long n = std::strtol(v.c_str(), &end, 10);
+            if (v.empty() || *end || n < lo || n > hi)
+                die_usage("invalid " + flag + " \"" + v + "\" (" + std::to_string(lo) + ".." + std::to_string(hi) + ")");
+            return n;
+        };
         if (a == "--help" || a == "-h") {
             usage(stdout);
             return 0;
@@ -141,17 +149,9 @@ int main(int argc, char** argv) {
             std::string v = value();
             if (!parse_size(v, eopts.pool_bytes)) die_usage("invalid --memory size \"" + v + "\" (examples: 512k, 64MB, 2GB)");
         } else if (a == "--threads") {
-            std::string v = value();
-            char* end = nullptr;
-            long n = std::strtol(v.c_str(), &end, 10);
-            if (v.empty() || *end || n < 1 || n > 256) die_usage("invalid --threads \"" + v + "\" (1..256)");
-            sopts.threads = static_cast<int>(n);
+            sopts.threads = static_cast<int>(int_value(a, 1, 256));
         } else if (a == "--offload-work-us") {
-            std::string v = value();
-            char* end = nullptr;
-            long n = std::strtol(v.c_str(), &end, 10);
-            if (v.empty() || *end || n < 0 || n > 1000000) die_usage("invalid --offload-work-us \"" + v + "\" (0..1000000)");
-            eopts.offload_work_us = static_cast<uint32_t>(n);
+            eopts.offload_work_us = static_cast<uint32_t>(int_value(a, 0, 1000000));
         } else if (a == "--token-file") {
             token_file = value();
         } else if (a == "--verbose" && !has_val) {

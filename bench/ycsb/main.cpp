@@ -760,12 +760,16 @@ int run(const Options& o) {
         }
         usleep(1000);
     }
-    sh.ctl->run_stats.reset();
-    if (lpool) {
-        auto& c = lpool->shared().counters;
-        local_base[0] = c.reads.load(), local_base[1] = c.writes.load();
-        local_base[2] = c.atomics.load(), local_base[3] = c.rpcs.load();
-    }
+    // Every counter starts from here (again after --warmup).
+    auto restart_counters = [&] {
+        sh.ctl->run_stats.reset();
+        if (lpool) {
+            auto& c = lpool->shared().counters;
+            local_base[0] = c.reads.load(), local_base[1] = c.writes.load();
+            local_base[2] = c.atomics.load(), local_base[3] = c.rpcs.load();
+        }
+    };
+    restart_counters();
     logf("running %s / %s / %s with %d workers for %s", o.workload.c_str(), o.dist.c_str(), o.mode.c_str(),
          o.workers,
          o.ops_per_worker ? (std::to_string(o.ops_per_worker) + " ops each").c_str()
@@ -776,19 +780,10 @@ int run(const Options& o) {
     if (o.warmup > 0) {
         // Run the workload unmeasured, then restart every counter: the timed
         // part sees a warm cache and a settled offloading policy.
+        // (A worker that fails meanwhile is reported by the loop below.)
         auto until = Clock::now() + std::chrono::duration<double>(o.warmup);
-        bool died = false;
-        while (Clock::now() < until && !died) {
-            for (pid_t p : g_workers)
-                if (kill(p, 0) != 0) died = true;
-            usleep(20000);
-        }
-        sh.ctl->run_stats.reset();
-        if (lpool) {
-            auto& c = lpool->shared().counters;
-            local_base[0] = c.reads.load(), local_base[1] = c.writes.load();
-            local_base[2] = c.atomics.load(), local_base[3] = c.rpcs.load();
-        }
+        while (Clock::now() < until) usleep(20000);
+        restart_counters();
         logf("  warm-up of %s s done", jnum(o.warmup).c_str());
         sh.ctl->start_ns = now_ns();
         sh.ctl->measuring.store(1, std::memory_order_release);
