@@ -74,7 +74,7 @@ struct Options {
     int memnode_threads = 2;
     double cache_ratio = -1;  // -1: default (0.125 for the cached modes, else 0)
     double leaf_admission = 0.1;  // --mode dex: probability a fetched leaf is admitted (DEX 5.4)
-    std::string offload = "off";  // cached modes: auto | on | off (DEX 6; reads only so far)
+    std::string offload = "off";  // cached modes: auto | on | off (DEX 6); off keeps earlier results comparable
     double fill = 0.9;
     int scan_length = 100;
     uint64_t seed = 42;
