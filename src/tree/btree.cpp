@@ -522,15 +522,12 @@ GAddr BTree::descend_cached(const EntryKey& k, int level, Node& out, Path* path,
                         };
                         uint8_t st;
                         GAddr leaf = 0;
-                        auto t0 = std::chrono::steady_clock::now();
                         try {
                             st = offload_rpc(offload_kind_, g, expect, k, &out, &leaf);
                         } catch (...) {
                             release();
                             throw;
                         }
-                        opts_.offload->record_offload(
-                            std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
                         release();
                         if (st == net::kOffloadDone && !write) {
                             refresh_next_ = false;
@@ -772,22 +769,14 @@ void BTree::cache_drop(GAddr a) {
 
 void BTree::cache_refresh_changed(GAddr a, const Node& img, const Deadline& dl) {
     if (!cache_) return;
-    // The image the memory node published (validated: it answers only for a
-    // leaf of this tree): replaces a cached copy exactly as a one-sided write
-    // does, waiting out an admission in progress (its read may predate the
-    // change) and never going back in version. Anything odd: drop the copy.
-    Node n;
-    std::memcpy(static_cast<void*>(&n), &img, kNodeSize);
-    if (n.tree_id == tree_id_ && n.level == 0 && snapshot_valid(n)) {
-        cache_update(a, n, dl);
-        return;
-    }
-    int attempt = 0;
-    while (cache_->region().table().lookup(a) == cache::MappingTable::kIoInProgress) {
-        dl.check("waiting for a node cache admission");
-        backoff(attempt++);
-    }
-    cache_drop(a);
+    // The image the memory node published replaces a cached copy exactly as
+    // after a one-sided write: cache_update() waits out an admission in
+    // progress (its read may predate the change) and never goes back in
+    // version. An image that is not a sealed leaf of this tree is a protocol
+    // error, not something to cache.
+    if (img.tree_id != tree_id_ || img.level != 0 || !snapshot_valid(img))
+        throw Error(ErrorCode::kProtocol, "OFFLOAD: memory node returned an invalid leaf image for " + hex_addr(a));
+    cache_update(a, img, dl);
 }
 
 LockedNode* BTree::lock_covering(GAddr a, int level, const EntryKey& k, Locks& locks, const Deadline& dl) {
@@ -1251,7 +1240,11 @@ uint8_t BTree::offload_rpc(uint8_t kind, GAddr start, int level, const EntryKey&
     req.kind = kind;
     req.start_level = static_cast<uint8_t>(level);
     std::memcpy(req.key, &key, sizeof req.key);
+    auto t0 = std::chrono::steady_clock::now();
     std::vector<uint8_t> r = mem_.node(gaddr_node(start)).rpc(net::kOpOffload, &req, sizeof req);
+    if (opts_.offload)  // every offload round trip prices the next decisions (DEX 6.1)
+        opts_.offload->record_offload(
+            std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
     net::OffloadReply rep{};
     if (r.size() < sizeof rep) throw Error(ErrorCode::kProtocol, "OFFLOAD: short response from memory node");
     std::memcpy(&rep, r.data(), sizeof rep);
@@ -1276,10 +1269,7 @@ bool BTree::offload_cached_write(uint8_t kind, GAddr leaf, const Node& snap, con
     if (!opts_.offload->should_offload(0, OffloadPolicy::kWriteRoundTrips)) return false;
     GAddr at = 0;
     Node img;
-    auto t0 = std::chrono::steady_clock::now();
     uint8_t r = offload_rpc(kind, leaf, 0, key, &img, &at);
-    opts_.offload->record_offload(
-        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
     if (r == net::kOffloadDone) cache_refresh_changed(at, img, dl);
     if (r != net::kOffloadDone && r != net::kOffloadNoop) return false;  // split / merge / restart: one-sided
     *st = r;
@@ -1304,10 +1294,8 @@ uint64_t BTree::remove(const EntryKey* keys, size_t n) {
             // memory node (DEX 6) unless that would empty the leaf (a merge).
             OffloadScope o(*this, n == 1 && !hint ? net::kOffloadDelete : 0);
             a = descend(keys[i], 0, snap, &path, dl);
-            uint8_t st = offload_result_;
-            if (st == kNoOffload && n == 1 && !hint &&
-                !offload_cached_write(net::kOffloadDelete, a, snap, keys[i], dl, &st))
-                st = kNoOffload;
+            uint8_t st = offload_result_;  // offload_cached_write() sets st only when it did the delete
+            if (st == kNoOffload && n == 1 && !hint) offload_cached_write(net::kOffloadDelete, a, snap, keys[i], dl, &st);
             if (st != kNoOffload) {
                 if (st == net::kOffloadDone) deleted++;
                 i++;
