@@ -50,6 +50,8 @@ all: dex-core
 $(DEX_CORE_LIB): dex-core
 	@:
 $(shlib): $(DEX_CORE_LIB)
+# PGXS tracks no header dependencies: every glue file includes these two.
+$(OBJS): extension/dex.h src/capi/dex_capi.h
 
 check-unit:
 	cmake -S $(srcdir) -B $(DEX_BUILD_DIR) -DCMAKE_BUILD_TYPE=$(CMAKE_BUILD_TYPE) >/dev/null

@@ -37,7 +37,7 @@
 
 #define DEX_METAPAGE_BLKNO	0
 #define DEX_MAGIC			0x44455831	/* "DEX1" */
-#define DEX_VERSION			1
+#define DEX_VERSION			2		/* 2: insert journal (src/README.md "Crash survival") */
 #define DEX_PAGE_ID			0xFF83		/* in the special space */
 
 /* meta flags */
@@ -75,6 +75,8 @@ typedef struct DexMetaPageData
 	int32		nparts;
 	int32		placement_level;	/* subtrees rooted here lie on one node */
 	DexMetaPart parts[DEX_MAX_MEMNODES];
+	uint64		journal;		/* GAddr of the insert journal's root on the
+								 * home node (src/README.md "Crash survival") */
 } DexMetaPageData;
 
 StaticAssertDecl(sizeof(DexMetaPageData) <= BLCKSZ - 128, "dex metapage must fit a page");
@@ -215,6 +217,20 @@ extern void dex_require_preload(void);
 extern void dex_ensure_configured(void);
 extern int	dex_try_configure(DexError *err);
 extern bool dex_interrupts_suppressed;
+
+extern uint64 dex_life(void);
+
+/* ---- dexjournal.c ----------------------------------------------------- */
+
+extern void dex_journal_init(void);
+extern uint64 dex_wal_durable(void);
+extern void dex_wal_flush_all(void);
+extern void dex_wal_flush_dirty(void);
+extern void dex_wal_flush_for_retry(const DexError *err);
+extern uint64 dex_row_lsn(Relation heap);
+extern uint32 dex_journal_lane(void);
+extern void dex_journal_gate(Relation index, DexTree *tree, uint64 journal_root,
+							 uint64 *verified);
 
 /* ---- dexerror.c ------------------------------------------------------- */
 

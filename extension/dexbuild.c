@@ -35,6 +35,7 @@ typedef struct DexBuildState
 	/* core handles, released by the reset callback on error */
 	DexTree    *tree;
 	uint64		owner_word;		/* dirty-owner word (write-back mode) */
+	uint64		journal;		/* insert journal root */
 	DexBulk    *bulk;
 	MemoryContextCallback cb;
 } DexBuildState;
@@ -216,6 +217,15 @@ dexbuild(Relation heap, Relation index, IndexInfo *indexInfo)
 	if (rc != DEX_OK)
 		dex_report_error(rc, &err, index);
 
+	/*
+	 * The insert journal (src/README.md "Crash survival"), recovered as of
+	 * this life: the entries loaded below are all of rows made durable by
+	 * this command's commit at the latest.
+	 */
+	rc = dex_journal_create(bs->tree, dex_life(), &bs->journal, &err);
+	if (rc != DEX_OK)
+		dex_report_error(rc, &err, index);
+
 	/* 2. scan the heap into a sort over (int8 key NULLS LAST, tid) */
 	bs->sortdesc = CreateTemplateTupleDesc(2);
 	TupleDescInitEntry(bs->sortdesc, 1, "key", INT8OID, -1, 0);
@@ -318,6 +328,7 @@ dexbuild(Relation heap, Relation index, IndexInfo *indexInfo)
 	strlcpy(meta.address, dex_memnode_address(node) ? dex_memnode_address(node) : "",
 			sizeof(meta.address));
 	meta.owner_word = bs->owner_word;
+	meta.journal = bs->journal;
 	meta.nparts = nnodes;
 	meta.placement_level = placement_level;
 	for (int i = 0; i < nnodes; i++)

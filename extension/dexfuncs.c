@@ -100,6 +100,7 @@ dex_sql_check(PG_FUNCTION_ARGS)
 
 	memset(&info, 0, sizeof(info));
 	memset(&err, 0, sizeof(err));
+	dex_wal_flush_dirty();		/* check() writes the index's dirty leaves first */
 	rc = dex_tree_check(tree, &info, &err);
 	if (rc != DEX_OK)
 	{
@@ -658,6 +659,7 @@ dex_sql_flush(PG_FUNCTION_ARGS)
 
 	dex_ensure_configured();
 	memset(&err, 0, sizeof(err));
+	dex_wal_flush_dirty();		/* dirty leaves wait for their entries' heap WAL */
 	rc = dex_cache_flush(&written, &err);
 	if (rc != DEX_OK)
 		dex_report_error(rc, &err, NULL);
@@ -692,6 +694,7 @@ dex_sql_placement(PG_FUNCTION_ARGS)
 	tree = dex_get_tree(rel);
 	dex_read_metapage(rel, &meta);
 	memset(&err, 0, sizeof(err));
+	dex_wal_flush_dirty();		/* the check writes the index's dirty leaves first */
 	rc = dex_tree_placement(tree, &level, nodes_on, subtrees_on, DEX_MAX_MEMNODES, &err);
 	if (rc != DEX_OK)
 		dex_report_error(rc, &err, rel);

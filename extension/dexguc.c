@@ -46,6 +46,26 @@ static const struct config_enum_entry dex_offload_options[] = {
 
 static bool dex_config_dirty = true;
 
+/*
+ * This compute server's life: a random id chosen whenever shared memory is
+ * initialized (postmaster start, crash restart). An index's insert journal
+ * records the life that last recovered it (dexjournal.c).
+ */
+typedef struct DexLifeShared
+{
+	uint64		life;
+} DexLifeShared;
+static DexLifeShared *dex_life_shared = NULL;
+
+uint64
+dex_life(void)
+{
+	dex_require_preload();
+	if (dex_life_shared == NULL || dex_life_shared->life == 0)
+		elog(ERROR, "dex: shared memory is not set up");
+	return dex_life_shared->life;
+}
+
 #if PG_VERSION_NUM >= 150000
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 #endif
@@ -219,6 +239,7 @@ dex_shmem_request(void)
 		prev_shmem_request_hook();
 #endif
 	RequestAddinShmemSpace(MAXALIGN(dex_stats_shmem_size()));
+	RequestAddinShmemSpace(MAXALIGN(sizeof(DexLifeShared)));
 	/* dex.cache_size = 0: no cache, trees run uncached */
 	if (dex_cache_bytes() > 0)
 		RequestAddinShmemSpace(MAXALIGN(dex_cache_shmem_size(dex_cache_bytes())));
@@ -236,6 +257,17 @@ dex_shmem_startup(void)
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
 	mem = ShmemInitStruct("dex stats", MAXALIGN(dex_stats_shmem_size()), &found);
 	dex_stats_attach(mem, found ? 0 : 1);
+
+	dex_life_shared = ShmemInitStruct("dex life", MAXALIGN(sizeof(DexLifeShared)), &found);
+	if (!found)
+	{
+		uint64		life = 0;
+
+		while (life == 0)
+			if (!pg_strong_random(&life, sizeof(life)))
+				elog(FATAL, "dex: could not generate a random life id");
+		dex_life_shared->life = life;
+	}
 
 	/*
 	 * The node cache, in the main segment so every backend (forked from the
@@ -401,6 +433,7 @@ _PG_init(void)
 	shmem_startup_hook = dex_shmem_startup;
 
 	dex_set_interrupt_check(dex_interrupt_check);
+	dex_journal_init();
 	dex_xact_init();
 }
 
@@ -435,6 +468,8 @@ dex_wb_flush_once(bool quiet)
 
 	memset(&err, 0, sizeof(err));
 	rc = dex_try_configure(&err);
+	/* dirty leaves carry entries whose heap WAL must be durable first */
+	dex_wal_flush_dirty();
 	if (rc == DEX_OK)
 		rc = dex_cache_flush(&written, &err);
 	if (rc != DEX_OK && !quiet)

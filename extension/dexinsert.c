@@ -1,5 +1,8 @@
 /*
  * dexinsert.c — aminsert: write-through insert of one (key, TID) entry.
+ *
+ * The entry reaches remote memory before its row's heap WAL is durable; the
+ * core journals it first (dexjournal.c, src/README.md "Crash survival").
  */
 #include "dex.h"
 
@@ -20,8 +23,14 @@ dexinsert(Relation index, Datum *values, bool *isnull,
 	tree = dex_get_tree(index);
 	dex_make_key(&key, index, values[0], isnull[0], ht_ctid);
 
-	memset(&err, 0, sizeof(err));
-	rc = dex_tree_insert(tree, &key, &err);
+	for (;;)
+	{
+		memset(&err, 0, sizeof(err));
+		rc = dex_tree_insert(tree, &key, dex_row_lsn(heapRel), dex_wal_durable(), &err);
+		if (rc != DEX_ERR_NEED_WAL_FLUSH)
+			break;
+		dex_wal_flush_for_retry(&err);	/* nothing was changed: retry */
+	}
 	if (rc != DEX_OK)
 		dex_report_error(rc, &err, index);
 

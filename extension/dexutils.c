@@ -503,6 +503,7 @@ typedef struct DexTreeCacheEntry
 	uint64		ns;
 	uint64		incarnation;
 	DexTree    *tree;
+	uint64		verified_life;	/* journal found recovered in this life (dexjournal.c) */
 } DexTreeCacheEntry;
 
 static HTAB *dex_tree_cache = NULL;
@@ -675,6 +676,7 @@ dex_get_tree(Relation index)
 			dex_report_error(rc, &err, index);
 		}
 		e->tree = tree;
+		e->verified_life = 0;
 	}
 	else
 	{
@@ -700,6 +702,12 @@ dex_get_tree(Relation index)
 		bool		wb = opts ? opts->write_back : false;
 
 		rc = dex_tree_set_write_back(e->tree, wb ? 1 : 0, meta.owner_word, &err);
+		while (rc == DEX_ERR_NEED_WAL_FLUSH)
+		{
+			/* dirty leaves left by write-back mode wait for their WAL */
+			dex_wal_flush_for_retry(&err);
+			rc = dex_tree_set_write_back(e->tree, wb ? 1 : 0, meta.owner_word, &err);
+		}
 		if (rc != DEX_OK)
 		{
 			if (rc == DEX_ERR_LOST_MEMORY)
@@ -710,5 +718,15 @@ dex_get_tree(Relation index)
 			dex_report_error(rc, &err, index);
 		}
 	}
+
+	/*
+	 * Crash consistency (dexjournal.c): inserts journal themselves in this
+	 * process's lane; a new primary life recovers the journal before the
+	 * index is used.
+	 */
+	rc = dex_tree_set_journal(e->tree, meta.journal, dex_journal_lane(), &err);
+	if (rc != DEX_OK)
+		dex_report_error(rc, &err, index);
+	dex_journal_gate(index, e->tree, meta.journal, &e->verified_life);
 	return e->tree;
 }

@@ -48,6 +48,13 @@ dex_delete_chunk(Relation index, DexTree *tree, DexKey *dead, int ndead,
 
 		memset(&err, 0, sizeof(err));
 		rc = dex_tree_delete(tree, dead + done, n, &deleted, &err);
+		if (rc == DEX_ERR_NEED_WAL_FLUSH)
+		{
+			/* a dirty write-back leaf on the way: flush WAL, redo the chunk */
+			stats->tuples_removed += (double) deleted;
+			dex_wal_flush_for_retry(&err);
+			continue;
+		}
 		if (rc != DEX_OK)
 			dex_report_error(rc, &err, index);
 		stats->tuples_removed += (double) deleted;
@@ -78,6 +85,14 @@ dexbulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 		stats = (IndexBulkDeleteResult *) palloc0(sizeof(IndexBulkDeleteResult));
 
 	tree = dex_get_tree(index);
+
+	/*
+	 * WAL before removal (src/README.md "Crash survival"): the dead TIDs come
+	 * from prunes and deleting commits whose WAL may not be durable yet. A
+	 * crash that lost it would bring the rows back -- so their entries must
+	 * not be gone from remote memory before it is durable.
+	 */
+	dex_wal_flush_all();
 
 	cxt = AllocSetContextCreate(CurrentMemoryContext, "dex vacuum",
 								ALLOCSET_DEFAULT_SIZES);
@@ -206,7 +221,13 @@ dexvacuumcleanup(IndexVacuumInfo *info, IndexBulkDeleteResult *stats)
 		int			rc;
 
 		memset(&err, 0, sizeof(err));
+		dex_wal_flush_dirty();	/* dirty write-back leaves are written first */
 		rc = dex_tree_compact(tree, &freed, &err);
+		while (rc == DEX_ERR_NEED_WAL_FLUSH)
+		{
+			dex_wal_flush_for_retry(&err);
+			rc = dex_tree_compact(tree, &freed, &err);
+		}
 		if (rc != DEX_OK)
 			dex_report_error(rc, &err, info->index);
 		elog(DEBUG1, "dex: vacuum of \"%s\" freed " UINT64_FORMAT " empty remote leaves",

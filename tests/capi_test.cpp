@@ -165,7 +165,7 @@ TEST(CApi, EndToEndAndLostMemory) {
     ASSERT_EQ(dex_bulk_finish(b, &err), DEX_OK) << err.message;
     for (int i = 0; i < 500; i++) {
         DexKey k = key(2 * i + 1, 1, 1);
-        ASSERT_EQ(dex_tree_insert(t, &k, &err), DEX_OK) << err.message;
+        ASSERT_EQ(dex_tree_insert(t, &k, 0, 0, &err), DEX_OK) << err.message;
     }
     DexTreeInfo info{};
     ASSERT_EQ(dex_tree_check(t, &info, &err), DEX_OK) << err.message;
@@ -209,8 +209,8 @@ TEST(CApi, EndToEndAndLostMemory) {
     node = std::make_unique<Memnode>(port);
     ASSERT_EQ(node->port(), port);
     DexKey k = key(77, 7, 7);
-    int rc = dex_tree_insert(t, &k, &err);
-    if (rc != DEX_ERR_LOST_MEMORY) rc = dex_tree_insert(t, &k, &err);  // first try may see the broken connection
+    int rc = dex_tree_insert(t, &k, 0, 0, &err);
+    if (rc != DEX_ERR_LOST_MEMORY) rc = dex_tree_insert(t, &k, 0, 0, &err);  // first try may see the broken connection
     EXPECT_EQ(rc, DEX_ERR_LOST_MEMORY) << err.message;
     EXPECT_NE(std::string(err.message).find("index \"idx\" lost its remote memory"), std::string::npos)
         << err.message;
@@ -297,7 +297,7 @@ TEST(CApi, CacheForgetsRestartedMemnodeAndDroppedNamespaces) {
     EXPECT_EQ(inc3, inc2);
     for (int i = 0; i < 300; i++) {
         DexKey k = key(100000 + 2000 + i, 2, 1);
-        ASSERT_EQ(dex_tree_insert(t3, &k, &err), DEX_OK) << err.message;
+        ASSERT_EQ(dex_tree_insert(t3, &k, 0, 0, &err), DEX_OK) << err.message;
     }
     for (int pass = 0; pass < 2; pass++) {
         auto all = scan(t3, bound(DEX_KEY_NEG_INF), bound(DEX_KEY_POS_INF), false);

@@ -63,6 +63,16 @@ void execute_offload(uint8_t* pool, uint64_t pool_bytes, uint32_t client_id, con
         throw std::invalid_argument("OFFLOAD: unknown kind " + std::to_string(req.kind));
     EntryKey key;
     std::memcpy(&key, req.key, sizeof key);
+    if (req.kind == net::kOffloadInsert && req.journal != 0) {
+        // The insert's journal record first: whatever follows (the entry
+        // published, found present, or the compute side told to split), a
+        // crash can never leave the entry in the leaf without it.
+        if (req.journal < net::kPoolReservedBytes || req.journal % 8 != 0 || req.journal > pool_bytes ||
+            pool_bytes - req.journal < sizeof req.record)
+            throw std::invalid_argument("OFFLOAD: journal slot outside the pool");
+        std::memcpy(pool + req.journal, req.record, sizeof req.record);
+        __atomic_thread_fence(__ATOMIC_RELEASE);
+    }
     const uint32_t self = req.node;
     uint64_t off = req.start;
     int expect = req.start_level;

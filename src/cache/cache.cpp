@@ -65,6 +65,7 @@ bool Cache::install(uint32_t f, GAddr g) {
     h.parent.store(kNoFrame, std::memory_order_relaxed);
     h.swizzled_children.store(0, std::memory_order_relaxed);
     h.dirty.store(0, std::memory_order_relaxed);
+    h.lsn.store(0, std::memory_order_relaxed);
     // Map before becoming HOT and before unlocking: a HOT frame must be mapped,
     // or an evicter could free it before publish() and we would map a free frame.
     if (!r_.table().publish(g, f)) {
@@ -166,6 +167,7 @@ bool Cache::write_back_locked(uint32_t f) {
         if (!write_back_(f, img)) return false;  // stays dirty; the caller keeps the frame
     }
     h.dirty.store(0, std::memory_order_relaxed);
+    h.lsn.store(0, std::memory_order_relaxed);
     return true;
 }
 
@@ -364,6 +366,7 @@ bool Cache::invalidate(GAddr g, bool write_back) {
         h.gaddr.store(kNullGAddr, std::memory_order_relaxed);
         h.parent.store(kNoFrame, std::memory_order_relaxed);
         h.dirty.store(0, std::memory_order_relaxed);  // written back, or the node is gone (write_back = false)
+        h.lsn.store(0, std::memory_order_relaxed);
         h.set_state(FrameState::kFree);
         h.unlock_obsolete();
         if (p != kNoFrame) {

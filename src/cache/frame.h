@@ -19,8 +19,8 @@
 //            fail their validation. A later admission clears the bit.
 //
 // What the version word protects: the node image, and the header fields gaddr,
-// level, parent, swizzled_children, dirty (all changed only under the frame's
-// exclusive lock). `state` is changed under the frame lock except for the
+// level, parent, swizzled_children, dirty, lsn (all changed only under the
+// frame's exclusive lock). `state` is changed under the frame lock except for the
 // COOLING -> HOT / COOLING -> EVICTING transitions, which happen under the
 // frame's cooling-map bucket lock (see cooling_map.h). `pins` is a plain
 // counter (see CacheRegion::pin for its handshake with eviction).
@@ -58,6 +58,10 @@ struct alignas(64) FrameHeader {
     std::atomic<uint32_t> next_free{kNoFrame};     // link in the region's shared free stack
     std::atomic<uint8_t> level{0};                 // copy of the node's level (sampling without reading the image)
     std::atomic<uint8_t> dirty{0};                 // image differs from remote memory (write-back mode)
+    // Dirty frame: highest heap-WAL position (LSN) of an entry changed in it
+    // since it was last clean; it is written back only once the log is durable
+    // that far (src/README.md "Crash survival"). 0 = nothing to wait for.
+    std::atomic<uint64_t> lsn{0};
 
     FrameState get_state() const { return static_cast<FrameState>(state.load(std::memory_order_acquire)); }
     void set_state(FrameState s) { state.store(static_cast<uint32_t>(s), std::memory_order_release); }

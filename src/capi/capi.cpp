@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <random>
@@ -28,6 +29,7 @@
 #include "transport/remote_memory.h"
 #include "transport/transport_factory.h"
 #include "tree/btree.h"
+#include "tree/journal.h"
 #include "tree/key.h"
 #include "tree/offload_policy.h"
 
@@ -42,6 +44,7 @@ static_assert(offsetof(DexKey, cls) == offsetof(dex::EntryKey, cls));
 static_assert(offsetof(DexKey, pad) == offsetof(dex::EntryKey, pad));
 static_assert(DEX_KEY_NEG_INF == dex::kNegInf && DEX_KEY_VALUE == dex::kValue && DEX_KEY_NULL == dex::kNull &&
               DEX_KEY_POS_INF == dex::kPosInf);
+static_assert(DEX_ERR_NEED_WAL_FLUSH == static_cast<int>(ErrorCode::kNeedDurable));
 static_assert(DEX_ERR_REMOTE == static_cast<int>(ErrorCode::kRemote) &&
               DEX_ERR_LOST_MEMORY == static_cast<int>(ErrorCode::kLostMemory) &&
               DEX_ERR_INVALID == static_cast<int>(ErrorCode::kInvalid));
@@ -88,10 +91,14 @@ int guarded(DexError* err, F&& f) {
         err->code = DEX_OK;
         err->message[0] = '\0';
         err->hint[0] = '\0';
+        err->need_lsn = 0;
     }
     try {
         f();
         return DEX_OK;
+    } catch (const dex::tree::NeedDurable& e) {
+        if (err) err->need_lsn = e.lsn();
+        return fail(err, DEX_ERR_NEED_WAL_FLUSH, e.what());
     } catch (const Error& e) {
         int code = static_cast<int>(e.code());
         if (code <= 0 || code > DEX_ERR_REMOTE) code = DEX_ERR_REMOTE;
@@ -259,6 +266,9 @@ bool write_back_frame(uint32_t f, const dex::Node& img) {
         // A frame of a restarted memory node: the tree is lost anyway (and the
         // address may belong to someone else now): drop it.
         if (!admit_check(g)) return true;
+        // Its entries' heap WAL must be durable first (src/README.md "Crash
+        // survival"): not yet -> it stays dirty; flushers flush WAL first.
+        if (s.region->header(f).lsn.load(std::memory_order_relaxed) > dex::tree::durable_lsn()) return false;
         dex::tree::TreeOptions o;
         o.op_timeout_ms = client().opts.op_timeout_ms > 0 ? client().opts.op_timeout_ms : 30000;
         dex::tree::NodeIO io(client().mem, dex::gaddr_node(g), o);
@@ -473,6 +483,20 @@ uint64_t wb_flush(int only) {
     return written;
 }
 
+// Highest heap-WAL position carried by a dirty frame of tree `tid` (0: none;
+// any tree: all = true).
+uint64_t dirty_lsn_max(uint32_t tid, bool all = false) {
+    CacheState& s = cstate();
+    uint64_t m = 0;
+    if (!s.region) return 0;
+    if (cstate().shared && cstate().shared->wb_used.load(std::memory_order_acquire) == 0) return 0;  // never dirty
+    s.region->for_each_frame([&](const dex::cache::FrameInfo& i) {
+        if (!i.dirty || i.gaddr == dex::kNullGAddr || (!all && i.tree_id != tid)) return;
+        m = std::max(m, s.region->header(i.frame).lsn.load(std::memory_order_relaxed));
+    });
+    return m;
+}
+
 // The namespace is being dropped: forget its entry (its word is freed memory).
 void wb_forget(int node, uint64_t ns) {
     CacheShared* sh = cstate().shared;
@@ -500,6 +524,9 @@ struct DexTree {
     std::string name;
     int op_timeout_ms = 0;
     std::unique_ptr<dex::tree::BTree> tree;
+    std::unique_ptr<dex::tree::JournalWriter> journal;  // insert journal (0: none)
+    uint64_t journal_root = 0;
+    uint32_t journal_lane = 0;
     uint64_t owner_word = 0;    // write-back mode: GAddr of the dirty-owner word (0: none)
     bool word_checked = false;  // owner word seen free or ours
     bool wb = false;
@@ -527,6 +554,7 @@ struct DexTree {
             tree = std::make_unique<dex::tree::BTree>(client().mem, static_cast<uint32_t>(node), ns, o);
             if (!part_ns.empty()) tree->set_placement(part_ns, placement_level);
             op_timeout_ms = 0;
+            attach_journal();
         }
         // Scans and bulk loads hold references to the BTree: adjust it in place.
         if (want > 0 && want != op_timeout_ms) {
@@ -534,6 +562,14 @@ struct DexTree {
             op_timeout_ms = want;
         }
         return *tree;
+    }
+    void attach_journal() {
+        if (!tree) return;
+        journal.reset();
+        if (journal_root)
+            journal = std::make_unique<dex::tree::JournalWriter>(client().mem, journal_root, journal_lane,
+                                                                 tree->namespaces());
+        tree->set_journal(journal.get());
     }
     // A memory node other than the home node, first touched in this
     // operation: it must still be the incarnation the tree was built in.
@@ -1009,11 +1045,11 @@ int dex_bulk_finish(DexBulk* bulk, DexError* err) {
 
 void dex_bulk_abort(DexBulk* bulk) { delete bulk; }
 
-int dex_tree_insert(DexTree* tree, const DexKey* key, DexError* err) {
+int dex_tree_insert(DexTree* tree, const DexKey* key, uint64_t lsn, uint64_t durable, DexError* err) {
     return guarded(err, [&] {
         if (!tree || !key) throw Error(ErrorCode::kInvalid, "dex_tree_insert: NULL argument");
         dex::EntryKey k = to_key(key);
-        tree->run([&](dex::tree::BTree& b) { b.insert(k); });
+        tree->run([&](dex::tree::BTree& b) { b.insert(k, lsn, durable); });
     });
 }
 
@@ -1124,10 +1160,14 @@ int dex_tree_set_write_back(DexTree* tree, int on, uint64_t owner_word, DexError
         bool want = on && owner_word && s.region != nullptr;
         if (!want && owner_word && s.shared) {
             // Leaving write-back mode (or never in it here): frames another
-            // backend left dirty are written back before we write through.
+            // backend left dirty are written back before we write through --
+            // each only once its entries' heap WAL is durable.
             int slot = wb_slot_find(tree->node, tree->ns, owner_word);
-            if (slot >= 0 && (tree->wb || s.shared->wb[slot].registered.load(std::memory_order_seq_cst)))
+            if (slot >= 0 && (tree->wb || s.shared->wb[slot].registered.load(std::memory_order_seq_cst))) {
+                uint64_t need = dirty_lsn_max(dex::tree::tree_id_for(static_cast<uint32_t>(tree->node), tree->ns));
+                if (need > dex::tree::durable_lsn()) throw dex::tree::NeedDurable(need);
                 wb_flush(slot);
+            }
         }
         if (want != tree->wb || !tree->tree) {
             dex::tree::BTree& b = tree->bt();
@@ -1147,12 +1187,97 @@ int dex_tree_set_write_back(DexTree* tree, int on, uint64_t owner_word, DexError
     });
 }
 
+void dex_set_durable_lsn_fn(uint64_t (*fn)(void)) { dex::tree::set_durable_lsn_source(fn); }
+
+int dex_journal_create(DexTree* tree, uint64_t life, uint64_t* root, DexError* err) {
+    if (root) *root = 0;
+    return guarded(err, [&] {
+        if (!tree || !root) throw Error(ErrorCode::kInvalid, "dex_journal_create: NULL argument");
+        tree->run([&](dex::tree::BTree& b) {
+            *root = dex::tree::journal_create(client().mem, b.node_id(), b.namespaces(), life);
+        });
+    });
+}
+
+int dex_tree_set_journal(DexTree* tree, uint64_t root, uint32_t lane, DexError* err) {
+    return guarded(err, [&] {
+        if (!tree) throw Error(ErrorCode::kInvalid, "NULL tree handle");
+        if (tree->journal_root == root && tree->journal_lane == lane && (tree->journal || !root)) return;
+        tree->journal_root = root;
+        tree->journal_lane = lane;
+        tree->attach_journal();
+    });
+}
+
+int dex_journal_life(DexTree* tree, uint64_t* life, DexError* err) {
+    if (life) *life = 0;
+    return guarded(err, [&] {
+        if (!tree || !life || !tree->journal_root) throw Error(ErrorCode::kInvalid, "dex_journal_life: no journal");
+        tree->run([&](dex::tree::BTree&) { *life = dex::tree::journal_life(client().mem, tree->journal_root); });
+    });
+}
+
+int dex_journal_read(DexTree* tree, DexKey** keys, int* n, uint64_t* life, DexError* err) {
+    if (keys) *keys = nullptr;
+    if (n) *n = 0;
+    return guarded(err, [&] {
+        if (!tree || !keys || !n || !tree->journal_root) throw Error(ErrorCode::kInvalid, "dex_journal_read: no journal");
+        dex::tree::JournalContents c;
+        tree->run([&](dex::tree::BTree&) { c = dex::tree::journal_read(client().mem, tree->journal_root); });
+        auto* arr = static_cast<DexKey*>(std::malloc((c.records.empty() ? 1 : c.records.size()) * sizeof(DexKey)));
+        if (!arr) throw std::bad_alloc();
+        for (size_t i = 0; i < c.records.size(); i++) std::memcpy(&arr[i], &c.records[i].key, sizeof(DexKey));
+        *keys = arr;
+        *n = static_cast<int>(c.records.size());
+        if (life) *life = c.life;
+    });
+}
+
+int dex_journal_finish(DexTree* tree, uint64_t old_life, uint64_t new_life, const DexKey* strays, int n,
+                       uint64_t* removed, DexError* err) {
+    if (removed) *removed = 0;
+    return guarded(err, [&] {
+        if (!tree || !tree->journal_root || (n > 0 && !strays))
+            throw Error(ErrorCode::kInvalid, "dex_journal_finish: no journal");
+        tree->run([&](dex::tree::BTree& b) {
+            dex::tree::JournalContents c = dex::tree::journal_read(client().mem, tree->journal_root);
+            if (c.life != old_life)
+                throw Error(ErrorCode::kInvalid,
+                            "index \"" + tree->name + "\": its insert journal was recovered meanwhile by another "
+                            "compute server",
+                            "Only one PostgreSQL primary may use a dex index; stop the other one.");
+            uint64_t d = 0;
+            if (n > 0) {
+                std::vector<dex::EntryKey> v(static_cast<size_t>(n));
+                std::memcpy(v.data(), strays, v.size() * sizeof(dex::EntryKey));
+                d = b.remove(v.data(), v.size());
+            }
+            dex::tree::journal_clear(client().mem, c);
+            uint64_t seen = dex::tree::journal_cas_life(client().mem, tree->journal_root, old_life, new_life);
+            if (seen != old_life)
+                throw Error(ErrorCode::kInvalid,
+                            "index \"" + tree->name + "\": its insert journal was recovered meanwhile by another "
+                            "compute server",
+                            "Only one PostgreSQL primary may use a dex index; stop the other one.");
+            if (removed) *removed = d;
+        });
+    });
+}
+
 int dex_cache_flush(uint64_t* written, DexError* err) {
     if (written) *written = 0;
     return guarded(err, [&] {
         uint64_t w = wb_flush(-1);
         if (written) *written = w;
     });
+}
+
+uint64_t dex_cache_dirty_lsn(void) {
+    try {
+        return dirty_lsn_max(0, true);
+    } catch (...) {
+        return 0;
+    }
 }
 
 uint64_t dex_cache_generation(void) {

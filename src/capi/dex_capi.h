@@ -30,12 +30,19 @@ extern "C" {
 #define DEX_ERR_INVALID 9
 #define DEX_ERR_NOT_FOUND 10
 #define DEX_ERR_REMOTE 11
+/*
+ * Not an error: the operation changed nothing and must be retried after the
+ * log (WAL) is durable up to err->need_lsn (src/README.md "Crash survival").
+ * Returned by inserts, deletes and compaction.
+ */
+#define DEX_ERR_NEED_WAL_FLUSH 12
 
 typedef struct DexError
 {
 	int			code;
 	char		message[512];
 	char		hint[256];
+	uint64_t	need_lsn;		/* DEX_ERR_NEED_WAL_FLUSH: flush up to here */
 } DexError;
 
 /* Key classes: same as dex::KeyClass (src/tree/key.h). */
@@ -228,8 +235,15 @@ int			dex_bulk_add(DexBulk *bulk, const DexKey *key, DexError *err);
 int			dex_bulk_finish(DexBulk *bulk, DexError *err);	/* frees bulk */
 void		dex_bulk_abort(DexBulk *bulk);	/* frees bulk */
 
-/* Write-through: on return the entry is in remote memory. */
-int			dex_tree_insert(DexTree *tree, const DexKey *key, DexError *err);
+/*
+ * Write-through: on return the entry is in remote memory. `lsn` is the end of
+ * the heap WAL record of the entry's row (0: the heap is not WAL-logged) and
+ * WAL is durable up to `durable`; if lsn > durable the insert first records
+ * itself in the tree's journal (dex_tree_set_journal), or answers
+ * DEX_ERR_NEED_WAL_FLUSH when it cannot.
+ */
+int			dex_tree_insert(DexTree *tree, const DexKey *key, uint64_t lsn,
+							uint64_t durable, DexError *err);
 /* Delete exact entries; `keys` sorted ascending. *deleted = how many existed. */
 int			dex_tree_delete(DexTree *tree, const DexKey *keys, int n,
 							uint64_t *deleted, DexError *err);
@@ -252,6 +266,36 @@ void		dex_scan_end(DexScan *scan);
  */
 int			dex_tree_compact(DexTree *tree, uint64_t *freed, DexError *err);
 
+/* ---- insert journal (src/README.md "Crash survival: the insert journal") --- */
+
+/*
+ * How far the log is durable (PostgreSQL: GetFlushRecPtr), for write-backs
+ * of dirty cached leaves. Must not fail or call into dex. Per process.
+ */
+void		dex_set_durable_lsn_fn(uint64_t (*fn) (void));
+/* Create the journal of a freshly built tree (root on its home node), owned by `life`. */
+int			dex_journal_create(DexTree *tree, uint64_t life, uint64_t *root, DexError *err);
+/*
+ * Journal of this tree (root from the metapage; 0: none) and this process's
+ * lane in it (PostgreSQL: the PGPROC number; >= 1024: no lane, inserts then
+ * wait for durable WAL instead).
+ */
+int			dex_tree_set_journal(DexTree *tree, uint64_t root, uint32_t lane, DexError *err);
+/* The compute-server life that last recovered the journal. */
+int			dex_journal_life(DexTree *tree, uint64_t *life, DexError *err);
+/*
+ * Every entry the journal lists (sorted, distinct; *keys malloc()ed, free
+ * with dex_free()) and the journal's life.
+ */
+int			dex_journal_read(DexTree *tree, DexKey **keys, int *n, uint64_t *life, DexError *err);
+/*
+ * Recovery done: delete the stray entries (sorted ascending), clear every
+ * lane and move the journal from life `old_life` to `new_life`. Fails with
+ * DEX_ERR_INVALID if the journal's life is no longer old_life.
+ */
+int			dex_journal_finish(DexTree *tree, uint64_t old_life, uint64_t new_life,
+							   const DexKey *strays, int n, uint64_t *removed, DexError *err);
+
 /* ---- write-back mode (src/README.md "Write-back mode") ------------------ */
 
 /*
@@ -267,8 +311,14 @@ int			dex_ns_alloc_word(int node, uint64_t ns, uint64_t *addr, DexError *err);
  * back dirty frames of the tree left by others first.
  */
 int			dex_tree_set_write_back(DexTree *tree, int on, uint64_t owner_word, DexError *err);
-/* Write back every dirty frame; clears the owner words of flushed trees. */
+/*
+ * Write back every dirty frame whose entries' heap WAL is durable (the caller
+ * flushes WAL up to dex_cache_dirty_lsn() first); clears the owner words of
+ * flushed trees.
+ */
 int			dex_cache_flush(uint64_t *written, DexError *err);
+/* Highest heap-WAL position carried by a dirty frame (0: none, or no cache). */
+uint64_t	dex_cache_dirty_lsn(void);
 /* Random id of this cache region (0 without a cache). */
 uint64_t	dex_cache_generation(void);
 

@@ -20,6 +20,7 @@ enum class ErrorCode : int {
     kInvalid = 9,        // bad argument / configuration
     kNotFound = 10,      // namespace or entry missing
     kRemote = 11,        // memory node answered with an error
+    kNeedDurable = 12,   // flush the log (PostgreSQL: WAL) up to an LSN, then retry (tree/journal.h)
 };
 
 class Error : public std::runtime_error {

@@ -23,7 +23,7 @@ namespace dex::net {
 
 constexpr uint32_t kRequestMagic = 0x44455851;   // "DEXQ"
 constexpr uint32_t kResponseMagic = 0x44455852;  // "DEXR"
-constexpr uint32_t kProtocolVersion = 1;
+constexpr uint32_t kProtocolVersion = 2;       // 2: OffloadRequest carries a journal record
 constexpr uint32_t kMaxPayload = 16u << 20;      // 16 MiB: larger frames are malformed
 constexpr uint32_t kMaxBatch = 256;              // sub-operations per BATCH
 constexpr uint32_t kMaxTokenLen = 4096;
@@ -124,8 +124,13 @@ struct OffloadRequest {
     uint8_t kind;          // OffloadKind
     uint8_t start_level;   // level of the start node
     uint8_t key[16];       // EntryKey
+    // kOffloadInsert: pool offset of a journal slot on this memory node (0:
+    // none) that `record` (a tree::JournalRecord) is written to before the leaf
+    // is changed or found to hold the key (src/README.md "Crash survival").
+    uint64_t journal;
+    uint8_t record[24];
 };
-static_assert(sizeof(OffloadRequest) == 32);
+static_assert(sizeof(OffloadRequest) == 64);
 
 struct OffloadReply {
     uint8_t status;        // OffloadStatus

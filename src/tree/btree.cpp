@@ -170,6 +170,9 @@ int BTree::wb_modify(GAddr a, const EntryKey* keys, size_t n, bool insert, size_
         nd->leaf[pos] = keys[0];
         nd->count++;
         if (used) *used = 1;
+        // Not written back before the row's heap WAL is durable (no stray
+        // entry can reach remote memory; src/README.md "Crash survival").
+        if (intent_.lsn > h.lsn.load(std::memory_order_relaxed)) h.lsn.store(intent_.lsn, std::memory_order_relaxed);
     } else {
         size_t j = 0;
         while (j < n && compare_keys(nd->low, keys[j]) <= 0 && key_below_high(keys[j], *nd)) {
@@ -216,6 +219,13 @@ void BTree::wb_acquire(GAddr a, WbGuard& g, const Deadline& dl) {
             h.unlock_unchanged();
             continue;
         }
+        if (h.dirty.load(std::memory_order_relaxed)) {
+            uint64_t need = h.lsn.load(std::memory_order_relaxed);
+            if (need > durable_lsn()) {  // its entries' heap WAL first (the caller flushes and retries)
+                h.unlock_unchanged();
+                throw NeedDurable(need);
+            }
+        }
         g.t = this;
         g.a = a;
         g.frame = f;  // from here on the guard unlocks it
@@ -224,6 +234,7 @@ void BTree::wb_acquire(GAddr a, WbGuard& g, const Deadline& dl) {
             R.copy_unswizzled(f, img);
             write_back_node(io_, a, img, dl);
             h.dirty.store(0, std::memory_order_relaxed);
+            h.lsn.store(0, std::memory_order_relaxed);
         }
         return;
     }
@@ -844,10 +855,15 @@ void BTree::init_empty() {
 
 // ---- insert ----------------------------------------------------------------
 
-bool BTree::insert(const EntryKey& key) {
+bool BTree::insert(const EntryKey& key, uint64_t lsn, uint64_t durable) {
     if (key.cls != kValue && key.cls != kNull)
         throw Error(ErrorCode::kInvalid, "cannot insert a key of class " + std::to_string(key.cls));
     Stats::add(stats().index_ops);
+    // Before anything is changed: a journal slot on every memory node (may
+    // throw NeedDurable), so that whichever leaf takes the entry can record it.
+    // Write-back mode journals only what it writes through; its in-place
+    // changes keep the LSN in their frame instead (wb_modify).
+    IntentScope intent(*this, key, lsn, journal_ != nullptr && journal_->reserve(lsn, durable));
     Deadline dl = deadline();
     int attempt = 0;
     GAddr hint = 0;  // write-back mode: the leaf lock_covering moved right to
@@ -889,6 +905,11 @@ bool BTree::insert(const EntryKey& key) {
         Node& n = ln->node;
         size_t pos = leaf_lower_bound(n, key);
         if (pos < n.count && n.leaf[pos] == key) {
+            // Already there (a journal recovery kept it for this very row, or
+            // a retry): it is journaled all the same, so that a crash before
+            // this row's WAL is durable cannot leave it unlisted.
+            std::vector<RemoteOp> rec = journal_ops(ln->addr);
+            if (!rec.empty()) mem_.batch(gaddr_node(ln->addr), rec.data(), rec.size());
             locks.unlock(ln);
             return false;
         }
@@ -896,7 +917,7 @@ bool BTree::insert(const EntryKey& key) {
             std::memmove(&n.leaf[pos + 1], &n.leaf[pos], (n.count - pos) * sizeof(EntryKey));
             n.leaf[pos] = key;
             n.count++;
-            locks.publish({ln});
+            locks.publish({ln}, journal_ops(ln->addr));
             if (wb_)
                 guard.release(&n);
             else
@@ -906,6 +927,11 @@ bool BTree::insert(const EntryKey& key) {
         split_leaf(locks, ln, pos, key, path, dl, wb_ ? &guard : nullptr);
         return true;
     }
+}
+
+std::vector<RemoteOp> BTree::journal_ops(GAddr a) {
+    if (!intent_.journal) return {};
+    return {journal_->take_op(gaddr_node(a), intent_.key, intent_.lsn)};
 }
 
 void BTree::split_leaf(Locks& locks, LockedNode* ln, size_t pos, const EntryKey& key, Path& path,
@@ -935,8 +961,11 @@ void BTree::split_leaf(Locks& locks, LockedNode* ln, size_t pos, const EntryKey&
     n.high = all[mid];
     n.right = na;
     EntryKey sep = all[mid];
-    // Step 1 (new sibling) and step 2 (publish + unlock) in one ordered batch.
-    locks.publish({ln}, {write_node_op(na, r)});
+    // Step 1 (new sibling) and step 2 (publish + unlock) in one ordered batch,
+    // after the journal record of the key being inserted (if it needs one).
+    std::vector<RemoteOp> before = journal_ops(ln->addr);
+    before.push_back(write_node_op(na, r));
+    locks.publish({ln}, before);
     if (guard)
         guard->release(&n);  // write-back mode: we hold the frame (or marker) of ln
     else
@@ -1240,6 +1269,11 @@ uint8_t BTree::offload_rpc(uint8_t kind, GAddr start, int level, const EntryKey&
     req.kind = kind;
     req.start_level = static_cast<uint8_t>(level);
     std::memcpy(req.key, &key, sizeof req.key);
+    if (kind == net::kOffloadInsert && intent_.journal) {
+        // The memory node writes the journal record before it changes the leaf.
+        req.journal = journal_->take(gaddr_node(start), key, intent_.lsn);
+        std::memcpy(req.record, &journal_->record(), sizeof req.record);
+    }
     auto t0 = std::chrono::steady_clock::now();
     std::vector<uint8_t> r = mem_.node(gaddr_node(start)).rpc(net::kOpOffload, &req, sizeof req);
     if (opts_.offload)  // every offload round trip prices the next decisions (DEX 6.1)

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "transport/remote_memory.h"
+#include "tree/journal.h"
 #include "tree/key.h"
 #include "tree/node_io.h"
 #include "tree/node_layout.h"
@@ -74,10 +75,20 @@ public:
         io_.set_op_timeout(ms);
     }
 
+    // Crash consistency (src/README.md "Crash survival: the insert journal"):
+    // inserts given a heap LSN record themselves in this journal lane first.
+    // nullptr: never (tests, benchmarks without a heap).
+    void set_journal(JournalWriter* j) { journal_ = j; }
+
     // One empty leaf as root (fences -inf/+inf), installed with SET_ROOT.
     void init_empty();
     // Adds `key`; false if that exact entry (value and TID) already exists.
-    bool insert(const EntryKey& key);
+    // `lsn`: end of the heap WAL record of the entry's row (0: none); WAL is
+    // durable up to `durable`. If lsn > durable, the insert is journaled (or,
+    // in write-back mode, its dirty leaf is not written back before WAL up to
+    // lsn is durable). Throws NeedDurable if WAL must be flushed first;
+    // nothing was changed then.
+    bool insert(const EntryKey& key, uint64_t lsn = 0, uint64_t durable = UINT64_MAX);
     // Exact-entry lookup.
     bool contains(const EntryKey& key);
     // Deletes exact entries; `keys` sorted ascending. Returns how many existed.
@@ -278,6 +289,25 @@ private:
     bool offload_cached_write(uint8_t kind, GAddr leaf, const Node& snap, const EntryKey& key, const Deadline& dl,
                               uint8_t* st);
     uint8_t offload_result_ = kNoOffload;
+    JournalWriter* journal_ = nullptr;
+    // The insert in progress and whether it must write a journal record before
+    // any publish that makes its entry exist (src/README.md "Crash survival").
+    struct Intent {
+        bool journal = false;
+        EntryKey key{};
+        uint64_t lsn = 0;
+    } intent_;
+    struct IntentScope {
+        BTree& t;
+        IntentScope(BTree& tree, const EntryKey& k, uint64_t lsn, bool journal) : t(tree) {
+            t.intent_.journal = journal;
+            t.intent_.key = k;
+            t.intent_.lsn = lsn;
+        }
+        ~IntentScope() { t.intent_ = Intent{}; }
+    };
+    // The journal record WRITE (for a batch on the memory node of `a`), or none.
+    std::vector<RemoteOp> journal_ops(GAddr a);
     struct OffloadScope {
         BTree& t;
         OffloadScope(BTree& tree, uint8_t kind) : t(tree) {

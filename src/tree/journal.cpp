@@ -1,0 +1,204 @@
+#include "tree/journal.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+
+#include "net/protocol.h"
+
+namespace dex::tree {
+
+namespace {
+
+uint64_t alloc_bytes(RemoteMemory& mem, uint32_t node, uint64_t ns, uint64_t bytes) {
+    uint64_t req[2] = {ns, bytes};
+    std::vector<uint8_t> r = mem.node(node).rpc(net::kOpAlloc, req, sizeof req);
+    if (r.size() < 8) throw Error(ErrorCode::kProtocol, "ALLOC: short response from memory node");
+    uint64_t off;
+    std::memcpy(&off, r.data(), 8);
+    return off;
+}
+
+// Zero `bytes` at `a` (ALLOC does not clear reused memory).
+void zero(RemoteMemory& mem, GAddr a, uint32_t bytes) {
+    std::vector<uint8_t> z(bytes, 0);
+    mem.write(a, z.data(), bytes);
+}
+
+void read_root(RemoteMemory& mem, GAddr root, JournalRoot& out) {
+    mem.read(root, &out, sizeof out);
+    if (out.magic != kJournalMagic || out.nodes > kJournalMaxNodes || out.lanes != kJournalLanes)
+        throw Error(ErrorCode::kCorrupt, "insert journal at " + std::to_string(gaddr_offset(root)) +
+                                             " on memory node " + std::to_string(gaddr_node(root)) +
+                                             " is not a dex journal");
+}
+
+std::atomic<DurableLsnFn> g_durable{nullptr};
+
+}  // namespace
+
+void set_durable_lsn_source(DurableLsnFn fn) { g_durable.store(fn, std::memory_order_release); }
+
+uint64_t durable_lsn() {
+    DurableLsnFn fn = g_durable.load(std::memory_order_acquire);
+    return fn ? fn() : UINT64_MAX;
+}
+
+GAddr journal_create(RemoteMemory& mem, uint32_t home, const std::vector<uint64_t>& part_ns, uint64_t life) {
+    if (home >= part_ns.size() || !part_ns[home]) throw Error(ErrorCode::kInvalid, "journal_create: no home namespace");
+    if (part_ns.size() > kJournalMaxNodes)
+        throw Error(ErrorCode::kInvalid, "journal_create: more than " + std::to_string(kJournalMaxNodes) + " memory nodes");
+    JournalRoot root{};
+    root.magic = kJournalMagic;
+    root.life = life;
+    root.nodes = static_cast<uint32_t>(part_ns.size());
+    root.lanes = kJournalLanes;
+    for (uint32_t i = 0; i < part_ns.size(); i++) {
+        if (!part_ns[i]) continue;
+        GAddr d = make_gaddr(i, alloc_bytes(mem, i, part_ns[i], kJournalLanes * sizeof(GAddr)));
+        zero(mem, d, kJournalLanes * sizeof(GAddr));
+        root.dir[i] = d;
+    }
+    GAddr r = make_gaddr(home, alloc_bytes(mem, home, part_ns[home], sizeof root));
+    mem.write(r, &root, sizeof root);
+    return r;
+}
+
+uint64_t journal_life(RemoteMemory& mem, GAddr root) {
+    JournalRoot r;
+    read_root(mem, root, r);
+    return r.life;
+}
+
+uint64_t journal_cas_life(RemoteMemory& mem, GAddr root, uint64_t expected, uint64_t life) {
+    return mem.cas(root + kJournalLifeOffset, expected, life);
+}
+
+JournalContents journal_read(RemoteMemory& mem, GAddr root) {
+    JournalRoot r;
+    read_root(mem, root, r);
+    JournalContents c;
+    c.life = r.life;
+    std::vector<GAddr> dir(kJournalLanes);
+    std::vector<uint8_t> lane(kJournalLaneBytes);
+    for (uint32_t i = 0; i < r.nodes; i++) {
+        if (!r.dir[i]) continue;
+        mem.read(r.dir[i], dir.data(), kJournalLanes * sizeof(GAddr));
+        for (uint32_t l = 0; l < kJournalLanes; l++) {
+            if (!dir[l]) continue;
+            if (gaddr_node(dir[l]) != i)
+                throw Error(ErrorCode::kCorrupt, "insert journal: lane " + std::to_string(l) + " of memory node " +
+                                                     std::to_string(i) + " points to another memory node");
+            mem.read(dir[l], lane.data(), kJournalLaneBytes);
+            JournalLaneHeader h;
+            std::memcpy(&h, lane.data(), sizeof h);
+            if (h.magic != kJournalMagic || h.lane != l)
+                throw Error(ErrorCode::kCorrupt, "insert journal: lane " + std::to_string(l) + " of memory node " +
+                                                     std::to_string(i) + " is damaged");
+            c.lanes.push_back(dir[l]);
+            for (uint32_t s = 0; s < kJournalLaneRecords; s++) {
+                JournalRecord rec;
+                std::memcpy(&rec, lane.data() + sizeof h + s * sizeof rec, sizeof rec);
+                if (rec.lsn != 0) c.records.push_back(rec);
+            }
+        }
+    }
+    std::sort(c.records.begin(), c.records.end(),
+              [](const JournalRecord& a, const JournalRecord& b) { return a.key < b.key; });
+    c.records.erase(std::unique(c.records.begin(), c.records.end(),
+                                [](const JournalRecord& a, const JournalRecord& b) { return a.key == b.key; }),
+                    c.records.end());
+    return c;
+}
+
+void journal_clear(RemoteMemory& mem, const JournalContents& c) {
+    const uint32_t bytes = kJournalLaneRecords * sizeof(JournalRecord);
+    for (GAddr l : c.lanes) zero(mem, l + sizeof(JournalLaneHeader), bytes);
+}
+
+void JournalWriter::load(uint32_t node) {
+    Lane& ln = lanes_[node];
+    if (ln.loaded) return;
+    if (!have_root_) {
+        read_root(mem_, root_, root_img_);
+        have_root_ = true;
+    }
+    if (node >= root_img_.nodes || !root_img_.dir[node] || lane_ >= kJournalLanes) {
+        ln.loaded = true;  // no lane here: inserts on this node wait for durable WAL instead
+        return;
+    }
+    GAddr slot = root_img_.dir[node] + static_cast<uint64_t>(lane_) * sizeof(GAddr);
+    GAddr a = 0;
+    mem_.read(slot, &a, sizeof a);
+    std::vector<uint8_t> buf(kJournalLaneBytes, 0);
+    if (!a) {
+        // First writer with this lane number on this node: a zeroed lane,
+        // then the directory entry that makes recovery read it.
+        if (node >= part_ns_.size() || !part_ns_[node])
+            throw Error(ErrorCode::kCorrupt, "insert journal: memory node " + std::to_string(node) +
+                                                 " has a directory but the tree no namespace there");
+        a = make_gaddr(node, alloc_bytes(mem_, node, part_ns_[node], kJournalLaneBytes));
+        JournalLaneHeader h{kJournalMagic, lane_};
+        std::memcpy(buf.data(), &h, sizeof h);
+        mem_.write(a, buf.data(), kJournalLaneBytes);
+        mem_.write(slot, &a, sizeof a);
+    } else {
+        mem_.read(a, buf.data(), kJournalLaneBytes);
+        JournalLaneHeader h;
+        std::memcpy(&h, buf.data(), sizeof h);
+        if (h.magic != kJournalMagic || h.lane != lane_ || gaddr_node(a) != node)
+            throw Error(ErrorCode::kCorrupt, "insert journal: lane " + std::to_string(lane_) + " of memory node " +
+                                                 std::to_string(node) + " is damaged");
+    }
+    ln.addr = a;
+    ln.lsn.assign(kJournalLaneRecords, 0);
+    uint64_t oldest = UINT64_MAX;
+    for (uint32_t s = 0; s < kJournalLaneRecords; s++) {
+        JournalRecord rec;
+        std::memcpy(&rec, buf.data() + sizeof(JournalLaneHeader) + s * sizeof rec, sizeof rec);
+        ln.lsn[s] = rec.lsn;
+        if (rec.lsn < oldest) {  // continue after the previous owner: at its oldest slot
+            oldest = rec.lsn;
+            ln.next = s;
+        }
+    }
+    ln.loaded = true;
+}
+
+bool JournalWriter::reserve(uint64_t lsn, uint64_t durable) {
+    if (lsn == 0 || lsn <= durable) return false;
+    if (lanes_.size() < part_ns_.size()) lanes_.resize(part_ns_.size());
+    uint64_t need = 0;
+    for (uint32_t i = 0; i < part_ns_.size(); i++) {
+        if (!part_ns_[i]) continue;
+        load(i);
+        const Lane& ln = lanes_[i];
+        uint64_t prev = ln.addr ? ln.lsn[ln.next] : lsn;  // no lane: the insert itself must be durable first
+        if (prev > durable) need = std::max(need, prev);
+    }
+    if (need) throw NeedDurable(need);
+    return true;
+}
+
+uint64_t JournalWriter::take(uint32_t node, const EntryKey& key, uint64_t lsn) {
+    if (node >= lanes_.size() || !lanes_[node].addr)
+        throw Error(ErrorCode::kInvalid, "insert journal: no lane reserved on memory node " + std::to_string(node));
+    Lane& ln = lanes_[node];
+    uint32_t s = ln.next;
+    ln.next = (s + 1) % kJournalLaneRecords;
+    ln.lsn[s] = lsn;
+    rec_.key = key;
+    rec_.lsn = lsn;
+    return gaddr_offset(ln.addr) + sizeof(JournalLaneHeader) + static_cast<uint64_t>(s) * sizeof(JournalRecord);
+}
+
+RemoteOp JournalWriter::take_op(uint32_t node, const EntryKey& key, uint64_t lsn) {
+    RemoteOp op{};
+    op.kind = RemoteOp::kWrite;
+    op.offset = take(node, key, lsn);
+    op.buf = &rec_;
+    op.len = sizeof rec_;
+    return op;
+}
+
+}  // namespace dex::tree

@@ -1,0 +1,147 @@
+// THE definition of the insert journal (src/README.md "Crash survival: the
+// insert journal"): its remote layout, the per-process writer that adds a
+// record to every write-through insert, and the reader / reset used by the
+// recovery that runs after a compute-server crash.
+//
+// Why it exists: an insert reaches remote memory before the heap WAL that
+// describes its row is durable. A crash can then leave an entry whose heap
+// tuple never became durable (a "stray"); once a later insert reuses that heap
+// slot, the stray leads to the wrong row. Every write-through insert therefore
+// first writes a record (key, heap LSN) into a lane of the journal, in the
+// same ordered batch as the leaf change, so that after a crash every possible
+// stray is listed and can be checked against the heap before the index
+// answers again.
+//
+// Remote layout (all in the index's namespaces):
+//   root (home node, one node-sized block):  JournalRoot
+//   directory (one per memory node of the tree): kJournalLanes GAddrs, 0 = no lane yet
+//   lane (allocated by its first writer): JournalLaneHeader + kJournalLaneRecords records
+// A lane belongs to one writer at a time (PostgreSQL: the PGPROC number), so
+// appending needs no remote atomic: the writer knows its lane's state.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "common/error.h"
+#include "common/gaddr.h"
+#include "transport/remote_memory.h"
+#include "tree/key.h"
+
+namespace dex::tree {
+
+constexpr uint64_t kJournalMagic = 0x31304c4e524a7864ull;  // "dxJRNL01"
+constexpr uint32_t kJournalLanes = 1024;                   // writers per memory node with a lane
+constexpr uint32_t kJournalLaneBytes = 4096;
+constexpr uint32_t kJournalMaxNodes = 32;                  // = DEX_MAX_MEMNODES
+
+#pragma pack(push, 1)
+// One journaled insert: the entry and the end of the heap WAL record that made
+// its row (lsn 0 = free slot). The record is obsolete once WAL up to lsn is durable.
+struct JournalRecord {
+    EntryKey key;
+    uint64_t lsn;
+};
+#pragma pack(pop)
+static_assert(sizeof(JournalRecord) == 24);
+
+struct JournalLaneHeader {
+    uint64_t magic;
+    uint64_t lane;  // which directory slot owns it
+};
+constexpr uint32_t kJournalLaneRecords =
+    (kJournalLaneBytes - sizeof(JournalLaneHeader)) / sizeof(JournalRecord);  // 170
+
+struct JournalRoot {
+    uint64_t magic;
+    // Id of the compute-server life (PostgreSQL: a random id chosen when shared
+    // memory is initialized) that last recovered this journal: a writer of
+    // another life must recover it before the index is used.
+    uint64_t life;
+    uint32_t nodes;  // entries of dir in use
+    uint32_t lanes;  // kJournalLanes
+    uint64_t reserved;
+    GAddr dir[kJournalMaxNodes];  // lane directory on memory node i (0: none)
+};
+static_assert(sizeof(JournalRoot) <= 1024);
+constexpr uint64_t kJournalLifeOffset = 8;
+
+// An insert cannot record itself before the heap WAL up to `lsn` is durable
+// (its lane is full of records that are not, or it has no lane): the caller
+// flushes WAL up to lsn and retries the whole operation (nothing was changed).
+class NeedDurable : public Error {
+public:
+    explicit NeedDurable(uint64_t lsn)
+        : Error(ErrorCode::kNeedDurable, "dex: heap WAL must be flushed first"), lsn_(lsn) {}
+    uint64_t lsn() const { return lsn_; }
+
+private:
+    uint64_t lsn_;
+};
+
+// How far the compute server's log (PostgreSQL: WAL) is durable, for code
+// that cannot be told by its caller (a dirty cached leaf written back on
+// eviction must not carry entries whose heap WAL is not durable). Set once per
+// process by the C API; without a source everything counts as durable. The
+// function must not throw or call back into dex.
+using DurableLsnFn = uint64_t (*)();
+void set_durable_lsn_source(DurableLsnFn fn);
+uint64_t durable_lsn();
+
+// Allocates the root and one directory per memory node of `part_ns` (ns per
+// node id, 0 = not a part), all zeroed, the root's life set to `life`, and
+// returns the root's address (on `home`).
+GAddr journal_create(RemoteMemory& mem, uint32_t home, const std::vector<uint64_t>& part_ns, uint64_t life);
+uint64_t journal_life(RemoteMemory& mem, GAddr root);
+// CAS of the root's life word; returns the value found (== expected: done).
+uint64_t journal_cas_life(RemoteMemory& mem, GAddr root, uint64_t expected, uint64_t life);
+
+// Everything the journal holds, for recovery.
+struct JournalContents {
+    uint64_t life = 0;
+    std::vector<GAddr> lanes;             // every allocated lane, on every node
+    std::vector<JournalRecord> records;   // every used slot (lsn != 0), sorted by key, duplicates removed
+};
+JournalContents journal_read(RemoteMemory& mem, GAddr root);
+// Marks every slot of every lane free (after the records were dealt with).
+void journal_clear(RemoteMemory& mem, const JournalContents& c);
+
+// The journal as one writer (one lane on every memory node) sees it. Not
+// thread-safe; one per tree handle per process.
+class JournalWriter {
+public:
+    JournalWriter(RemoteMemory& mem, GAddr root, uint32_t lane, std::vector<uint64_t> part_ns)
+        : mem_(mem), root_(root), lane_(lane), part_ns_(std::move(part_ns)) {}
+
+    // Before an insert whose row's heap WAL ends at `lsn` while WAL is durable
+    // up to `durable`: true if the insert must be journaled (lsn > durable).
+    // Makes sure the lane on every memory node of the tree has a slot whose
+    // previous record is obsolete; otherwise throws NeedDurable. Loads (first
+    // call) or allocates the lanes: remote operations, no locks held.
+    bool reserve(uint64_t lsn, uint64_t durable);
+    // Takes the next slot on memory node `node` for (key, lsn). Returns the
+    // slot's pool offset on that node; the record's bytes are record().
+    uint64_t take(uint32_t node, const EntryKey& key, uint64_t lsn);
+    const JournalRecord& record() const { return rec_; }
+    // A WRITE of the record just taken (for an ordered batch on `node`).
+    RemoteOp take_op(uint32_t node, const EntryKey& key, uint64_t lsn);
+
+private:
+    struct Lane {
+        bool loaded = false;
+        GAddr addr = 0;
+        uint32_t next = 0;
+        std::vector<uint64_t> lsn;  // per slot
+    };
+    void load(uint32_t node);
+
+    RemoteMemory& mem_;
+    GAddr root_;
+    uint32_t lane_;
+    std::vector<uint64_t> part_ns_;
+    bool have_root_ = false;
+    JournalRoot root_img_{};
+    std::vector<Lane> lanes_;
+    JournalRecord rec_{};
+};
+
+}  // namespace dex::tree
