@@ -68,7 +68,9 @@ uint32_t MappingTable::lookup(GAddr g) {
     Bucket& b = bucket_of(g);
     SpinGuard guard(b.lock);
     uint32_t i = find_locked(b, g, nullptr);
-    return i == IndexStack::kNil ? kNotFound : entries()[i].value.load(std::memory_order_relaxed);
+    if (i == IndexStack::kNil) return kNotFound;
+    uint32_t v = entries()[i].value.load(std::memory_order_relaxed);
+    return v == kIoStale ? kIoInProgress : v;
 }
 
 bool MappingTable::insert(GAddr g, uint32_t value) {
@@ -92,7 +94,7 @@ MappingTable::Begin MappingTable::try_begin_io(GAddr g, uint32_t* frame) {
     uint32_t i = find_locked(b, g, nullptr);
     if (i != IndexStack::kNil) {
         uint32_t v = entries()[i].value.load(std::memory_order_relaxed);
-        if (v == kIoInProgress) return Begin::kIoInProgress;
+        if (v == kIoInProgress || v == kIoStale) return Begin::kIoInProgress;
         if (frame) *frame = v;
         return Begin::kCached;
     }
@@ -109,10 +111,33 @@ MappingTable::Begin MappingTable::try_begin_io(GAddr g, uint32_t* frame) {
 
 bool MappingTable::publish(GAddr g, uint32_t frame) {
     Bucket& b = bucket_of(g);
+    uint32_t i;
+    {
+        SpinGuard guard(b.lock);
+        std::atomic<uint32_t>* link = nullptr;
+        i = find_locked(b, g, &link);
+        if (i == IndexStack::kNil) return false;
+        uint32_t v = entries()[i].value.load(std::memory_order_relaxed);
+        if (v == kIoInProgress) {
+            entries()[i].value.store(frame, std::memory_order_relaxed);
+            return true;
+        }
+        if (v != kIoStale) return false;
+        link->store(entries()[i].next.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    }
+    count_.fetch_sub(1, std::memory_order_relaxed);
+    free_entry(i);
+    return false;
+}
+
+bool MappingTable::mark_stale(GAddr g) {
+    Bucket& b = bucket_of(g);
     SpinGuard guard(b.lock);
     uint32_t i = find_locked(b, g, nullptr);
-    if (i == IndexStack::kNil || entries()[i].value.load(std::memory_order_relaxed) != kIoInProgress) return false;
-    entries()[i].value.store(frame, std::memory_order_relaxed);
+    if (i == IndexStack::kNil) return false;
+    uint32_t v = entries()[i].value.load(std::memory_order_relaxed);
+    if (v != kIoInProgress && v != kIoStale) return false;
+    entries()[i].value.store(kIoStale, std::memory_order_relaxed);
     return true;
 }
 
@@ -138,7 +163,10 @@ void MappingTable::for_each(const std::function<void(GAddr, uint32_t)>& fn) {
         SpinGuard guard(b.lock);
         for (uint32_t i = b.head.load(std::memory_order_relaxed); i != IndexStack::kNil;
              i = e[i].next.load(std::memory_order_relaxed))
-            fn(e[i].key.load(std::memory_order_relaxed), e[i].value.load(std::memory_order_relaxed));
+        {
+            uint32_t v = e[i].value.load(std::memory_order_relaxed);
+            fn(e[i].key.load(std::memory_order_relaxed), v == kIoStale ? kIoInProgress : v);
+        }
     }
 }
 

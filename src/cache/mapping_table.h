@@ -30,6 +30,10 @@ class MappingTable {
 public:
     static constexpr uint32_t kIoInProgress = UINT32_MAX - 1;
     static constexpr uint32_t kNotFound = UINT32_MAX;  // == kNoFrame
+    // A marker whose fetch may have read an image older than a change made
+    // since (mark_stale): its publish() fails, so that image is never cached.
+    // Seen from outside (lookup, try_begin_io) it is just kIoInProgress.
+    static constexpr uint32_t kIoStale = UINT32_MAX - 2;
 
     // Sizes for a cache of `frames` frames: buckets = pow2 >= 2 x frames; entries =
     // frames (at most one mapping per frame) + room for in-flight I/O markers.
@@ -39,7 +43,7 @@ public:
     // must be a power of two.
     static MappingTable* init(void* mem, uint32_t buckets, uint32_t entries);
 
-    // Frame index, kIoInProgress, or kNotFound.
+    // Frame index, kIoInProgress (also for a stale marker), or kNotFound.
     uint32_t lookup(GAddr g);
 
     enum class Begin {
@@ -49,10 +53,15 @@ public:
         kFull,          // entry pool exhausted: proceed uncached
     };
     Begin try_begin_io(GAddr g, uint32_t* frame = nullptr);
-    // Marker of g -> frame. False if g has no I/O marker.
+    // Marker of g -> frame. False if g has no I/O marker, or a stale one
+    // (which is removed: the caller drops its image).
     bool publish(GAddr g, uint32_t frame);
-    // Remove g's I/O marker. False if g has none.
-    bool abort_io(GAddr g) { return erase(g, kIoInProgress); }
+    // Remove g's I/O marker (stale or not). False if g has none.
+    bool abort_io(GAddr g) { return erase(g, kIoInProgress) || erase(g, kIoStale); }
+    // A writer changed g after the marker's owner may have read it: turn the
+    // marker stale. True if g has a marker (now stale); false if it has none
+    // (absent, or mapped to a frame: the caller looks again).
+    bool mark_stale(GAddr g);
     // Insert g -> value if g is absent (value may be kIoInProgress).
     bool insert(GAddr g, uint32_t value);
     // Remove g if it maps to `expected`.

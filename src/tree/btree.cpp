@@ -719,77 +719,6 @@ bool BTree::read_node(GAddr a, Node& out, const Deadline& dl) {
     return io_.read(a, out, dl) == NodeIO::Read::kOk;
 }
 
-void BTree::cache_update(GAddr a, const Node& fresh, const Deadline& dl) {
-    if (!cache_) return;
-    cache::CacheRegion& R = cache_->region();
-    int attempt = 0;
-    for (int round = 0; round < 1000; round++) {
-        uint32_t f = R.table().lookup(a);
-        if (f == cache::kNoFrame) return;
-        if (f == cache::MappingTable::kIoInProgress) {
-            // Someone is admitting `a`; its read may predate our publish. Wait
-            // until the frame is installed (or the admission dropped), then
-            // update it. We hold no frame or remote lock here.
-            dl.check("waiting for a node cache admission");
-            backoff(attempt++);
-            continue;
-        }
-        cache::FrameHeader& h = R.header(f);
-        h.lock();  // we hold no other frame lock
-        if (h.gaddr.load(std::memory_order_relaxed) != a) {
-            h.unlock_unchanged();  // evicted / reused meanwhile: look again
-            continue;
-        }
-        Node* n = R.node(f);
-        if (n->tree_id != fresh.tree_id || n->level != fresh.level) {
-            h.unlock_unchanged();  // a previous life of this memory: drop it
-            cache_drop(a);
-            return;
-        }
-        if (n->body_version >= fresh.body_version) {  // already as new (monotonic)
-            h.unlock_unchanged();
-            return;
-        }
-        // Children may move between nodes (splits): drop every swizzle first;
-        // later traversals swizzle again.
-        if (n->level > 0) R.unswizzle_all(f);
-        std::memcpy(static_cast<void*>(n), &fresh, kNodeSize);
-        h.unlock();
-        return;
-    }
-}
-
-void BTree::cache_drop(GAddr a) {
-    if (!cache_) return;
-    cache::CacheRegion& R = cache_->region();
-    for (int round = 0; round < 100; round++) {
-        uint32_t f = R.table().lookup(a);
-        if (f == cache::kNoFrame || f == cache::MappingTable::kIoInProgress) return;
-        cache::FrameHeader& h = R.header(f);
-        if (h.swizzled_children.load(std::memory_order_acquire) > 0) {
-            h.lock();
-            bool changed = h.gaddr.load(std::memory_order_relaxed) == a && R.unswizzle_all(f) > 0;
-            if (changed) h.unlock();  // readers holding old swizzled pointers must restart
-            else h.unlock_unchanged();
-        }
-        if (cache_->invalidate(a)) return;
-        unsigned spin = 0;
-        cache::spin_backoff(spin);
-    }
-}
-
-void BTree::cache_refresh_changed(GAddr a, const Node& img, const Deadline& dl) {
-    if (!cache_) return;
-    // The image the memory node published replaces a cached copy exactly as
-    // after a one-sided write: cache_update() waits out an admission in
-    // progress (its read may predate the change) and never goes back in
-    // version. An image that is not a sealed leaf of this tree is a protocol
-    // error, not something to cache.
-    if (img.tree_id != tree_id_ || img.level != 0 || !snapshot_valid(img))
-        throw Error(ErrorCode::kProtocol, "OFFLOAD: memory node returned an invalid leaf image for " + hex_addr(a));
-    cache_update(a, img, dl);
-}
-
 LockedNode* BTree::lock_covering(GAddr a, int level, const EntryKey& k, Locks& locks, const Deadline& dl) {
     Node snap;
     int attempt = 0;
@@ -848,7 +777,7 @@ void BTree::init_empty() {
     init_node(n, tree_id_, 0);
     seal_node(n, fresh_version(a));
     mem_.write(a, &n, static_cast<uint32_t>(used_bytes(n)));
-    cache_update(a, n, deadline());
+    cache_update(a, n);
     GAddr old = refresh_root();
     while (!set_root(old, a)) old = root_;
 }
@@ -921,7 +850,7 @@ bool BTree::insert(const EntryKey& key, uint64_t lsn, uint64_t durable) {
             if (wb_)
                 guard.release(&n);
             else
-                cache_update(ln->addr, n, dl);  // write-through: remote first, then the cached copy
+                cache_update(ln->addr, n);  // write-through: remote first, then the cached copy
             return true;
         }
         split_leaf(locks, ln, pos, key, path, dl, wb_ ? &guard : nullptr);
@@ -963,14 +892,19 @@ void BTree::split_leaf(Locks& locks, LockedNode* ln, size_t pos, const EntryKey&
     EntryKey sep = all[mid];
     // Step 1 (new sibling) and step 2 (publish + unlock) in one ordered batch,
     // after the journal record of the key being inserted (if it needs one).
+    // The upper half leaves ln: its cached copy is held from before the
+    // publish until it shows the lower half (write-back mode: the guard holds it).
     std::vector<RemoteOp> before = journal_ops(ln->addr);
     before.push_back(write_node_op(na, r));
+    FrameHold hold(*this);
+    hold.hold(ln->addr, guard ? guard->frame : cache::kNoFrame);
     locks.publish({ln}, before);
+    test_point("split:published");
     if (guard)
         guard->release(&n);  // write-back mode: we hold the frame (or marker) of ln
     else
-        cache_update(ln->addr, n, dl);
-    cache_update(na, r, dl);  // only matters if a copy of na's previous life is still cached
+        hold.install(ln->addr, n);
+    cache_update(na, r);  // only matters if a copy of na's previous life is still cached
     // Step 3.
     insert_parent(1, sep, na, path, dl);
 }
@@ -1007,7 +941,7 @@ void BTree::insert_parent(int level, const EntryKey& sep, GAddr child, Path& pat
                 nr.inner[1] = InnerEntry{sep, child};
                 seal_node(nr, fresh_version(na));
                 mem_.write(na, &nr, static_cast<uint32_t>(used_bytes(nr)));
-                cache_update(na, nr, dl);
+                cache_update(na, nr);
                 if (set_root(r, na)) return;
                 free_node(na);
                 continue;
@@ -1050,7 +984,7 @@ void BTree::insert_parent(int level, const EntryKey& sep, GAddr child, Path& pat
             n.inner[pos] = InnerEntry{sep, child};
             n.count++;
             locks.publish({ln});
-            cache_update(ln->addr, n, dl);
+            cache_update(ln->addr, n);
             return;
         }
         InnerEntry all[kInnerCapacity + 1];
@@ -1086,14 +1020,18 @@ void BTree::insert_parent(int level, const EntryKey& sep, GAddr child, Path& pat
         n.high = all[mid].sep;
         n.right = na;
         EntryKey up = all[mid].sep;
+        FrameHold hold(*this);  // entries move to na: no cached image of the whole node after the publish
         if (gaddr_node(na) == gaddr_node(ln->addr)) {
+            hold.hold(ln->addr);
             locks.publish({ln}, {write_node_op(na, r)});
         } else {  // step 1 on another memory node: complete it before step 2
             mem_.write(na, &r, static_cast<uint32_t>(used_bytes(r)));
+            hold.hold(ln->addr);
             locks.publish({ln});
         }
-        cache_update(ln->addr, n, dl);  // unswizzles its children: some moved to na
-        cache_update(na, r, dl);
+        test_point("inner-split:published");
+        hold.install(ln->addr, n);  // unswizzles its children: some moved to na
+        cache_update(na, r);
         insert_parent(level + 1, up, na, path, dl);
         return;
     }
@@ -1229,16 +1167,22 @@ bool BTree::migrate_split(Locks& locks, LockedNode* ln, const InnerEntry* all, s
     n.right = na;
     std::vector<LockedNode*> pub{ln};
     pub.insert(pub.end(), held.begin(), held.end());
+    // Every node whose entries or right link change is held in the cache from
+    // before the publish until its new image is in: the split node, then level
+    // by level (parents before children) the left neighbour and the moved chain.
+    FrameHold hold(*this);
+    hold.hold(ln->addr);
+    for (LockedNode* x : held) hold.hold(x->addr);  // `held` is in level-descending order
     locks.publish(pub);
+    test_point("migrate:published");
     Stats::add(stats().migrations);
-    cache_update(ln->addr, n, dl);
-    for (LockedNode* l : lefts) cache_update(l->addr, l->node, dl);
-    for (size_t i = 0; i < moved.size(); i++) cache_update(fresh[i], copies[i], dl);
-    cache_update(na, r, dl);
+    hold.install(ln->addr, n);
+    for (LockedNode* x : held) hold.install(x->addr, x->node);  // moved ones: deleted, forwarding
+    for (size_t i = 0; i < moved.size(); i++) cache_update(fresh[i], copies[i]);
+    cache_update(na, r);
     for (LockedNode* m : moved) {
-        cache_update(m->addr, m->node, dl);  // deleted, forwarding (if the drop below fails)
+        cache_drop(m->addr);  // before its memory can be reused
         free_node(m->addr);
-        cache_drop(m->addr);
     }
     // 3. the new sibling's downlink
     insert_parent(level + 1, lo, na, path, dl);
@@ -1382,7 +1326,7 @@ uint64_t BTree::remove(const EntryKey* keys, size_t n) {
                 if (wb_)
                     guard.release(&nd);
                 else
-                    cache_update(ln->addr, nd, dl);
+                    cache_update(ln->addr, nd);
             } else
                 locks.unlock(ln);
             emptied = changed && nd.count == 0;
@@ -1460,18 +1404,27 @@ GAddr BTree::try_merge(GAddr e, const Path& path, const Deadline& dl, bool* merg
     r.count = 0;
     std::memmove(&pp.inner[j + 1], &pp.inner[j + 2], (pp.count - j - 2) * sizeof(InnerEntry));
     pp.count--;
+    // The right leaf's entries move left: both leaves' cached copies are held
+    // (left, then right) until they show the merged state. The parent only
+    // loses a downlink, which a stale copy tolerates (the right leaf forwards).
+    FrameHold hold(*this);
+    if (!wb_) {
+        hold.hold(la);
+        hold.hold(ra);
+    }
     locks.publish({L, R, P});
+    test_point("merge:published");
     if (merged) *merged = true;
     if (wb_) {
         gl.release(&l);
         gr.release(&r);  // deleted: an in-place change now falls back to the locked path
     } else {
-        cache_update(la, l, dl);
+        hold.install(la, l);
+        hold.install(ra, r);  // deleted, forwarding to la (if the drop below fails)
     }
-    cache_update(p, pp, dl);
-    if (!wb_) cache_update(ra, r, dl);  // deleted, forwarding to la (if the drop below fails)
+    cache_update(p, pp);
+    cache_drop(ra);  // before its memory can be reused
     free_node(ra);
-    cache_drop(ra);
     return l.count == 0 ? la : 0;  // survivor still empty: try again
 }
 

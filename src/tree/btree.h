@@ -209,9 +209,46 @@ private:
     // used for leaves: with cache_leaves = false it always reads remotely.
     bool read_node(GAddr a, Node& out, const Deadline& dl);
     // After a remote publish of `fresh` at `a`: bring a cached copy up to date
-    // (under the frame lock; never goes backwards in body_version). Waits for
-    // an admission of `a` in progress so it cannot install an older image.
-    void cache_update(GAddr a, const Node& fresh, const Deadline& dl);
+    // (under the frame lock; never goes backwards in body_version). An
+    // admission of `a` in progress is marked stale (its read may predate the
+    // publish): it will not install its image. Never waits.
+    void cache_update(GAddr a, const Node& fresh);
+    // Replace the image of frame f (locked by the caller, holding a) by
+    // `fresh`, unswizzling its children first (except frames in `held`, which
+    // the caller has locked too). False: f holds a previous life of that memory
+    // (other tree or level): the caller drops it after unlocking.
+    bool install_locked(uint32_t f, const Node& fresh, const std::vector<uint32_t>& held);
+    // The cached frames of nodes whose entries a structure modification moves
+    // (a split's left half, both leaves of a merge, a migrated subtree) are
+    // locked from before the remote publish until the new images are
+    // installed: no backend of this compute server can read an image older
+    // than the publish once another writer may have built on it
+    // (src/README.md "Node cache", writes). Frames are taken parent before
+    // child (hold() in level-descending order); an admission in progress is
+    // marked stale instead. If the publish fails, the held frames are made
+    // unreadable (tree id 0: readers re-read the path remotely) and dropped.
+    class FrameHold {
+    public:
+        explicit FrameHold(BTree& t) : t_(t) {}
+        ~FrameHold();
+        FrameHold(const FrameHold&) = delete;
+        FrameHold& operator=(const FrameHold&) = delete;
+        // Take a's frame (if cached) or stale its admission. `skip`: a frame
+        // the caller already holds (a write-back guard's).
+        void hold(GAddr a, uint32_t skip = 0xFFFFFFFFu);
+        // After the publish: install `img` as a's image, then let go of it.
+        void install(GAddr a, const Node& img);
+
+    private:
+        struct Held {
+            GAddr a;
+            uint32_t frame;
+        };
+        BTree& t_;
+        std::vector<Held> held_;
+        std::vector<uint32_t> frames_;  // held_[i].frame, for install_locked
+    };
+    friend class FrameHold;
     // Remove `a` from the cache (unswizzling its children first if needed).
     void cache_drop(GAddr a);
     // Is this node possibly read or written by another compute server (a
@@ -330,6 +367,15 @@ private:
 // pointers) at `a` with the remote-lock protocol (read, CAS, publish batch).
 // Returns the published body_version.
 uint64_t write_back_node(NodeIO& io, GAddr a, const Node& img, const Deadline& dl);
+
+// Deterministic tests of races: called at named points of structure
+// modifications ("split:published", "inner-split:published", "merge:published",
+// "migrate:published":
+// the remote publish is done, the cached frames not yet updated). nullptr in
+// production.
+using TestHook = void (*)(const char* point);
+void set_test_hook(TestHook hook);
+void test_point(const char* point);
 
 // Order helpers shared with the scan / check code.
 inline bool key_below_high(const EntryKey& k, const Node& n) {

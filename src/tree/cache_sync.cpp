@@ -1,0 +1,181 @@
+// Keeping this compute server's cached copies exact while the tree changes
+// them remotely (src/README.md "Node cache", writes): updates after a
+// publish, frames held across the publish of a structure modification, stale
+// admissions, drops.
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+
+#include "cache/cache.h"
+#include "common/stats.h"
+#include "tree/btree.h"
+
+namespace dex::tree {
+
+namespace {
+std::atomic<TestHook> g_test_hook{nullptr};
+}  // namespace
+
+void set_test_hook(TestHook hook) { g_test_hook.store(hook, std::memory_order_release); }
+
+void test_point(const char* point) {
+    TestHook h = g_test_hook.load(std::memory_order_acquire);
+    if (h) h(point);
+}
+
+bool BTree::install_locked(uint32_t f, const Node& fresh, const std::vector<uint32_t>& held) {
+    cache::CacheRegion& R = cache_->region();
+    Node* n = R.node(f);
+    if (n->tree_id != fresh.tree_id || n->level != fresh.level) return false;  // a previous life of this memory
+    if (n->body_version >= fresh.body_version) return true;                     // already as new (monotonic)
+    // Children may move between nodes (splits, merges, migrations): drop every
+    // swizzle first; later traversals swizzle again. A child frame the caller
+    // holds locked itself is unswizzled without taking its lock.
+    if (n->level > 0 && R.header(f).swizzled_children.load(std::memory_order_acquire) > 0) {
+        for (uint32_t i = 0; i < kInnerCapacity; i++) {
+            GAddr c = cache::CacheRegion::load_child(n, i);
+            if (!gaddr_is_swizzled(c)) continue;
+            uint32_t cf = cache::swizzled_frame(c);
+            if (std::find(held.begin(), held.end(), cf) == held.end()) {
+                R.unswizzle(f, static_cast<uint16_t>(i));
+                continue;
+            }
+            cache::FrameHeader& ch = R.header(cf);
+            cache::CacheRegion::store_child(n, i, ch.gaddr.load(std::memory_order_relaxed));
+            ch.parent.store(cache::kNoFrame, std::memory_order_relaxed);
+            R.header(f).swizzled_children.fetch_sub(1, std::memory_order_relaxed);
+        }
+    }
+    std::memcpy(static_cast<void*>(n), &fresh, kNodeSize);
+    R.header(f).level.store(fresh.level, std::memory_order_relaxed);
+    return true;
+}
+
+void BTree::cache_update(GAddr a, const Node& fresh) {
+    if (!cache_) return;
+    cache::CacheRegion& R = cache_->region();
+    unsigned spin = 0;
+    for (;;) {
+        uint32_t f = R.table().lookup(a);
+        if (f == cache::kNoFrame) return;
+        if (f == cache::MappingTable::kIoInProgress) {
+            // Someone is admitting `a`; its read may predate our publish. Its
+            // image must not be installed: no waiting (an interrupt or a retry
+            // bound could end a wait and let it in).
+            if (R.table().mark_stale(a)) return;
+            continue;  // it was just installed or dropped: look again
+        }
+        cache::FrameHeader& h = R.header(f);
+        h.lock();  // we hold no other frame lock
+        if (h.gaddr.load(std::memory_order_relaxed) != a || h.get_state() == cache::FrameState::kFree) {
+            h.unlock_unchanged();  // evicted / reused meanwhile: look again
+            cache::spin_backoff(spin);
+            continue;
+        }
+        if (!install_locked(f, fresh, {})) {
+            h.unlock_unchanged();
+            cache_drop(a);  // a previous life of this memory
+            return;
+        }
+        h.unlock();
+        return;
+    }
+}
+
+void BTree::cache_drop(GAddr a) {
+    if (!cache_) return;
+    cache::CacheRegion& R = cache_->region();
+    for (int round = 0; round < 100; round++) {
+        uint32_t f = R.table().lookup(a);
+        if (f == cache::kNoFrame) return;
+        if (f == cache::MappingTable::kIoInProgress) {
+            if (R.table().mark_stale(a)) return;  // its image will not be installed
+            continue;
+        }
+        cache::FrameHeader& h = R.header(f);
+        if (h.swizzled_children.load(std::memory_order_acquire) > 0) {
+            h.lock();
+            bool changed = h.gaddr.load(std::memory_order_relaxed) == a && R.unswizzle_all(f) > 0;
+            if (changed) h.unlock();  // readers holding old swizzled pointers must restart
+            else h.unlock_unchanged();
+        }
+        if (cache_->invalidate(a)) return;
+        unsigned spin = 0;
+        cache::spin_backoff(spin);
+    }
+}
+
+void BTree::cache_refresh_changed(GAddr a, const Node& img, const Deadline&) {
+    if (!cache_) return;
+    // The image the memory node published replaces a cached copy exactly as
+    // after a one-sided write: an admission in progress is marked stale (its
+    // read may predate the change), and versions never go backwards. An image
+    // that is not a sealed leaf of this tree is a protocol error, not something
+    // to cache.
+    if (img.tree_id != tree_id_ || img.level != 0 || !snapshot_valid(img))
+        throw Error(ErrorCode::kProtocol, "OFFLOAD: memory node returned an invalid leaf image for " + hex_addr(a));
+    cache_update(a, img);
+}
+
+void BTree::FrameHold::hold(GAddr a, uint32_t skip) {
+    if (!t_.cache_) return;
+    cache::CacheRegion& R = t_.cache_->region();
+    unsigned spin = 0;
+    for (;;) {
+        uint32_t f = R.table().lookup(a);
+        if (f == cache::kNoFrame) return;  // an admission from now on reads after our publish (we hold a's remote lock)
+        if (f == cache::MappingTable::kIoInProgress) {
+            if (R.table().mark_stale(a)) return;
+            continue;
+        }
+        if (f == skip || std::find(frames_.begin(), frames_.end(), f) != frames_.end()) return;
+        cache::FrameHeader& h = R.header(f);
+        h.lock();  // parent before child: callers hold in level-descending order
+        if (h.gaddr.load(std::memory_order_relaxed) != a || h.get_state() == cache::FrameState::kFree) {
+            h.unlock_unchanged();
+            cache::spin_backoff(spin);
+            continue;
+        }
+        held_.push_back({a, f});
+        frames_.push_back(f);
+        return;
+    }
+}
+
+void BTree::FrameHold::install(GAddr a, const Node& img) {
+    for (size_t i = 0; i < held_.size(); i++) {
+        if (held_[i].a != a) continue;
+        uint32_t f = held_[i].frame;
+        cache::FrameHeader& h = t_.cache_->region().header(f);
+        bool same_life = t_.install_locked(f, img, frames_);
+        held_.erase(held_.begin() + static_cast<std::ptrdiff_t>(i));
+        frames_.erase(std::find(frames_.begin(), frames_.end(), f));
+        if (same_life) {
+            h.unlock();
+        } else {
+            h.unlock_unchanged();
+            t_.cache_drop(a);
+        }
+        return;
+    }
+}
+
+BTree::FrameHold::~FrameHold() {
+    if (held_.empty()) return;
+    // The publish did not complete (or was not installed): the remote node may
+    // be newer than the frame. Make the image unreadable -- readers fail its
+    // tree-id check and re-read the path remotely -- then drop it.
+    cache::CacheRegion& R = t_.cache_->region();
+    for (const Held& x : held_) {
+        R.node(x.frame)->tree_id = 0;
+        R.header(x.frame).unlock();
+    }
+    for (const Held& x : held_) {
+        try {
+            t_.cache_drop(x.a);
+        } catch (...) {
+        }
+    }
+}
+
+}  // namespace dex::tree
