@@ -2,6 +2,7 @@
 #include <netdb.h>
 #include <signal.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 
 #include <cctype>
@@ -35,6 +36,9 @@ void usage(FILE* f) {
                  "                       with the device (needs a locked-memory limit >= --memory)\n"
                  "  --memory SIZE        pool size, e.g. 512k, 64MB, 2GB (default 1GB)\n"
                  "  --threads N          worker threads (default 2)\n"
+                 "  --max-connections N  serve at most N connections at once, TCP and RDMA\n"
+                 "                       together, authenticated or not (default 1024); more\n"
+                 "                       are refused, and the clients report why\n"
                  "  --token-file PATH    shared secret clients must present (file contents,\n"
                  "                       trailing whitespace stripped); required unless HOST is\n"
                  "                       a loopback address\n"
@@ -108,6 +112,25 @@ bool is_loopback(const std::string& host) {
     return all;
 }
 
+// Every TCP connection is a descriptor. With fewer than --max-connections of
+// them (a soft limit of 1024 is common), accept() fails with EMFILE before the
+// cap is reached, and clients wait in the backlog instead of being refused with
+// a reason: raise the soft limit as far as the hard one allows, or warn.
+void raise_fd_limit(uint32_t max_connections) {
+    rlimit rl{};
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
+    rlim_t want = static_cast<rlim_t>(max_connections) + 64;  // + listeners, epoll, RDMA, log
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want) {
+        rl.rlim_cur = rl.rlim_max != RLIM_INFINITY && rl.rlim_max < want ? rl.rlim_max : want;
+        setrlimit(RLIMIT_NOFILE, &rl);
+        getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want)
+        log_line("warning: the open-file limit (%llu) is below --max-connections + 64 (%llu): raise ulimit -n, or "
+                 "clients beyond it wait unanswered instead of being refused",
+                 static_cast<unsigned long long>(rl.rlim_cur), static_cast<unsigned long long>(want));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -115,6 +138,7 @@ int main(int argc, char** argv) {
     EngineOptions eopts;
     eopts.pool_bytes = 1ull << 30;
     std::string listen = "127.0.0.1:7400", token_file, rdma_listen;
+    uint32_t max_connections = kDefaultMaxConnections;
 
     for (int i = 1; i < argc; i++) {
         std::string a = argv[i], val;
@@ -150,6 +174,8 @@ int main(int argc, char** argv) {
             if (!parse_size(v, eopts.pool_bytes)) die_usage("invalid --memory size \"" + v + "\" (examples: 512k, 64MB, 2GB)");
         } else if (a == "--threads") {
             sopts.threads = static_cast<int>(int_value(a, 1, 256));
+        } else if (a == "--max-connections") {
+            max_connections = static_cast<uint32_t>(int_value(a, 1, 1000000));
         } else if (a == "--offload-work-us") {
             eopts.offload_work_us = static_cast<uint32_t>(int_value(a, 0, 1000000));
         } else if (a == "--token-file") {
@@ -213,10 +239,13 @@ int main(int argc, char** argv) {
         die(std::string("cannot start: ") + e.what());
     }
     char info[256];
-    std::snprintf(info, sizeof info, "pool %s, hugepages %s, incarnation 0x%016llx, threads %d%s",
+    std::snprintf(info, sizeof info,
+                  "pool %s, hugepages %s, incarnation 0x%016llx, threads %d, max connections %u%s",
                   human(engine->pool_bytes()).c_str(), engine->hugepages() ? "yes" : "no",
-                  static_cast<unsigned long long>(engine->incarnation()), sopts.threads,
+                  static_cast<unsigned long long>(engine->incarnation()), sopts.threads, max_connections,
                   eopts.token.empty() ? "" : ", token required");
+    ConnectionLimit limit(max_connections);  // shared by the TCP and RDMA listeners
+    raise_fd_limit(max_connections);
     // The RDMA threads inherit this mask, so SIGTERM/SIGINT reach run_server's signalfd.
     sigset_t mask;
     sigemptyset(&mask);
@@ -230,13 +259,13 @@ int main(int argc, char** argv) {
         ropts.port = rport;
         ropts.threads = sopts.threads;
         ropts.verbose = sopts.verbose;
-        rdma = std::make_unique<RdmaServer>(*engine, ropts);
+        rdma = std::make_unique<RdmaServer>(*engine, ropts, limit);
         std::string err, bound;
         if (!rdma->start(err, bound)) die("cannot serve RDMA on " + rdma_listen + ": " + err);
         // Printed before the TCP "listening" line: once that appears, both are up.
         log_line("RDMA clients accepted on %s (rdma://%s)", bound.c_str(), bound.c_str());
     }
-    int rc = run_server(*engine, sopts, info);
+    int rc = run_server(*engine, sopts, limit, info);
     if (rdma) rdma->stop();
     return rc;
 }

@@ -75,6 +75,7 @@ struct Conn {
 struct RdmaServer::Impl {
     Engine& engine;
     RdmaServerOptions opts;
+    ConnectionLimit& limit;
     rdma_event_channel* ec = nullptr;
     rdma_cm_id* listen_id = nullptr;
     ibv_context* ctx = nullptr;
@@ -87,7 +88,7 @@ struct RdmaServer::Impl {
     size_t next_worker = 0;
     bool started = false;
 
-    Impl(Engine& e, RdmaServerOptions o) : engine(e), opts(std::move(o)) {}
+    Impl(Engine& e, RdmaServerOptions o, ConnectionLimit& l) : engine(e), opts(std::move(o)), limit(l) {}
 
     void cm_loop();
     void on_connect_request(rdma_cm_id* id, const rdma_conn_param& req);
@@ -241,6 +242,9 @@ void Worker::on_recv(Conn* c, const ibv_wc& wc) {
         kill(c, "more than " + std::to_string(kRdmaDepth) + " requests outstanding");
         return;
     }
+    // The message landed in a fixed, pre-registered slot of kRdmaMsgBytes: a
+    // client cannot make us buffer more than that, authenticated or not (the
+    // HELLO-size limit before authentication is the engine's, as on TCP).
     uint32_t slot = static_cast<uint32_t>(wc.wr_id);
     const uint8_t* m = c->recv_slot(slot);
     uint32_t len = wc.byte_len;
@@ -341,6 +345,7 @@ void RdmaServer::Impl::destroy_conn(Conn* c) {
     std::free(c->buf);
     rdma_destroy_id(c->id);
     delete c;
+    limit.release();
 }
 
 void RdmaServer::Impl::on_connect_request(rdma_cm_id* id, const rdma_conn_param& req) {
@@ -351,6 +356,14 @@ void RdmaServer::Impl::on_connect_request(rdma_cm_id* id, const rdma_conn_param&
         rdma_destroy_id(id);
     };
     if (id->verbs != ctx) return refuse("it arrived on another RDMA device than the listener's");
+    if (!limit.try_acquire()) {
+        // Checked before anything is allocated or registered for it.
+        RdmaRefusal why{kResponseMagic, kStatusRefused, 0, limit.max()};
+        rdma_reject(id, &why, sizeof why);
+        rdma_destroy_id(id);
+        limit.log_refusal("rdma", peer);
+        return;
+    }
     auto* c = new Conn();
     c->id = id;
     c->peer = peer;
@@ -364,6 +377,7 @@ void RdmaServer::Impl::on_connect_request(rdma_cm_id* id, const rdma_conn_param&
         std::free(c->buf);
         delete c;
         id->context = nullptr;
+        limit.release();
         refuse(why);
     };
     size_t bytes = size_t(2) * kRdmaDepth * kRdmaMsgBytes;
@@ -458,8 +472,8 @@ void RdmaServer::Impl::cm_loop() {
     }
 }
 
-RdmaServer::RdmaServer(Engine& engine, RdmaServerOptions opts)
-    : impl_(std::make_unique<Impl>(engine, std::move(opts))) {}
+RdmaServer::RdmaServer(Engine& engine, RdmaServerOptions opts, ConnectionLimit& limit)
+    : impl_(std::make_unique<Impl>(engine, std::move(opts), limit)) {}
 
 RdmaServer::~RdmaServer() { stop(); }
 

@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 
+#include "connection_limit.h"
 #include "engine/engine.h"
 
 namespace dex::memnode {
@@ -25,7 +26,10 @@ struct RdmaServerOptions {
 
 class RdmaServer {
 public:
-    RdmaServer(Engine& engine, RdmaServerOptions opts);
+    // Every connection holds a place in `limit` (shared with the TCP server)
+    // from its connect request until it is destroyed; a request that finds
+    // none is rejected (net/rdma_wire.h RdmaRefusal).
+    RdmaServer(Engine& engine, RdmaServerOptions opts, ConnectionLimit& limit);
     ~RdmaServer();  // stop()s
     // Binds, listens, registers the pool and starts the threads. On failure
     // returns false and sets `err`. `bound` = "host:port" actually bound.

@@ -59,7 +59,8 @@ struct Conn {
 
 class Worker {
 public:
-    Worker(Engine& e, const ServerOptions& o, int idx) : engine_(e), opts_(o), idx_(idx) {
+    Worker(Engine& e, const ServerOptions& o, ConnectionLimit& l, int idx)
+        : engine_(e), opts_(o), limit_(l), idx_(idx) {
         epfd_ = epoll_create1(EPOLL_CLOEXEC);
         evfd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
         if (epfd_ < 0 || evfd_ < 0) throw std::runtime_error(std::string("epoll/eventfd: ") + strerror(errno));
@@ -142,6 +143,7 @@ private:
             if (epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev) < 0) {
                 log_line("epoll_ctl: %s", strerror(errno));
                 ::close(fd);
+                limit_.release();
                 continue;
             }
             c->interest = EPOLLIN;
@@ -157,6 +159,7 @@ private:
             log_line("connection from %s closed (client %u)", c->peer.c_str(), c->session.client_id);
         engine_.session_closed(c->session);
         conns_.erase(c->fd);  // destroys c
+        limit_.release();
     }
 
     void on_event(Conn* c, uint32_t events) {
@@ -260,7 +263,10 @@ private:
             std::memcpy(&h, c->in.data() + c->in_start, sizeof h);
             const uint8_t* payload = nullptr;
             size_t consumed = sizeof h;
-            bool bad_header = h.magic != kRequestMagic || h.payload_len > kMaxPayload;
+            // Until the HELLO is accepted no frame may be larger than a HELLO:
+            // the payload is then neither waited for nor buffered.
+            uint32_t max_len = c->session.client_id == 0 ? kMaxHelloPayload : kMaxPayload;
+            bool bad_header = h.magic != kRequestMagic || h.payload_len > max_len;
             if (!bad_header) {
                 if (avail < sizeof h + h.payload_len) {
                     size_t need = sizeof h + h.payload_len;
@@ -324,6 +330,7 @@ private:
 
     Engine& engine_;
     const ServerOptions& opts_;
+    ConnectionLimit& limit_;
     int idx_;
     int epfd_ = -1, evfd_ = -1;
     std::thread thread_;
@@ -372,6 +379,27 @@ int listen_socket(const ServerOptions& opts, std::string& bound) {
     return fd;
 }
 
+// A connection beyond --max-connections: tell it why (a response frame with
+// seq 0, before it has sent anything: the reply fits the empty socket buffer,
+// so the acceptor never waits) and close it. Nothing is allocated for it.
+void refuse(int fd, const std::string& peer, ConnectionLimit& limit) {
+    std::string why = limit.refusal_reason();
+    std::vector<uint8_t> f(sizeof(FrameHeader) + why.size());
+    FrameHeader h{kResponseMagic, kStatusRefused, 0, static_cast<uint32_t>(why.size()), 0};
+    std::memcpy(f.data(), &h, sizeof h);
+    std::memcpy(f.data() + sizeof h, why.data(), why.size());
+    ssize_t w = ::send(fd, f.data(), f.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    (void)w;
+    // Discard what the client sent already (its HELLO), so that the close is a
+    // FIN after our frame, not a reset that could overtake it. Bounded: a
+    // client that keeps sending gets the reset.
+    char sink[4096];
+    for (int i = 0; i < 4 && ::recv(fd, sink, sizeof sink, MSG_DONTWAIT) > 0; i++) {
+    }
+    ::close(fd);
+    limit.log_refusal("tcp", peer);
+}
+
 }  // namespace
 
 void log_line(const char* fmt, ...) {
@@ -393,7 +421,7 @@ void log_line(const char* fmt, ...) {
     fflush(stderr);
 }
 
-int run_server(Engine& engine, const ServerOptions& opts, const std::string& startup_info) {
+int run_server(Engine& engine, const ServerOptions& opts, ConnectionLimit& limit, const std::string& startup_info) {
     sigset_t mask;
     sigemptyset(&mask);
     sigaddset(&mask, SIGTERM);
@@ -414,7 +442,7 @@ int run_server(Engine& engine, const ServerOptions& opts, const std::string& sta
     }
 
     std::vector<std::unique_ptr<Worker>> workers;
-    for (int i = 0; i < opts.threads; i++) workers.push_back(std::make_unique<Worker>(engine, opts, i));
+    for (int i = 0; i < opts.threads; i++) workers.push_back(std::make_unique<Worker>(engine, opts, limit, i));
     for (auto& w : workers) w->start();
 
     int ep = epoll_create1(EPOLL_CLOEXEC);
@@ -456,6 +484,11 @@ int run_server(Engine& engine, const ServerOptions& opts, const std::string& sta
                     if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) usleep(10000);
                     break;
                 }
+                std::string peer = peer_name(reinterpret_cast<sockaddr*>(&ss), sl);
+                if (!limit.try_acquire()) {
+                    refuse(fd, peer, limit);
+                    continue;
+                }
                 int one = 1;
                 setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
                 // A client that vanishes without FIN (host crash, partition) is noticed within
@@ -465,7 +498,7 @@ int run_server(Engine& engine, const ServerOptions& opts, const std::string& sta
                 setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
                 setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
                 setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
-                workers[next++ % workers.size()]->add(fd, peer_name(reinterpret_cast<sockaddr*>(&ss), sl));
+                workers[next++ % workers.size()]->add(fd, std::move(peer));
             }
         }
     }

@@ -4,6 +4,7 @@
 #include <cstdarg>
 #include <string>
 
+#include "connection_limit.h"
 #include "engine/engine.h"
 
 namespace dex::memnode {
@@ -21,7 +22,9 @@ void log_line(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 // Binds and listens (prints the "listening on" line), then serves until
 // SIGTERM/SIGINT. Returns the process exit code. SIGTERM/SIGINT/SIGPIPE must
 // be blocked in the calling thread before it starts any thread (run_server
-// does that itself if called before any thread exists).
-int run_server(Engine& engine, const ServerOptions& opts, const std::string& startup_info);
+// does that itself if called before any thread exists). Every accepted
+// connection holds a place in `limit` until it is closed; one that finds
+// none is refused (net/protocol.h).
+int run_server(Engine& engine, const ServerOptions& opts, ConnectionLimit& limit, const std::string& startup_info);
 
 }  // namespace dex::memnode

@@ -230,9 +230,12 @@ TEST_F(EngineTest, NamespacesListAndDropFreeEverything) {
     uint64_t big = alloc(t, ns1, 100 * 1024);
     free_(t, ns1, big + 1024, 1024);  // partly freed extents are returned on drop too
     alloc(t, ns2, 3 * 1024);
-    auto r = t.rpc(net::kOpNsList, nullptr, 0);
-    ASSERT_EQ(r.size(), 4 + 2 * sizeof(net::NsInfo));
+    uint64_t from_start = 0;
+    auto r = t.rpc(net::kOpNsList, &from_start, 8);
+    ASSERT_EQ(r.size(), 4 + 2 * sizeof(net::NsInfo) + 8);
     EXPECT_EQ(as<uint32_t>(r), 2u);
+    EXPECT_EQ(as<uint64_t>(r, r.size() - 8), 0u);  // no next page
+    EXPECT_EQ(t.rpc(net::kOpNsList, nullptr, 0), r);  // no payload: from the start too
     auto i1 = as<net::NsInfo>(r, 4), i2 = as<net::NsInfo>(r, 4 + sizeof(net::NsInfo));
     EXPECT_EQ(+i1.ns, ns1);
     EXPECT_EQ(+i1.bytes_allocated, 110u * 1024);

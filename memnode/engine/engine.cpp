@@ -467,21 +467,12 @@ struct Engine::Impl {
                 return;
             }
             case kOpNsList: {
-                exact(hdr, 0);
-                std::lock_guard<std::mutex> g(mu);
-                uint64_t max_n = (kMaxPayload - 4) / sizeof(NsInfo);
-                uint32_t cnt = static_cast<uint32_t>(nss.size() < max_n ? nss.size() : max_n);
-                put(resp, cnt);
-                uint32_t i = 0;
-                for (auto& [id, n] : nss) {
-                    if (i++ == cnt) break;
-                    NsInfo info{};
-                    info.ns = id;
-                    info.root = n.root;
-                    info.bytes_allocated = n.bytes;
-                    std::memcpy(info.tag, n.tag, kNamespaceTagLen);
-                    put(resp, info);
+                uint64_t start = 0;
+                if (hdr.payload_len != 0) {  // no payload: from the first namespace
+                    exact(hdr, 8);
+                    c.get(start);
                 }
+                ns_list_page(start, resp);
                 return;
             }
             case kOpGetRoot: {
@@ -545,6 +536,32 @@ struct Engine::Impl {
         }
     }
 
+    // One NS_LIST page: up to kNsListPage namespaces with id >= start, then
+    // the id the next page starts at (0: none). Bounded so that a reply always
+    // fits one RDMA message; the client pages until next is 0.
+    void ns_list_page(uint64_t start, std::vector<uint8_t>& resp) {
+        std::lock_guard<std::mutex> g(mu);
+        resp.resize(4);
+        uint32_t cnt = 0;
+        uint64_t next = 0;
+        for (auto it = nss.lower_bound(start); it != nss.end(); ++it) {
+            if (cnt == kNsListPage) {
+                next = it->first;
+                break;
+            }
+            const Namespace& n = it->second;
+            NsInfo info{};
+            info.ns = n.id;
+            info.root = n.root;
+            info.bytes_allocated = n.bytes;
+            std::memcpy(info.tag, n.tag, kNamespaceTagLen);
+            put(resp, info);
+            cnt++;
+        }
+        std::memcpy(resp.data(), &cnt, 4);
+        put(resp, next);
+    }
+
     net::NodeStats stats() const {
         net::NodeStats s{};
         s.incarnation = incarnation;
@@ -568,6 +585,13 @@ struct Engine::Impl {
         if (hdr.payload_len > kMaxPayload)
             throw Fail{kStatusProtocol, "frame payload of " + std::to_string(hdr.payload_len) +
                                             " bytes exceeds the limit of " + std::to_string(kMaxPayload)};
+        // Before authentication nothing larger than a HELLO is accepted, so an
+        // anonymous client cannot make a server buffer MiBs: the TCP server
+        // stops at this header (it passes no payload) and closes.
+        if (s.client_id == 0 && hdr.payload_len > kMaxHelloPayload)
+            throw Fail{kStatusProtocol, op_label(hdr.op) + ": payload of " + std::to_string(hdr.payload_len) +
+                                            " bytes before HELLO was accepted (at most " +
+                                            std::to_string(kMaxHelloPayload) + " bytes until then)"};
         if (hdr.payload_len > 0 && payload == nullptr) throw Fail{kStatusProtocol, "missing payload"};
         if (hdr.count != 0 && hdr.op != kOpBatch)
             throw Fail{kStatusProtocol, op_label(hdr.op) + " with a non-zero sub-operation count"};

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <climits>
 #include <random>
 #include <set>
 #include <cstddef>
@@ -905,31 +906,57 @@ int dex_ns_drop(int node, uint64_t ns, uint64_t* bytes_freed, DexError* err) {
     });
 }
 
+// One NS_LIST page from `start` appended to `all`; returns where the next page
+// starts (0: that was the last). A reply that does not add up is an error:
+// nothing is ever dropped silently.
+static uint64_t ns_list_page(dex::Transport& tr, uint64_t start, std::vector<dex::net::NsInfo>& all) {
+    auto r = tr.rpc(dex::net::kOpNsList, &start, sizeof start);
+    uint32_t cnt = 0;
+    if (r.size() >= 4) std::memcpy(&cnt, r.data(), 4);
+    if (r.size() < 4 || cnt > dex::net::kNsListPage || r.size() != 4 + size_t(cnt) * sizeof(dex::net::NsInfo) + 8)
+        throw Error(ErrorCode::kProtocol, "NS_LIST: malformed response of " + std::to_string(r.size()) +
+                                              " bytes from memory node " + tr.address());
+    uint64_t next;
+    std::memcpy(&next, r.data() + r.size() - 8, 8);
+    for (uint32_t i = 0; i < cnt; i++) {
+        dex::net::NsInfo info;
+        std::memcpy(&info, r.data() + 4 + i * sizeof info, sizeof info);
+        if (info.ns < start)
+            throw Error(ErrorCode::kProtocol, "NS_LIST: memory node " + tr.address() + " answered out of order");
+        start = info.ns + 1;
+        all.push_back(info);
+    }
+    // The next page must move forward, or a confused node would keep us here forever.
+    if (next != 0 && (next < start || cnt == 0))
+        throw Error(ErrorCode::kProtocol, "NS_LIST: memory node " + tr.address() + " sent no progress");
+    return next;
+}
+
 int dex_ns_list(int node, DexNsInfo** out, int* n, DexError* err) {
     if (out) *out = nullptr;
     if (n) *n = 0;
     return guarded(err, [&] {
-        auto r = node_transport(node).rpc(dex::net::kOpNsList, nullptr, 0);
-        if (r.size() < 4) throw Error(ErrorCode::kProtocol, "NS_LIST: short response from memory node");
-        uint32_t cnt;
-        std::memcpy(&cnt, r.data(), 4);
-        if (r.size() < 4 + static_cast<size_t>(cnt) * sizeof(dex::net::NsInfo))
-            throw Error(ErrorCode::kProtocol, "NS_LIST: truncated response from memory node");
-        auto* arr = static_cast<DexNsInfo*>(std::malloc((cnt ? cnt : 1) * sizeof(DexNsInfo)));
+        dex::Transport& tr = node_transport(node);
+        std::vector<dex::net::NsInfo> all;
+        uint64_t start = 0;
+        do {
+            start = ns_list_page(tr, start, all);
+        } while (start != 0);
+        if (all.size() > static_cast<size_t>(INT_MAX))
+            throw Error(ErrorCode::kRemote, "NS_LIST: memory node " + tr.address() + " holds more namespaces than fit in an int");
+        auto* arr = static_cast<DexNsInfo*>(std::malloc((all.empty() ? 1 : all.size()) * sizeof(DexNsInfo)));
         if (!arr) throw std::bad_alloc();
-        for (uint32_t i = 0; i < cnt; i++) {
-            dex::net::NsInfo info;
-            std::memcpy(&info, r.data() + 4 + i * sizeof info, sizeof info);
-            arr[i].ns = info.ns;
-            arr[i].root = info.root;
-            arr[i].bytes_allocated = info.bytes_allocated;
-            std::memcpy(arr[i].tag, info.tag, DEX_NS_TAG_LEN);
+        for (size_t i = 0; i < all.size(); i++) {
+            arr[i].ns = all[i].ns;
+            arr[i].root = all[i].root;
+            arr[i].bytes_allocated = all[i].bytes_allocated;
+            std::memcpy(arr[i].tag, all[i].tag, DEX_NS_TAG_LEN);
         }
         if (out)
             *out = arr;
         else
             std::free(arr);
-        if (n) *n = static_cast<int>(cnt);
+        if (n) *n = static_cast<int>(all.size());
     });
 }
 

@@ -13,6 +13,12 @@ constexpr uint32_t kMaxChunk = kMaxPayload - 16;
 
 }  // namespace
 
+void throw_refused(const std::string& peer, const std::string& reason) {
+    throw Error(ErrorCode::kUnreachable, "memory node " + peer + " refused the connection: " + reason,
+                "It serves at most dex-memnode --max-connections connections (TCP and RDMA together); "
+                "raise that limit, or use fewer connections to it (fewer backends).");
+}
+
 void throw_remote_error(uint16_t status, const std::vector<uint8_t>& msg, const std::string& peer, uint16_t op) {
     std::string text(msg.begin(), msg.end());
     if (text.empty()) text = "error status " + std::to_string(status);
@@ -29,6 +35,8 @@ void throw_remote_error(uint16_t status, const std::vector<uint8_t>& msg, const 
                         "Set dex.token_file to a file holding the same secret as dex-memnode --token-file.");
         case kStatusProtocol:
             throw Error(ErrorCode::kProtocol, where + " rejected " + op_label(op) + ": " + text);
+        case kStatusRefused:
+            throw_refused(peer, text);
         default:
             throw Error(ErrorCode::kRemote, where + " failed " + op_label(op) + ": " + text);
     }

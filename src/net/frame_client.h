@@ -58,5 +58,8 @@ private:
 // Maps a non-OK response to dex::Error (server message included).
 [[noreturn]] void throw_remote_error(uint16_t status, const std::vector<uint8_t>& msg, const std::string& peer,
                                      uint16_t op);
+// The memory node refused the connection (kStatusRefused, or an RDMA reject
+// carrying RdmaRefusal): kUnreachable, with the node's reason and a hint.
+[[noreturn]] void throw_refused(const std::string& peer, const std::string& reason);
 
 }  // namespace dex::net

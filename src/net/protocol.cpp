@@ -33,7 +33,11 @@ std::string op_label(uint16_t op) {
 
 bool is_fatal_status(uint16_t status) {
     return status == kStatusProtocol || status == kStatusBounds || status == kStatusAlign ||
-           status == kStatusAuth;
+           status == kStatusAuth || status == kStatusRefused;
+}
+
+std::string refusal_reason(uint32_t max_connections) {
+    return "too many connections (" + std::to_string(max_connections) + ")";
 }
 
 }  // namespace dex::net

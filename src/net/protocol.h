@@ -12,8 +12,19 @@
 // bytes, CAS/FAA: the old 8-byte value, WRITE: nothing).
 //
 // Errors: status != 0 and the payload is a UTF-8 message. For kStatusProtocol,
-// kStatusBounds, kStatusAlign and kStatusAuth the server closes the connection
-// after sending the reply ("bad input never crashes or corrupts it").
+// kStatusBounds, kStatusAlign, kStatusAuth and kStatusRefused the server
+// closes the connection after sending the reply ("bad input never crashes or
+// corrupts it").
+//
+// What a client can make the memory node hold: until its HELLO is accepted, a
+// connection may send no frame larger than a HELLO (payload_len >
+// kMaxHelloPayload is a protocol error, answered from the header alone, and
+// the connection is closed without reading the payload); and a node serves at
+// most `dex-memnode --max-connections` connections (TCP and RDMA together,
+// authenticated or not). A TCP connection beyond that gets one response
+// frame with seq 0 and status kStatusRefused as soon as it is accepted,
+// before it has sent anything, and is closed; over RDMA the connect request
+// is rejected with RdmaRefusal as private data (net/rdma_wire.h).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -27,6 +38,7 @@ constexpr uint32_t kProtocolVersion = 2;       // 2: OffloadRequest carries a jo
 constexpr uint32_t kMaxPayload = 16u << 20;      // 16 MiB: larger frames are malformed
 constexpr uint32_t kMaxBatch = 256;              // sub-operations per BATCH
 constexpr uint32_t kMaxTokenLen = 4096;
+constexpr uint32_t kMaxHelloPayload = 4 + 4 + kMaxTokenLen;  // u32 version, u32 token_len, token
 constexpr size_t kNamespaceTagLen = 64;          // opaque owner tag stored with a namespace
 constexpr uint64_t kPoolReservedBytes = 4096;    // offsets below this are never allocated (0 = null)
 
@@ -44,7 +56,9 @@ enum Op : uint16_t {
     kOpFree = 21,        // req: u64 ns, u64 offset, u64 bytes       resp: -
     kOpNsCreate = 22,    // req: tag[64]                             resp: u64 ns
     kOpNsDrop = 23,      // req: u64 ns                              resp: u64 bytes_freed
-    kOpNsList = 24,      // req: -                                   resp: u32 n, n x NsInfo
+    kOpNsList = 24,      // req: u64 start (absent: 0)               resp: u32 n, n x NsInfo, u64 next
+                         //   the namespaces with id >= start in id order, at most kNsListPage of
+                         //   them; next = where the next page starts, 0 = there is no more
     kOpGetRoot = 25,     // req: u64 ns                              resp: u64 root (GAddr as stored)
     kOpSetRoot = 26,     // req: u64 ns, u64 expected, u64 desired   resp: u64 old (CAS semantics)
     kOpStats = 27,       // req: -                                   resp: NodeStats
@@ -75,6 +89,7 @@ enum Status : uint16_t {
     kStatusNoSpace = 5,    // pool exhausted
     kStatusNoNamespace = 6,
     kStatusInternal = 7,
+    kStatusRefused = 8,    // connection limit reached (--max-connections): unsolicited, seq 0 (closes)
 };
 
 #pragma pack(push, 1)
@@ -107,6 +122,11 @@ struct NsInfo {
     uint64_t bytes_allocated;
     uint8_t tag[kNamespaceTagLen];
 };
+
+// NS_LIST entries per reply: a page stays far below 64 KiB, so it fits one
+// RDMA message (kRdmaMsgBytes) whatever the number of namespaces.
+constexpr uint32_t kNsListPage = 512;
+static_assert(4 + kNsListPage * sizeof(NsInfo) + 8 + sizeof(FrameHeader) < 64 * 1024);
 
 struct NodeStats {
     uint64_t incarnation;
@@ -149,5 +169,8 @@ const char* op_name(uint16_t op);
 std::string op_label(uint16_t op);
 // Statuses after which the memory node closes the connection.
 bool is_fatal_status(uint16_t status);
+// Why a node at `max_connections` refuses a connection: "too many connections
+// (N)" (the kStatusRefused message; an RDMA client builds it from RdmaRefusal).
+std::string refusal_reason(uint32_t max_connections);
 
 }  // namespace dex::net

@@ -27,6 +27,16 @@ struct RdmaHelloExt {
     uint32_t pad;
 };
 static_assert(sizeof(RdmaHelloExt) == 32);
+
+// Private data of the REJECT that answers a connect request beyond the node's
+// --max-connections, so that the client can say why instead of "rejected".
+struct RdmaRefusal {
+    uint32_t magic;            // kResponseMagic
+    uint16_t status;           // kStatusRefused
+    uint16_t pad;
+    uint32_t max_connections;
+};
+static_assert(sizeof(RdmaRefusal) == 12);
 #pragma pack(pop)
 
 }  // namespace dex::net

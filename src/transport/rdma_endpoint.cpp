@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "common/error.h"
+#include "net/frame_client.h"
 #include "net/rdma_wire.h"
 #include "transport/transport.h"
 
@@ -26,6 +27,15 @@ constexpr uint32_t kSendDepth = kMaxChain + 4;
 std::string errstr(int e) { return std::strerror(e); }
 
 const char* cm_event_name(rdma_cm_event_type t) { return rdma_event_str(t); }
+
+// The RdmaRefusal a node at --max-connections rejects us with, if that is what
+// this REJECTED event carries (IB pads the private data: only a prefix counts).
+bool refusal_of(const rdma_cm_event& ev, net::RdmaRefusal& r) {
+    const rdma_conn_param& p = ev.param.conn;
+    if (ev.event != RDMA_CM_EVENT_REJECTED || !p.private_data || p.private_data_len < sizeof r) return false;
+    std::memcpy(&r, p.private_data, sizeof r);
+    return r.magic == net::kResponseMagic && r.status == net::kStatusRefused;
+}
 
 }  // namespace
 
@@ -68,8 +78,11 @@ void RdmaEndpoint::wait_cm(rdma_cm_event_type want, Clock::time_point deadline, 
         if (rdma_get_cm_event(ec_, &ev) == 0) {
             rdma_cm_event_type got = ev->event;
             int status = ev->status;
+            net::RdmaRefusal refusal{};
+            bool refused = refusal_of(*ev, refusal);  // private data is gone after the ack
             rdma_ack_cm_event(ev);
             if (got == want) return;
+            if (refused) net::throw_refused(addr_, net::refusal_reason(refusal.max_connections));
             std::string why = std::string(cm_event_name(got)) + (status ? " (status " + std::to_string(status) + ")" : "");
             if (got == RDMA_CM_EVENT_REJECTED) why = "connection refused (no dex-memnode --rdma-listen there?)";
             throw Error(ErrorCode::kUnreachable, "could not connect to memory node " + addr_ + ": " + step + ": " + why,

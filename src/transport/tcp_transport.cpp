@@ -212,7 +212,9 @@ struct TcpTransport::Impl final : net::FrameClient {
         net::FrameHeader rq, h;
         std::memcpy(&rq, req.data(), sizeof rq);
         recv_exact(reinterpret_cast<uint8_t*>(&h), sizeof h, deadline);
-        if (h.magic != net::kResponseMagic || h.seq != rq.seq || h.payload_len > net::kMaxPayload)
+        // A node at --max-connections answers the new connection with seq 0 before reading anything.
+        bool refusal = h.seq == 0 && h.op == net::kStatusRefused;
+        if (h.magic != net::kResponseMagic || (h.seq != rq.seq && !refusal) || h.payload_len > net::kMaxPayload)
             fail(ErrorCode::kProtocol, "memory node " + addr + " sent a malformed response frame");
         resp.resize(h.payload_len);
         recv_exact(resp.data(), h.payload_len, deadline);
