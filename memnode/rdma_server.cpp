@@ -219,7 +219,7 @@ void Worker::disconnect(Conn* c) {
 
 void Worker::kill(Conn* c, const std::string& why) {
     if (!c->dead || !c->disconnect_sent)
-        log_line("rdma client %u (%s): %s (closing connection)", c->session.client_id, c->peer.c_str(), why.c_str());
+        log_line("rdma client %llu (%s): %s (closing connection)", (unsigned long long)c->session.client_id, c->peer.c_str(), why.c_str());
     c->dead = true;
     disconnect(c);
 }
@@ -279,7 +279,7 @@ void Worker::on_recv(Conn* c, const ibv_wc& wc) {
         size_t o = resp.size();
         resp.resize(o + sizeof ext);
         std::memcpy(resp.data() + o, &ext, sizeof ext);
-        if (srv.opts.verbose) log_line("rdma client %u (%s): authenticated", c->session.client_id, c->peer.c_str());
+        if (srv.opts.verbose) log_line("rdma client %llu (%s): authenticated", (unsigned long long)c->session.client_id, c->peer.c_str());
     }
     if (status == kStatusOk && sizeof h + resp.size() > kRdmaMsgBytes) {
         status = kStatusInternal;
@@ -288,7 +288,7 @@ void Worker::on_recv(Conn* c, const ibv_wc& wc) {
         resp.assign(msg.begin(), msg.end());
     }
     if (status != kStatusOk)
-        log_line("rdma client %u (%s): %s -> error %u: %s%s", c->session.client_id, c->peer.c_str(),
+        log_line("rdma client %llu (%s): %s -> error %u: %s%s", (unsigned long long)c->session.client_id, c->peer.c_str(),
                  Engine::op_name(h.op).c_str(), status, std::string(resp.begin(), resp.end()).c_str(),
                  c->session.close_after_reply ? " (closing connection)" : "");
     uint32_t s = c->free_send.back();
@@ -337,7 +337,15 @@ void Worker::on_send(Conn* c, const ibv_wc& wc) {
 
 void RdmaServer::Impl::destroy_conn(Conn* c) {
     if (opts.verbose)
-        log_line("rdma connection from %s closed (client %u)", c->peer.c_str(), c->session.client_id);
+        log_line("rdma connection from %s closed (client %llu)", c->peer.c_str(), (unsigned long long)c->session.client_id);
+    // Nothing this client sent may be executed once it counts as gone
+    // (CLIENT_ALIVE lets waiters take its locks over): one-sided requests
+    // bypass this CPU, so stop the queue pair before forgetting the client.
+    if (c->id->qp) {
+        ibv_qp_attr a{};
+        a.qp_state = IBV_QPS_ERR;
+        ibv_modify_qp(c->id->qp, &a, IBV_QP_STATE);
+    }
     engine.session_closed(c->session);
     if (c->id->qp) rdma_destroy_qp(c->id);
     if (c->cq) ibv_destroy_cq(c->cq);

@@ -156,7 +156,7 @@ private:
         epoll_ctl(epfd_, EPOLL_CTL_DEL, c->fd, nullptr);
         ::close(c->fd);
         if (opts_.verbose)
-            log_line("connection from %s closed (client %u)", c->peer.c_str(), c->session.client_id);
+            log_line("connection from %s closed (client %llu)", c->peer.c_str(), (unsigned long long)c->session.client_id);
         engine_.session_closed(c->session);
         conns_.erase(c->fd);  // destroys c
         limit_.release();
@@ -223,7 +223,7 @@ private:
                     if (c->in_end - c->in_start >= sizeof h) std::memcpy(&h, c->in.data() + c->in_start, sizeof h);
                     std::string msg = "connection closed in the middle of a frame (" +
                                       std::to_string(c->in_end - c->in_start) + " bytes received)";
-                    log_line("client %u (%s): %s", c->session.client_id, c->peer.c_str(), msg.c_str());
+                    log_line("client %llu (%s): %s", (unsigned long long)c->session.client_id, c->peer.c_str(), msg.c_str());
                     reply(c, h.seq, kStatusProtocol, reinterpret_cast<const uint8_t*>(msg.data()), msg.size());
                 }
                 c->closing = true;
@@ -287,7 +287,7 @@ private:
             c->in_start += consumed;
             if (status != kStatusOk) {
                 std::string msg(resp_.begin(), resp_.end());
-                log_line("client %u (%s): %s -> error %u: %s%s", c->session.client_id, c->peer.c_str(),
+                log_line("client %llu (%s): %s -> error %u: %s%s", (unsigned long long)c->session.client_id, c->peer.c_str(),
                          Engine::op_name(h.op).c_str(), status, msg.c_str(),
                          c->session.close_after_reply ? " (closing connection)" : "");
             }

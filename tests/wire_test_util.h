@@ -68,10 +68,9 @@ inline uint64_t set_root(Transport& t, uint64_t ns, uint64_t expected, uint64_t 
     return as<uint64_t>(t.rpc(net::kOpSetRoot, p.data(), p.size()));
 }
 
-inline bool client_alive(Transport& t, uint32_t id) {
+inline bool client_alive(Transport& t, uint64_t id) {
     std::vector<uint8_t> p;
     append(p, id);
-    append(p, uint32_t{0});
     return as<uint64_t>(t.rpc(net::kOpClientAlive, p.data(), p.size())) == 1;
 }
 

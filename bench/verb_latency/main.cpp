@@ -67,7 +67,7 @@ int main(int argc, char** argv) {
         std::memcpy(&off, r.data(), 8);
         std::vector<uint8_t> buf(1024, 0x42);
         uint64_t word = 0;
-        uint32_t alive[2] = {t->client_id(), 0};
+        uint64_t alive[1] = {t->client_id()};
         struct Verb {
             const char* name;
             std::function<void()> run;

@@ -64,7 +64,7 @@ public:
     explicit LocalTransport(LocalPool& pool);
 
     uint64_t incarnation() override { return sh_.incarnation; }
-    uint32_t client_id() override { return client_id_; }
+    uint64_t client_id() override { return client_id_; }
     const std::string& address() const override { return address_; }
 
     void read(uint64_t offset, void* dst, uint32_t len) override;
@@ -79,7 +79,7 @@ private:
     uint8_t* base_;
     uint64_t bytes_;
     LocalShared& sh_;
-    uint32_t client_id_;
+    uint64_t client_id_;
     std::string address_ = "local://";
 };
 

@@ -7,6 +7,7 @@
 // state live under `mu`; live client ids under `clients_mu`.
 #include "engine/engine.h"
 #include "engine/offload.h"
+#include "tree/node_layout.h"
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -123,8 +124,8 @@ struct Engine::Impl {
     uint64_t next_ns = 1;
 
     mutable std::mutex clients_mu;
-    std::unordered_set<uint32_t> live;
-    uint32_t next_client = 1;
+    std::unordered_set<uint64_t> live;
+    uint64_t next_client = 1;  // never reused within this incarnation (src/README.md "Synchronization")
 
     std::atomic<uint64_t> requests{0};
     std::atomic<uint64_t> offloads{0};  // OFFLOAD requests executed
@@ -356,12 +357,14 @@ struct Engine::Impl {
                                             std::to_string(kProtocolVersion) + ")"};
         if (!opts.token.empty() && !token_equal(opts.token, tok, tlen))
             throw Fail{kStatusAuth, "authentication failed: wrong token"};
-        uint32_t id;
+        uint64_t id;
         {
             std::lock_guard<std::mutex> g(clients_mu);
-            do {
-                id = next_client++;
-            } while (id == 0 || live.count(id));
+            if (next_client == 0) next_client = 1;
+            if (next_client > kMaxClientId)
+                throw Fail{kStatusInternal, "this memory node has handed out all " + std::to_string(kMaxClientId) +
+                                                " client ids of its incarnation; restart it"};
+            id = next_client++;
             live.insert(id);
         }
         s.client_id = id;
@@ -380,7 +383,7 @@ struct Engine::Impl {
                                             " bytes, expected " + std::to_string(want)};
     }
 
-    void do_rpc(const FrameHeader& hdr, const uint8_t* payload, std::vector<uint8_t>& resp, uint32_t client) {
+    void do_rpc(const FrameHeader& hdr, const uint8_t* payload, std::vector<uint8_t>& resp, uint64_t client) {
         Cursor c{payload, hdr.payload_len};
         switch (hdr.op) {
             case kOpAlloc: {
@@ -503,9 +506,8 @@ struct Engine::Impl {
             }
             case kOpClientAlive: {
                 exact(hdr, 8);
-                uint32_t id = 0, pad = 0;
+                uint64_t id = 0;
                 c.get(id);
-                c.get(pad);
                 uint64_t alive;
                 {
                     std::lock_guard<std::mutex> g(clients_mu);
@@ -615,6 +617,7 @@ struct Engine::Impl {
 
 Engine::Engine(const EngineOptions& opts) : impl_(std::make_unique<Impl>()) {
     impl_->opts = opts;
+    impl_->next_client = opts.first_client_id;
     impl_->map_pool();
     std::random_device rd;
     uint64_t inc = 0;
@@ -658,6 +661,10 @@ void Engine::session_closed(ClientSession& session) {
 }
 
 uint64_t Engine::incarnation() const { return impl_->incarnation; }
+void Engine::set_next_client_id(uint64_t id) {
+    std::lock_guard<std::mutex> g(impl_->clients_mu);
+    impl_->next_client = id;
+}
 uint64_t Engine::pool_bytes() const { return impl_->pool_bytes; }
 uint64_t Engine::used_bytes() const {
     std::lock_guard<std::mutex> g(impl_->mu);

@@ -21,6 +21,9 @@ struct EngineOptions {
     // busier than this one, so tests and benchmarks can saturate --threads and
     // watch dex.offload = auto shift back to one-sided reads. 0 in production.
     uint32_t offload_work_us = 0;
+    // Client ids (remote-lock owners) are handed out from this one upwards and
+    // never reused; tests start near the old 23-bit limit to prove ids are whole.
+    uint64_t first_client_id = 1;
 };
 
 class Engine final : public net::FrameHandler {
@@ -40,6 +43,8 @@ public:
     uint8_t* pool_base() const;
     size_t pool_map_bytes() const;
     net::NodeStats stats() const;
+    // Tests: the next client id handed out (ids below it are never handed out again).
+    void set_next_client_id(uint64_t id);
     static std::string op_name(uint16_t op);  // "READ", "ALLOC", ... or "op N" (for logs)
 
 private:

@@ -57,7 +57,7 @@ void reply(std::vector<uint8_t>& resp, uint8_t status, GAddr leaf, const Node* i
 
 }  // namespace
 
-void execute_offload(uint8_t* pool, uint64_t pool_bytes, uint32_t client_id, const net::OffloadRequest& req,
+void execute_offload(uint8_t* pool, uint64_t pool_bytes, uint64_t client_id, const net::OffloadRequest& req,
                      std::vector<uint8_t>& resp) {
     if (req.kind < net::kOffloadLeaf || req.kind > net::kOffloadDelete)
         throw std::invalid_argument("OFFLOAD: unknown kind " + std::to_string(req.kind));
@@ -104,7 +104,7 @@ void execute_offload(uint8_t* pool, uint64_t pool_bytes, uint32_t client_id, con
             if (req.kind == net::kOffloadLeaf) return reply(resp, net::kOffloadDone, leaf, &n);
             // Writer protocol on the local pool: CAS (v,_,0) -> (v,me,1); success
             // proves the node is still the snapshot we validated.
-            const uint64_t v = lock_version(n.lock);
+            const uint64_t v = n.body_version;  // full version; the lock word keeps its low bits
             uint64_t expected = make_lock_word(v, 0, false);
             const uint64_t mine = make_lock_word(v, client_id, true);
             if (!__atomic_compare_exchange_n(lock_word(pool, off), &expected, mine, false, __ATOMIC_SEQ_CST,

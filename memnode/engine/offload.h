@@ -17,7 +17,7 @@ namespace dex::memnode {
 // OffloadReply (and, when done, the leaf image: as read, or as published) to `resp`. Never throws
 // for bad tree contents (answers kOffloadRestart); throws std::invalid_argument
 // for a malformed request.
-void execute_offload(uint8_t* pool, uint64_t pool_bytes, uint32_t client_id, const net::OffloadRequest& req,
+void execute_offload(uint8_t* pool, uint64_t pool_bytes, uint64_t client_id, const net::OffloadRequest& req,
                      std::vector<uint8_t>& resp);
 
 }  // namespace dex::memnode

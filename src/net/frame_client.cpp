@@ -42,6 +42,21 @@ void throw_remote_error(uint16_t status, const std::vector<uint8_t>& msg, const 
     }
 }
 
+void FrameClient::note_incarnation(uint64_t inc) {
+    if (known_incarnation_ != 0 && known_incarnation_ != inc) restart_pending_ = true;
+    known_incarnation_ = inc;
+}
+
+void FrameClient::ready_for_data() {
+    ensure_ready();
+    if (!restart_pending_) return;
+    restart_pending_ = false;
+    throw Error(ErrorCode::kLostMemory,
+                "memory node " + peer() + " restarted (incarnation is now " + std::to_string(known_incarnation_) +
+                    "): its memory is gone; the operation in progress was abandoned",
+                "REINDEX the dex indexes on this memory node.");
+}
+
 void FrameClient::begin(uint16_t op, uint16_t count) {
     req_.resize(sizeof(FrameHeader));
     FrameHeader h{kRequestMagic, op, count, 0, ++seq_};
@@ -102,7 +117,7 @@ void FrameClient::read(uint64_t offset, void* dst, uint32_t len) {
     auto* out = static_cast<uint8_t*>(dst);
     do {
         uint32_t n = len < kMaxChunk ? len : kMaxChunk;
-        ensure_ready();
+        ready_for_data();
         begin(kOpRead, 0);
         put(offset);
         put(n);
@@ -122,7 +137,7 @@ void FrameClient::write(uint64_t offset, const void* src, uint32_t len) {
     auto* in = static_cast<const uint8_t*>(src);
     do {
         uint32_t n = len < kMaxChunk ? len : kMaxChunk;
-        ensure_ready();
+        ready_for_data();
         begin(kOpWrite, 0);
         put(offset);
         put(n);
@@ -139,7 +154,7 @@ void FrameClient::write(uint64_t offset, const void* src, uint32_t len) {
 }
 
 uint64_t FrameClient::cas(uint64_t offset, uint64_t expected, uint64_t desired) {
-    ensure_ready();
+    ready_for_data();
     begin(kOpCas, 0);
     put(offset);
     put(expected);
@@ -153,7 +168,7 @@ uint64_t FrameClient::cas(uint64_t offset, uint64_t expected, uint64_t desired) 
 }
 
 uint64_t FrameClient::faa(uint64_t offset, uint64_t add) {
-    ensure_ready();
+    ready_for_data();
     begin(kOpFaa, 0);
     put(offset);
     put(add);
@@ -191,7 +206,7 @@ void FrameClient::batch(RemoteOp* ops, size_t n) {
 }
 
 void FrameClient::batch_chunk(RemoteOp* ops, size_t n) {
-    ensure_ready();
+    ready_for_data();
     begin(kOpBatch, static_cast<uint16_t>(n));
     size_t expect = 0;
     auto& st = stats();
@@ -265,7 +280,7 @@ std::vector<uint8_t> FrameClient::rpc(Op op, const void* payload, uint32_t len) 
         throw Error(ErrorCode::kInvalid, std::string("rpc(): ") + op_label(op) + " (" + std::to_string(op) +
                                              ") is not an RPC");
     if (len > kMaxPayload) throw Error(ErrorCode::kInvalid, "rpc(): payload too large");
-    ensure_ready();
+    ready_for_data();
     begin(op, 0);
     put_bytes(payload, len);
     Stats::add(stats().remote_rpcs);

@@ -17,6 +17,10 @@ class FrameClient {
 public:
     virtual ~FrameClient() = default;
 
+    // The transport's owner asked for the incarnation after a reconnect: it
+    // knows about a restart (note_incarnation) and decides itself.
+    void acknowledge_incarnation() { restart_pending_ = false; }
+
     // HELLO on the current (fresh) connection. Throws kAuth for a rejected token.
     HelloReply hello(const std::string& token);
 
@@ -29,6 +33,15 @@ public:
     std::vector<uint8_t> rpc(Op op, const void* payload, uint32_t len);
 
 protected:
+    // Every transport calls this with the incarnation its fresh connection's
+    // HELLO reported. If it differs from the one of the previous connection,
+    // the memory node restarted: the next data operation (verb or RPC) throws
+    // kLostMemory once -- an operation in progress must not go on writing into
+    // a pool whose contents are gone -- unless the owner asked incarnation()
+    // first (then it knows, and decides: acknowledge_incarnation()).
+    void note_incarnation(uint64_t inc);
+    // ensure_ready(), then the restart check above: every data path uses it.
+    void ready_for_data();
     // Connect + HELLO if there is no live session (calls hello()).
     virtual void ensure_ready() = 0;
     // Sends the request frame in `req` (header + payload, header complete) and
@@ -53,6 +66,8 @@ private:
     std::vector<uint8_t> req_;
     std::vector<uint8_t> resp_;
     uint32_t seq_ = 0;
+    uint64_t known_incarnation_ = 0;
+    bool restart_pending_ = false;
 };
 
 // Maps a non-OK response to dex::Error (server message included).

@@ -10,7 +10,7 @@
 namespace dex::net {
 
 struct ClientSession {
-    uint32_t client_id = 0;     // assigned at HELLO; 0 = not yet authenticated
+    uint64_t client_id = 0;     // assigned at HELLO; 0 = not yet authenticated
     bool close_after_reply = false;  // set by the handler for fatal request errors
 };
 

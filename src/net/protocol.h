@@ -62,7 +62,7 @@ enum Op : uint16_t {
     kOpGetRoot = 25,     // req: u64 ns                              resp: u64 root (GAddr as stored)
     kOpSetRoot = 26,     // req: u64 ns, u64 expected, u64 desired   resp: u64 old (CAS semantics)
     kOpStats = 27,       // req: -                                   resp: NodeStats
-    kOpClientAlive = 28, // req: u32 client_id, u32 pad              resp: u64 (1 alive, 0 gone)
+    kOpClientAlive = 28, // req: u64 client_id                       resp: u64 (1 alive, 0 gone)
     // offloading (DEX 6): the memory node finishes a traversal on its own pool
     kOpOffload = 30,     // req: OffloadRequest                      resp: OffloadReply [+ leaf image]
 };
@@ -112,8 +112,11 @@ static_assert(sizeof(SubOpHeader) == 8);
 struct HelloReply {
     uint64_t incarnation;  // random at memnode start; changes on restart
     uint64_t pool_bytes;
-    uint32_t client_id;    // this connection's id, used as remote-lock owner (never 0)
+    // This connection's id, the remote-lock owner (never 0, at most
+    // kMaxClientId = 2^39 - 1, never reused within one incarnation).
+    uint64_t client_id;
     uint32_t version;
+    uint32_t pad;
 };
 
 struct NsInfo {

@@ -36,6 +36,7 @@ struct InProcTransport::Impl final : net::FrameClient {
             close();
             throw;
         }
+        note_incarnation(incarnation);
     }
 
     uint16_t exchange(const std::vector<uint8_t>& req, std::vector<uint8_t>& resp) override {
@@ -62,13 +63,19 @@ InProcTransport::~InProcTransport() = default;
 uint64_t InProcTransport::incarnation() {
     std::lock_guard<std::mutex> g(impl_->mu);
     impl_->ensure_ready();
+    impl_->acknowledge_incarnation();
     return impl_->incarnation;
 }
 
-uint32_t InProcTransport::client_id() {
+uint64_t InProcTransport::client_id() {
     std::lock_guard<std::mutex> g(impl_->mu);
     impl_->ensure_ready();
     return impl_->session.client_id;
+}
+
+uint64_t InProcTransport::connected_client_id() {
+    std::lock_guard<std::mutex> g(impl_->mu);
+    return impl_->ready ? impl_->session.client_id : 0;
 }
 
 void InProcTransport::read(uint64_t offset, void* dst, uint32_t len) {

@@ -181,9 +181,28 @@ void RdmaEndpoint::open(const std::string& host, const std::string& port, int co
         cp.rnr_retry_count = 7;
         if (rdma_connect(id_, &cp) != 0) setup_fail("rdma_connect");
         wait_cm(RDMA_CM_EVENT_ESTABLISHED, deadline, "connection setup");
+        require_whole_node_writes();
     } catch (...) {
         close();
         throw;
+    }
+}
+
+// A node is written by one WRITE of at most 1 KiB - 8 bytes. If it fits one
+// packet, the responder checks the packet before placing it: the write lands
+// whole or not at all, even if this process dies mid-send. Smaller packets
+// could leave a torn node behind a dead lock holder (src/README.md "Torn writes").
+void RdmaEndpoint::require_whole_node_writes() {
+    ibv_qp_attr a{};
+    ibv_qp_init_attr ia{};
+    if (ibv_query_qp(id_->qp, &a, IBV_QP_PATH_MTU, &ia) != 0)
+        throw Error(ErrorCode::kUnreachable, "could not connect to memory node " + addr_ + ": ibv_query_qp: " + errstr(errno));
+    if (a.path_mtu < IBV_MTU_1024) {
+        int bytes = 128 << static_cast<int>(a.path_mtu);
+        throw Error(ErrorCode::kUnreachable,
+                    "rdma path to memory node " + addr_ + " has an MTU of " + std::to_string(bytes) +
+                        " bytes; dex needs at least 1024 (a node write must travel as one packet)",
+                    "Raise the MTU of the RDMA interfaces (e.g. ip link set <dev> mtu 1500 for RoCE).");
     }
 }
 

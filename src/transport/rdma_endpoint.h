@@ -37,6 +37,8 @@ public:
     // Destroys everything. In a forked child the parent's resources are left
     // alone (they belong to the parent's device context).
     void close();
+    // Throws unless the path MTU lets a node WRITE travel as one packet.
+    void require_whole_node_writes();
     bool is_open() const { return id_ != nullptr; }
     void register_ext(void* base, size_t len);  // (re)registers the external region now
 

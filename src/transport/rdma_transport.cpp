@@ -68,7 +68,7 @@ struct RdmaTransport::Impl final : net::FrameClient {
     bool ready = false;
     pid_t pid = 0;
     uint64_t incarnation = 0;
-    uint32_t client_id = 0;
+    uint64_t client_id = 0;
     uint64_t pool_addr = 0, pool_bytes = 0;
     uint32_t rkey = 0;
     void* ext_base = nullptr;
@@ -97,6 +97,7 @@ struct RdmaTransport::Impl final : net::FrameClient {
             throw;
         }
         ready = true;
+        note_incarnation(incarnation);
     }
 
     void hello() {
@@ -308,7 +309,7 @@ struct RdmaTransport::Impl final : net::FrameClient {
         auto* p = static_cast<uint8_t*>(buf);
         do {
             uint32_t n = len < kMaxChunk ? len : kMaxChunk;
-            ensure_ready();
+            ready_for_data();
             check(wire_op(kind), offset, n);
             RemoteOp op{};
             op.kind = kind;
@@ -323,7 +324,7 @@ struct RdmaTransport::Impl final : net::FrameClient {
     }
 
     uint64_t atomic(RemoteOp::Kind kind, uint64_t offset, uint64_t a, uint64_t b) {
-        ensure_ready();
+        ready_for_data();
         check(wire_op(kind), offset, 8);
         RemoteOp op{};
         op.kind = kind;
@@ -336,7 +337,7 @@ struct RdmaTransport::Impl final : net::FrameClient {
 
     void batch(RemoteOp* ops, size_t n) {
         if (n == 0) return;
-        ensure_ready();
+        ready_for_data();
         for (size_t k = 0; k < n; k++) {
             const RemoteOp& op = ops[k];
             if (op.kind > RemoteOp::kFaa)
@@ -377,13 +378,16 @@ RdmaTransport::~RdmaTransport() = default;
 
 uint64_t RdmaTransport::incarnation() {
     impl_->ensure_ready();
+    impl_->acknowledge_incarnation();
     return impl_->incarnation;
 }
 
-uint32_t RdmaTransport::client_id() {
+uint64_t RdmaTransport::client_id() {
     impl_->ensure_ready();
     return impl_->client_id;
 }
+
+uint64_t RdmaTransport::connected_client_id() { return impl_->ready ? impl_->client_id : 0; }
 
 void RdmaTransport::read(uint64_t offset, void* dst, uint32_t len) {
     impl_->transfer(RemoteOp::kRead, offset, dst, len);

@@ -20,7 +20,8 @@ public:
     ~RdmaTransport() override;
 
     uint64_t incarnation() override;
-    uint32_t client_id() override;
+    uint64_t client_id() override;
+    uint64_t connected_client_id() override;
     const std::string& address() const override { return address_; }
 
     void read(uint64_t offset, void* dst, uint32_t len) override;

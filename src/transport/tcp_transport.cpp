@@ -37,7 +37,7 @@ struct TcpTransport::Impl final : net::FrameClient {
     int fd = -1;
     bool ready = false;
     uint64_t incarnation = 0, first_incarnation = 0;
-    uint32_t client_id = 0;
+    uint64_t client_id = 0;
     // Read-ahead buffer: [rpos, rend) holds received, unconsumed bytes.
     std::vector<uint8_t> rbuf = std::vector<uint8_t>(kReadAhead);
     size_t rpos = 0, rend = 0;
@@ -147,6 +147,7 @@ struct TcpTransport::Impl final : net::FrameClient {
         client_id = r.client_id;
         incarnation = r.incarnation;
         if (first_incarnation == 0) first_incarnation = r.incarnation;
+        note_incarnation(r.incarnation);
     }
 
     void send_all(const uint8_t* p, size_t n, Clock::time_point deadline) {
@@ -240,13 +241,16 @@ TcpTransport::~TcpTransport() = default;
 
 uint64_t TcpTransport::incarnation() {
     impl_->ensure_ready();
+    impl_->acknowledge_incarnation();
     return impl_->incarnation;
 }
 
-uint32_t TcpTransport::client_id() {
+uint64_t TcpTransport::client_id() {
     impl_->ensure_ready();
     return impl_->client_id;
 }
+
+uint64_t TcpTransport::connected_client_id() { return impl_->ready && impl_->fd >= 0 ? impl_->client_id : 0; }
 
 void TcpTransport::read(uint64_t offset, void* dst, uint32_t len) { impl_->read(offset, dst, len); }
 void TcpTransport::write(uint64_t offset, const void* src, uint32_t len) { impl_->write(offset, src, len); }

@@ -35,7 +35,11 @@ public:
 
     // Connection facts from the handshake.
     virtual uint64_t incarnation() = 0;   // connects if needed
-    virtual uint32_t client_id() = 0;     // remote-lock owner id of this connection
+    virtual uint64_t client_id() = 0;     // remote-lock owner id of this connection (connects if needed)
+    // The id of the connection open right now, 0 if there is none: never
+    // connects. A holder of remote locks checks it before every write, so it
+    // never writes through a newer connection than the one its locks belong to.
+    virtual uint64_t connected_client_id() { return client_id(); }
     virtual const std::string& address() const = 0;  // "tcp://host:port" etc., for messages
 
     // One-sided verbs.

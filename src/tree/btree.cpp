@@ -292,7 +292,7 @@ bool BTree::set_root(GAddr expected, GAddr desired) {
     return false;
 }
 
-std::vector<std::pair<int64_t, uint32_t>> BTree::nodes_by_free() {
+std::vector<std::pair<int64_t, uint32_t>> BTree::nodes_by_free(uint32_t must_answer) {
     std::vector<std::pair<int64_t, uint32_t>> v;
     for (uint32_t i = 0; i < part_ns_.size(); i++) {
         if (!part_ns_[i]) continue;
@@ -305,7 +305,9 @@ std::vector<std::pair<int64_t, uint32_t>> BTree::nodes_by_free() {
                 free_bytes = static_cast<int64_t>(st.pool_bytes - std::min(st.pool_bytes, st.used_bytes));
             }
         } catch (const Error& e) {
-            if (e.code() == ErrorCode::kInterrupted || e.code() == ErrorCode::kLostMemory) throw;
+            // Another node that does not answer is just not a candidate; the
+            // node whose connection holds the caller's locks must answer.
+            if (e.code() == ErrorCode::kInterrupted || e.code() == ErrorCode::kLostMemory || i == must_answer) throw;
         }
         v.emplace_back(free_bytes, i);
     }
@@ -377,9 +379,13 @@ void BTree::free_node(GAddr a) {
 // A reused block keeps versions increasing, so a CAS prepared from a read of the
 // block's previous life can never succeed on its new life (no ABA).
 uint64_t BTree::fresh_version(GAddr a) {
-    uint64_t w = 0;
-    mem_.read(a, &w, 8);
-    return lock_version(w) + 1;
+    uint64_t w[3] = {0, 0, 0};  // lock word, checksum, body_version of the previous life (or any bytes)
+    mem_.read(a, w, sizeof w);
+    // Above the previous life's lock version (a CAS prepared from it cannot
+    // succeed) and, if it was a node, above its full body version (a cached
+    // copy of it can never look newer).
+    uint64_t v = std::max(lock_version(w[0]), w[2]) + 1;
+    return v < (1ull << 62) ? v : lock_version(w[0]) + 1;
 }
 
 bool BTree::valid_node(const Node& n, int level) const {
@@ -749,7 +755,7 @@ LockedNode* BTree::lock_covering(GAddr a, int level, const EntryKey& k, Locks& l
         // written through -- also in write-back mode (unshared nodes), whose
         // in-place leaf changes stay in the frame (wb_modify) and whose
         // structure modifications come here holding the leaf's frame.
-        if (LockedNode* ln = locks.try_lock(a, snap)) return ln;
+        if (LockedNode* ln = locks.try_lock(a, snap, t0)) return ln;
         Stats::add(stats().restarts);
         backoff(attempt++);
     }
@@ -1049,7 +1055,7 @@ bool BTree::migrate_split(Locks& locks, LockedNode* ln, const InnerEntry* all, s
     for (uint64_t x : part_ns_) nparts += x != 0;
     if (nparts < 2) return false;
     const uint32_t here = gaddr_node(ln->addr);
-    auto byfree = nodes_by_free();
+    auto byfree = nodes_by_free(here);  // we hold ln's lock through `here`'s connection
     int64_t here_free = -1;
     for (auto& [f, i] : byfree)
         if (i == here) here_free = f;

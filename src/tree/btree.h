@@ -192,8 +192,10 @@ private:
     // home node, else the memory node with most free space; full nodes skipped.
     GAddr alloc_anywhere();
     void free_node(GAddr a);
-    // Memory nodes of this tree by free bytes (STATS), most free first.
-    std::vector<std::pair<int64_t, uint32_t>> nodes_by_free();
+    // Memory nodes of this tree by free bytes (STATS), most free first. A node
+    // that does not answer counts as full, except `must_answer` (whose error
+    // is thrown: the caller holds locks through its connection).
+    std::vector<std::pair<int64_t, uint32_t>> nodes_by_free(uint32_t must_answer = 0xFFFFFFFFu);
     Error out_of_space(const std::string& what);
     uint64_t fresh_version(GAddr a);
 

@@ -44,13 +44,12 @@ uint64_t node_checksum(const Node& n) {
 
 bool snapshot_valid(const Node& n) {
     if (lock_held(n.lock)) return false;
-    if (n.body_version != lock_version(n.lock)) return false;
+    if (!versions_match(n.body_version, n.lock)) return false;
     if (n.level > 32 || n.count > capacity_of(n.level)) return false;
     return node_checksum(n) == n.checksum;
 }
 
 void seal_node(Node& n, uint64_t version) {
-    version &= (1ull << 40) - 1;
     n.body_version = version;
     n.checksum = node_checksum(n);
     n.lock = make_lock_word(version, 0, false);
@@ -101,9 +100,9 @@ RemoteOp write_node_op(GAddr a, const Node& n) {
     return op;
 }
 
-bool NodeIO::client_alive(GAddr a, uint32_t owner) {
-    uint32_t req[2] = {owner, 0};
-    std::vector<uint8_t> r = transport(a).rpc(net::kOpClientAlive, req, sizeof req);
+bool NodeIO::client_alive(GAddr a, uint64_t owner) {
+    uint64_t req = owner;
+    std::vector<uint8_t> r = transport(a).rpc(net::kOpClientAlive, &req, sizeof req);
     if (r.size() < 8) throw Error(ErrorCode::kProtocol, "CLIENT_ALIVE: short response");
     uint64_t v;
     std::memcpy(&v, r.data(), 8);
@@ -131,7 +130,7 @@ void NodeIO::steal(GAddr a, uint64_t word) {
                                              ": checksum mismatch after taking over the lock of dead client " +
                                              std::to_string(lock_owner(word)));
     }
-    uint64_t nv = std::max(ver, n.body_version) + 1;
+    uint64_t nv = n.body_version + 1;  // the old body (version v) or the new one (v + 1)
     seal_node(n, nv);
     uint64_t unlocked = n.lock;
     RemoteOp ops[2]{};
@@ -183,7 +182,14 @@ Locks::~Locks() {
     for (auto& ln : nodes_) {
         if (!ln.held) continue;
         try {
-            io_.transport(ln.addr).cas(gaddr_offset(ln.addr), ln.held_word, make_lock_word(ln.version, 0, false));
+            // Only through the connection that holds it. Had it been lost, a
+            // release through a new connection could overtake a write still
+            // queued on the old one (a publish the server executes late):
+            // instead, the memory node sees the old client dead once all its
+            // requests are done, and a waiter takes the lock over.
+            Transport& t = io_.transport(ln.addr);
+            if (t.connected_client_id() == lock_owner(ln.held_word))
+                t.cas(gaddr_offset(ln.addr), ln.held_word, make_lock_word(ln.version, 0, false));
         } catch (...) {
             // Connection gone: the memory node sees the client dead, others steal the lock.
         }
@@ -193,9 +199,21 @@ Locks::~Locks() {
     hold_.reset();
 }
 
-LockedNode* Locks::try_lock(GAddr a, const Node& snap) {
+void Locks::check_connection(const LockedNode& ln) {
+    Transport& t = io_.transport(ln.addr);
+    if (t.connected_client_id() != lock_owner(ln.held_word))
+        throw Error(ErrorCode::kUnreachable,
+                    "lost the connection to memory node " + t.address() +
+                        " while holding a remote lock: the operation was abandoned before writing (a waiter "
+                        "takes the lock over)");
+}
+
+LockedNode* Locks::try_lock(GAddr a, const Node& snap, std::chrono::steady_clock::time_point read_at) {
     if (lock_held(snap.lock)) return nullptr;
-    uint64_t v = lock_version(snap.lock);
+    // A snapshot older than a second may predate 2^24 publishes of the node
+    // (the lock word keeps 24 version bits): read it again instead (ABA).
+    if (std::chrono::steady_clock::now() - read_at > std::chrono::seconds(1)) return nullptr;
+    uint64_t v = snap.body_version;  // full version; the lock word keeps its low bits
     if (!hold_) hold_.emplace();
     Transport& t = io_.transport(a);
     uint64_t want = make_lock_word(v, t.client_id(), true);
@@ -222,8 +240,8 @@ void Locks::on_release() {
 
 void Locks::unlock(LockedNode* ln) {
     if (!ln || !ln->held) return;
-    uint64_t w = make_lock_word(ln->version, 0, false);
-    io_.mem().write(ln->addr, &w, 8);
+    check_connection(*ln);
+    io_.transport(ln->addr).cas(gaddr_offset(ln->addr), ln->held_word, make_lock_word(ln->version, 0, false));
     ln->held = false;
     on_release();
 }
@@ -232,6 +250,10 @@ void Locks::publish(const std::vector<LockedNode*>& nodes, const std::vector<Rem
     std::vector<RemoteOp> ops(before);
     // Memory node of each op: `before` ops go to the first node's memory node.
     std::vector<GAddr> op_addr(before.size(), nodes.size() ? (*nodes.begin())->addr : 0);
+    // Every lock must still be held through the connection that took it: a
+    // write through a newer connection after the old one died could land
+    // after a waiter took the lock over (and published).
+    for (LockedNode* ln : nodes) check_connection(*ln);
     std::vector<uint64_t> words;
     words.reserve(nodes.size());
     for (LockedNode* ln : nodes) {

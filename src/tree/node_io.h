@@ -106,7 +106,7 @@ public:
 
 private:
     void steal(GAddr a, uint64_t word);
-    bool client_alive(GAddr a, uint32_t owner);
+    bool client_alive(GAddr a, uint64_t owner);
 
     RemoteMemory& mem_;
     uint32_t node_id_;
@@ -116,7 +116,7 @@ private:
 // A node this process holds the remote lock of, with its local copy.
 struct LockedNode {
     GAddr addr = 0;
-    uint64_t version = 0;    // lock version at acquisition; publish uses version + 1
+    uint64_t version = 0;    // body_version at acquisition (the lock word holds its low bits); publish uses + 1
     uint64_t held_word = 0;  // the lock word we installed
     bool held = false;
     Node node;               // local copy (== remote body at acquisition)
@@ -131,9 +131,11 @@ public:
     Locks(const Locks&) = delete;
     Locks& operator=(const Locks&) = delete;
 
-    // CAS (v,_,0) -> (v,me,1) where `snap` is a validated snapshot of `a`.
-    // Returns nullptr if the node changed or is locked.
-    LockedNode* try_lock(GAddr a, const Node& snap);
+    // CAS (v,_,0) -> (v,me,1) where `snap` is a validated snapshot of `a`
+    // read at `read_at`. Returns nullptr if the node changed or is locked, or
+    // if the snapshot is more than a second old (read it again).
+    LockedNode* try_lock(GAddr a, const Node& snap,
+                         std::chrono::steady_clock::time_point read_at = std::chrono::steady_clock::now());
     // Release without change.
     void unlock(LockedNode* ln);
     // One batch: `before` ops (e.g. WRITE of a new sibling), then each node's
@@ -147,6 +149,8 @@ public:
 
 private:
     void on_release();
+    // Throws kUnreachable unless ln's lock is held by the transport's current connection.
+    void check_connection(const LockedNode& ln);
     NodeIO& io_;
     std::deque<LockedNode> nodes_;
     std::optional<InterruptHold> hold_;

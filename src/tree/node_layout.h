@@ -2,7 +2,8 @@
 // and "Synchronization", for why each field exists.
 //
 //  off  size
-//    0     8  lock word   bit 0 locked | bits 1..23 owner client id | bits 24..63 version
+//    0     8  lock word   bit 0 locked | bits 1..39 owner client id | bits 40..63 version
+//                         (the low 24 bits of body_version)
 //    8     8  checksum    over bytes [16, 16 + kHeaderBytes - 16 + count * entry size)
 //   16     8  body_version  = version the writer will publish on unlock; readers
 //                             require body_version == lock-word version
@@ -29,10 +30,21 @@ namespace dex {
 constexpr size_t kNodeSize = 1024;
 constexpr size_t kNodeHeaderBytes = 72;
 
+// Lock word. The owner is the memory node's client id of the holder's
+// connection, whole: ids are 39 bits and never reused within one memory-node
+// incarnation (a waiter asks CLIENT_ALIVE about exactly the holder). The
+// version is the low 24 bits of body_version: enough to tell a torn read (two
+// consecutive versions) and, since a writer CASes within a second of reading
+// (Locks::try_lock), to rule out ABA -- 2^24 publishes of one node within a
+// second are impossible (each costs a CAS and a write round trip, serialized
+// by the lock).
 constexpr uint64_t kLockBit = 1;
 constexpr int kLockOwnerShift = 1;
-constexpr uint64_t kLockOwnerMask = (1ull << 23) - 1;
-constexpr int kLockVersionShift = 24;
+constexpr int kLockOwnerBits = 39;
+constexpr uint64_t kLockOwnerMask = (1ull << kLockOwnerBits) - 1;
+constexpr uint64_t kMaxClientId = kLockOwnerMask;
+constexpr int kLockVersionShift = 40;
+constexpr uint64_t kLockVersionMask = (1ull << 24) - 1;
 
 constexpr uint8_t kNodeDeleted = 0x01;
 
@@ -72,11 +84,18 @@ static_assert(sizeof(Node) == kNodeSize, "node must be exactly kNodeSize bytes")
 static_assert(offsetof(Node, low) == 40 && offsetof(Node, leaf) == kNodeHeaderBytes);
 
 constexpr uint64_t lock_version(uint64_t w) { return w >> kLockVersionShift; }
-constexpr uint32_t lock_owner(uint64_t w) { return static_cast<uint32_t>((w >> kLockOwnerShift) & kLockOwnerMask); }
+constexpr uint64_t lock_owner(uint64_t w) { return (w >> kLockOwnerShift) & kLockOwnerMask; }
 constexpr bool lock_held(uint64_t w) { return (w & kLockBit) != 0; }
-constexpr uint64_t make_lock_word(uint64_t version, uint32_t owner, bool locked) {
-    return (version << kLockVersionShift) | ((static_cast<uint64_t>(owner) & kLockOwnerMask) << kLockOwnerShift) |
+// `version` may be a full body_version: only its low 24 bits are kept.
+constexpr uint64_t make_lock_word(uint64_t version, uint64_t owner, bool locked) {
+    return ((version & kLockVersionMask) << kLockVersionShift) | ((owner & kLockOwnerMask) << kLockOwnerShift) |
            (locked ? kLockBit : 0);
 }
+// Does a node's body_version belong to this lock word's version?
+constexpr bool versions_match(uint64_t body_version, uint64_t w) {
+    return (body_version & kLockVersionMask) == lock_version(w);
+}
+static_assert(lock_owner(make_lock_word(~0ull, kMaxClientId, true)) == kMaxClientId);
+static_assert(lock_version(make_lock_word(~0ull, kMaxClientId, true)) == kLockVersionMask);
 
 }  // namespace dex
