@@ -55,6 +55,16 @@ size_t expect_cache_coherent(cache::CacheRegion& r, RemoteMemory& mem) {
     });
     size_t bad = 0;
     for (auto [g, f] : mapped) {
+        // The swizzle count is the number of swizzled child pointers in use
+        // (an undercount that wrapped below zero made the frame impossible to
+        // drop, and every descent that needed to drop it spun).
+        const Node* img = r.node(f);
+        if (img->level > 0) {
+            uint32_t swizzled = 0;
+            for (uint32_t i = 0; i < img->count && i < kInnerCapacity; i++)
+                if (gaddr_is_swizzled(cache::CacheRegion::load_child(img, i))) swizzled++;
+            EXPECT_EQ(r.header(f).swizzled_children.load(), swizzled) << "frame " << f << " level " << int(img->level);
+        }
         Node cached, remote;
         r.copy_unswizzled(f, cached);
         mem.read(g, &remote, kNodeSize);

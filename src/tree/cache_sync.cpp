@@ -31,8 +31,12 @@ bool BTree::install_locked(uint32_t f, const Node& fresh, const std::vector<uint
     // Children may move between nodes (splits, merges, migrations): drop every
     // swizzle first; later traversals swizzle again. A child frame the caller
     // holds locked itself is unswizzled without taking its lock.
-    if (n->level > 0 && R.header(f).swizzled_children.load(std::memory_order_acquire) > 0) {
-        for (uint32_t i = 0; i < kInnerCapacity; i++) {
+    // (Stop once the count is 0, as unswizzle_all does: a stale copy of a
+    // swizzled pointer may linger past `count` after a shift and must not be
+    // counted twice.)
+    if (n->level > 0) {
+        for (uint32_t i = 0; i < kInnerCapacity && R.header(f).swizzled_children.load(std::memory_order_acquire) > 0;
+             i++) {
             GAddr c = cache::CacheRegion::load_child(n, i);
             if (!gaddr_is_swizzled(c)) continue;
             uint32_t cf = cache::swizzled_frame(c);
@@ -83,8 +87,11 @@ void BTree::cache_update(GAddr a, const Node& fresh) {
 }
 
 void BTree::cache_drop(GAddr a) {
-    if (!cache_) return;
-    cache::CacheRegion& R = cache_->region();
+    if (cache_) drop_cached_node(*cache_, a);
+}
+
+void drop_cached_node(cache::Cache& c, GAddr a) {
+    cache::CacheRegion& R = c.region();
     for (int round = 0; round < 100; round++) {
         uint32_t f = R.table().lookup(a);
         if (f == cache::kNoFrame) return;
@@ -99,9 +106,21 @@ void BTree::cache_drop(GAddr a) {
             if (changed) h.unlock();  // readers holding old swizzled pointers must restart
             else h.unlock_unchanged();
         }
-        if (cache_->invalidate(a)) return;
+        if (c.invalidate(a)) return;
         unsigned spin = 0;
         cache::spin_backoff(spin);
+    }
+    // Still pinned or busy: make its image unreadable instead (readers fail its
+    // tree-id check and re-read the path remotely, replacing it).
+    uint32_t f = R.table().lookup(a);
+    if (f == cache::kNoFrame || f == cache::MappingTable::kIoInProgress) return;
+    cache::FrameHeader& h = R.header(f);
+    h.lock();
+    if (h.gaddr.load(std::memory_order_relaxed) == a) {
+        R.node(f)->tree_id = 0;
+        h.unlock();
+    } else {
+        h.unlock_unchanged();
     }
 }
 
@@ -114,6 +133,9 @@ void BTree::cache_refresh_changed(GAddr a, const Node& img, const Deadline&) {
     // to cache.
     if (img.tree_id != tree_id_ || img.level != 0 || !snapshot_valid(img))
         throw Error(ErrorCode::kProtocol, "OFFLOAD: memory node returned an invalid leaf image for " + hex_addr(a));
+    // Only the written entry changed, and its transaction has not committed
+    // yet: logging after the memory node's publish is early enough.
+    log_changed(a);
     cache_update(a, img);
 }
 

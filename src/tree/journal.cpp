@@ -166,6 +166,7 @@ void JournalWriter::load(uint32_t node) {
 }
 
 bool JournalWriter::reserve(uint64_t lsn, uint64_t durable) {
+    for (Lane& ln : lanes_) ln.current = -1;  // a new insert
     if (lsn == 0 || lsn <= durable) return false;
     if (lanes_.size() < part_ns_.size()) lanes_.resize(part_ns_.size());
     uint64_t need = 0;
@@ -184,8 +185,14 @@ uint64_t JournalWriter::take(uint32_t node, const EntryKey& key, uint64_t lsn) {
     if (node >= lanes_.size() || !lanes_[node].addr)
         throw Error(ErrorCode::kInvalid, "insert journal: no lane reserved on memory node " + std::to_string(node));
     Lane& ln = lanes_[node];
-    uint32_t s = ln.next;
-    ln.next = (s + 1) % kJournalLaneRecords;
+    uint32_t s;
+    if (ln.current >= 0) {
+        s = static_cast<uint32_t>(ln.current);
+    } else {
+        s = ln.next;
+        ln.next = (s + 1) % kJournalLaneRecords;
+        ln.current = s;
+    }
     ln.lsn[s] = lsn;
     rec_.key = key;
     rec_.lsn = lsn;

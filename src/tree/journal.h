@@ -118,8 +118,12 @@ public:
     // previous record is obsolete; otherwise throws NeedDurable. Loads (first
     // call) or allocates the lanes: remote operations, no locks held.
     bool reserve(uint64_t lsn, uint64_t durable);
-    // Takes the next slot on memory node `node` for (key, lsn). Returns the
-    // slot's pool offset on that node; the record's bytes are record().
+    // Takes the next slot on memory node `node` for (key, lsn) -- or, if this
+    // insert (since reserve()) took one there already, the same slot again: an
+    // insert may write its record more than once (an offload that answered
+    // "needs a split", a restarted descent) but reserve() vouched for one
+    // slot per node only. Returns the slot's pool offset on that node; the
+    // record's bytes are record().
     uint64_t take(uint32_t node, const EntryKey& key, uint64_t lsn);
     const JournalRecord& record() const { return rec_; }
     // A WRITE of the record just taken (for an ordered batch on `node`).
@@ -130,6 +134,7 @@ private:
         bool loaded = false;
         GAddr addr = 0;
         uint32_t next = 0;
+        int64_t current = -1;       // slot taken by the insert in progress (-1: none)
         std::vector<uint64_t> lsn;  // per slot
     };
     void load(uint32_t node);
