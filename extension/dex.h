@@ -220,6 +220,10 @@ extern bool dex_interrupts_suppressed;
 
 extern uint64 dex_life(void);
 
+/* ---- dexwal.c --------------------------------------------------------- */
+
+extern void dex_wal_init(void);
+
 /* ---- dexjournal.c ----------------------------------------------------- */
 
 extern void dex_journal_init(void);

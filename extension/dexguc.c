@@ -434,6 +434,7 @@ _PG_init(void)
 
 	dex_set_interrupt_check(dex_interrupt_check);
 	dex_journal_init();
+	dex_wal_init();
 	dex_xact_init();
 }
 

@@ -141,6 +141,12 @@ public:
     // Give an owned (allocated, never installed) frame back.
     void release_frame(uint32_t f);
     size_t local_free() const { return free_.size(); }
+    // Give this process's free frames back to the region's shared stack (a
+    // process that drops frames but never admits any, e.g. WAL replay).
+    void give_back_free() {
+        for (uint32_t f : free_) r_.push_free(f);
+        free_.clear();
+    }
 
     // ---- replacement ----
     // Sample two frames and cool one (path-aware). True if a frame was cooled.

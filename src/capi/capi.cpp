@@ -307,6 +307,8 @@ OffloadState& ostate() {
     static OffloadState* s = new OffloadState();  // never destroyed (see client())
     return *s;
 }
+std::atomic<void (*)(const uint64_t*, size_t)> g_change_log{nullptr};
+
 dex::tree::OffloadPolicy* process_offload_policy() {
     OffloadState& s = ostate();
     pid_t me = getpid();
@@ -552,6 +554,7 @@ struct DexTree {
             dex::tree::TreeOptions o;
             o.cache = process_cache();  // nullptr: no cache in this process
             if (o.cache) o.offload = process_offload_policy();  // offloading decides on cache misses
+            o.log_changes = g_change_log.load(std::memory_order_acquire);
             tree = std::make_unique<dex::tree::BTree>(client().mem, static_cast<uint32_t>(node), ns, o);
             if (!part_ns.empty()) tree->set_placement(part_ns, placement_level);
             op_timeout_ms = 0;
@@ -1215,6 +1218,18 @@ int dex_tree_set_write_back(DexTree* tree, int on, uint64_t owner_word, DexError
 }
 
 void dex_set_durable_lsn_fn(uint64_t (*fn)(void)) { dex::tree::set_durable_lsn_source(fn); }
+
+void dex_set_change_log_fn(void (*fn)(const uint64_t*, size_t)) { g_change_log.store(fn, std::memory_order_release); }
+
+void dex_cache_forget_nodes(const uint64_t* nodes, size_t n) {
+    try {
+        dex::cache::Cache* c = process_cache();
+        if (!c || !nodes) return;
+        for (size_t i = 0; i < n; i++) dex::tree::drop_cached_node(*c, nodes[i]);
+        c->give_back_free();  // the replaying process never admits: frames go back to everyone
+    } catch (...) {
+    }
+}
 
 int dex_journal_create(DexTree* tree, uint64_t life, uint64_t* root, DexError* err) {
     if (root) *root = 0;

@@ -296,6 +296,22 @@ int			dex_journal_read(DexTree *tree, DexKey **keys, int *n, uint64_t *life, Dex
 int			dex_journal_finish(DexTree *tree, uint64_t old_life, uint64_t new_life,
 							   const DexKey *strays, int n, uint64_t *removed, DexError *err);
 
+/* ---- hot standbys (src/README.md "Hot standbys") ------------------------- */
+
+/*
+ * Called by every tree write with the remote nodes it is about to change or
+ * create (while holding their remote locks): PostgreSQL logs them in WAL so
+ * that standbys drop their cached copies. Must not fail or call into dex.
+ * Per process; NULL: nothing is logged.
+ */
+void		dex_set_change_log_fn(void (*fn) (const uint64_t *nodes, size_t n));
+/*
+ * WAL replay on a standby: drop the cached copies of these nodes (GAddrs) from
+ * this compute server's cache; admissions in progress of them are not
+ * installed. Never fails (no remote access).
+ */
+void		dex_cache_forget_nodes(const uint64_t *nodes, size_t n);
+
 /* ---- write-back mode (src/README.md "Write-back mode") ------------------ */
 
 /*

@@ -782,6 +782,7 @@ void BTree::init_empty() {
     Node n;
     init_node(n, tree_id_, 0);
     seal_node(n, fresh_version(a));
+    log_changed(a);
     mem_.write(a, &n, static_cast<uint32_t>(used_bytes(n)));
     cache_update(a, n);
     GAddr old = refresh_root();
@@ -864,6 +865,10 @@ bool BTree::insert(const EntryKey& key, uint64_t lsn, uint64_t durable) {
     }
 }
 
+void BTree::log_changed(GAddr a) {
+    if (opts_.log_changes) opts_.log_changes(&a, 1);
+}
+
 std::vector<RemoteOp> BTree::journal_ops(GAddr a) {
     if (!intent_.journal) return {};
     return {journal_->take_op(gaddr_node(a), intent_.key, intent_.lsn)};
@@ -904,7 +909,7 @@ void BTree::split_leaf(Locks& locks, LockedNode* ln, size_t pos, const EntryKey&
     before.push_back(write_node_op(na, r));
     FrameHold hold(*this);
     hold.hold(ln->addr, guard ? guard->frame : cache::kNoFrame);
-    locks.publish({ln}, before);
+    locks.publish({ln}, before, {na});
     test_point("split:published");
     if (guard)
         guard->release(&n);  // write-back mode: we hold the frame (or marker) of ln
@@ -946,6 +951,7 @@ void BTree::insert_parent(int level, const EntryKey& sep, GAddr child, Path& pat
                 nr.inner[0] = InnerEntry{neg_inf_key(), r};
                 nr.inner[1] = InnerEntry{sep, child};
                 seal_node(nr, fresh_version(na));
+                log_changed(na);
                 mem_.write(na, &nr, static_cast<uint32_t>(used_bytes(nr)));
                 cache_update(na, nr);
                 if (set_root(r, na)) return;
@@ -1029,8 +1035,9 @@ void BTree::insert_parent(int level, const EntryKey& sep, GAddr child, Path& pat
         FrameHold hold(*this);  // entries move to na: no cached image of the whole node after the publish
         if (gaddr_node(na) == gaddr_node(ln->addr)) {
             hold.hold(ln->addr);
-            locks.publish({ln}, {write_node_op(na, r)});
+            locks.publish({ln}, {write_node_op(na, r)}, {na});
         } else {  // step 1 on another memory node: complete it before step 2
+            log_changed(na);
             mem_.write(na, &r, static_cast<uint32_t>(used_bytes(r)));
             hold.hold(ln->addr);
             locks.publish({ln});
@@ -1155,6 +1162,7 @@ bool BTree::migrate_split(Locks& locks, LockedNode* ln, const InnerEntry* all, s
     seal_node(r, fresh_version(na));
     ops.push_back(write_node_op(na, r));
     // 1. the copies (unreachable until step 2)
+    if (opts_.log_changes) opts_.log_changes(fresh.data(), fresh.size());
     for (size_t b = 0; b < ops.size(); b += net::kMaxBatch) mem_.batch(target, ops.data() + b, std::min<size_t>(net::kMaxBatch, ops.size() - b));
     // 2. one ordered batch on this node: left neighbours now link to the copies,
     //    the moved nodes are deleted forwarding to their copies, the split node

@@ -347,6 +347,9 @@ private:
     };
     // The journal record WRITE (for a batch on the memory node of `a`), or none.
     std::vector<RemoteOp> journal_ops(GAddr a);
+    // A node written outside Locks::publish (a new root, a migrated copy, a
+    // leaf an offloaded write changed): tell TreeOptions::log_changes.
+    void log_changed(GAddr a);
     struct OffloadScope {
         BTree& t;
         OffloadScope(BTree& tree, uint8_t kind) : t(tree) {
@@ -369,6 +372,12 @@ private:
 // pointers) at `a` with the remote-lock protocol (read, CAS, publish batch).
 // Returns the published body_version.
 uint64_t write_back_node(NodeIO& io, GAddr a, const Node& img, const Deadline& dl);
+
+// Drop node `a` from a compute server's cache through handle `c` (frames of
+// inner nodes unswizzled first; an admission in progress marked stale; a
+// frame that cannot be dropped made unreadable). For callers without a tree:
+// a standby replaying another server's changes.
+void drop_cached_node(cache::Cache& c, GAddr a);
 
 // Deterministic tests of races: called at named points of structure
 // modifications ("split:published", "inner-split:published", "merge:published",

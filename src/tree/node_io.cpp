@@ -246,7 +246,8 @@ void Locks::unlock(LockedNode* ln) {
     on_release();
 }
 
-void Locks::publish(const std::vector<LockedNode*>& nodes, const std::vector<RemoteOp>& before) {
+void Locks::publish(const std::vector<LockedNode*>& nodes, const std::vector<RemoteOp>& before,
+                    const std::vector<GAddr>& created) {
     std::vector<RemoteOp> ops(before);
     // Memory node of each op: `before` ops go to the first node's memory node.
     std::vector<GAddr> op_addr(before.size(), nodes.size() ? (*nodes.begin())->addr : 0);
@@ -254,6 +255,11 @@ void Locks::publish(const std::vector<LockedNode*>& nodes, const std::vector<Rem
     // write through a newer connection after the old one died could land
     // after a waiter took the lock over (and published).
     for (LockedNode* ln : nodes) check_connection(*ln);
+    if (TreeOptions::ChangeLog log = io_.options().log_changes) {
+        std::vector<GAddr> changed(created);
+        for (LockedNode* ln : nodes) changed.push_back(ln->addr);
+        log(changed.data(), changed.size());
+    }
     std::vector<uint64_t> words;
     words.reserve(nodes.size());
     for (LockedNode* ln : nodes) {

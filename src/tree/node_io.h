@@ -44,6 +44,14 @@ struct TreeOptions {
     // Offloading (src/README.md "Offloading"): this process's decision model;
     // nullptr = never offload. Used by lookups and forward scans on a cache miss.
     OffloadPolicy* offload = nullptr;
+    // Replication (src/README.md "Hot standbys"): called with the nodes a write
+    // is about to change (or create), while their remote locks are held and
+    // before anything is published, so that another compute server replaying
+    // this server's log (PostgreSQL: a standby replaying WAL) drops its cached
+    // copies before it can see the commits that depend on the change. Must
+    // not throw or call back into dex. nullptr: nothing to tell.
+    using ChangeLog = void (*)(const GAddr* nodes, size_t n);
+    ChangeLog log_changes = nullptr;
 };
 
 inline size_t entry_size(uint8_t level) { return level == 0 ? sizeof(EntryKey) : sizeof(InnerEntry); }
@@ -141,10 +149,14 @@ public:
     // One batch: `before` ops (e.g. WRITE of a new sibling), then each node's
     // body WRITE, then each node's lock word WRITE (version + 1, unlocked).
     // `before` ops target the memory node of the first node.
-    void publish(std::initializer_list<LockedNode*> nodes, const std::vector<RemoteOp>& before = {}) {
-        publish(std::vector<LockedNode*>(nodes), before);
+    // `created`: nodes the `before` ops write for the first time (a split's
+    // new sibling): logged with the changed ones (TreeOptions::log_changes).
+    void publish(std::initializer_list<LockedNode*> nodes, const std::vector<RemoteOp>& before = {},
+                 const std::vector<GAddr>& created = {}) {
+        publish(std::vector<LockedNode*>(nodes), before, created);
     }
-    void publish(const std::vector<LockedNode*>& nodes, const std::vector<RemoteOp>& before = {});
+    void publish(const std::vector<LockedNode*>& nodes, const std::vector<RemoteOp>& before = {},
+                 const std::vector<GAddr>& created = {});
     size_t held() const { return held_count_; }
 
 private:
