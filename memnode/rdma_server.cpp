@@ -12,12 +12,15 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <set>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "net/protocol.h"
@@ -30,7 +33,27 @@ using namespace dex::net;
 
 namespace {
 
-constexpr uint64_t kSendBit = 1ull << 32;  // wr_id: slot | kSendBit for SENDs
+using Clock = std::chrono::steady_clock;
+
+constexpr uint64_t kSendBit = 1ull << 32;   // wr_id: slot | kSendBit for SENDs
+constexpr uint64_t kProbeBit = 1ull << 33;  // wr_id of a liveness probe
+
+// Liveness of RDMA clients (src/README.md "RDMA transport"). A client whose
+// host vanished sends no disconnect; only its NIC's silence tells. This
+// side's queue pairs retransmit an unacknowledged request (a reply, or a
+// probe: a zero-length RDMA WRITE, which the client's NIC acknowledges
+// without its CPU and without an rkey, IBTA C9-88) every 4.096 us x
+// 2^kAckTimeout = 268 ms and fail it after kRetryCount retries: ~1.9 s for
+// the 7 attempts (a NIC may stretch its timer up to 4x: at most ~7.5 s).
+// kRetryCount is 6, not 7: Soft-RoCE treats 7 as "retry forever". The
+// attributes are set here, on the node's own queue pair, whatever the client
+// asks for.
+constexpr uint8_t kAckTimeout = 16;
+constexpr uint8_t kRetryCount = 6;
+// A connection silent this long is probed even if nobody asks about it, so a
+// vanished client's place (--max-connections) and buffers are given back
+// (the TCP listener's keepalive uses the same idle time).
+constexpr auto kKeepaliveIdle = std::chrono::seconds(15);
 
 std::string addr_str(const sockaddr* sa) {
     char host[NI_MAXHOST], serv[NI_MAXSERV];
@@ -50,6 +73,9 @@ struct Worker;
 struct Conn {
     rdma_cm_id* id = nullptr;
     Worker* w = nullptr;
+    // Created and driven through its states here, not by librdmacm (id->qp
+    // stays null), so that its timeout and retry count are ours.
+    ibv_qp* qp = nullptr;
     ibv_cq* cq = nullptr;
     ibv_mr* mr = nullptr;
     uint8_t* buf = nullptr;  // kRdmaDepth receive slots, then kRdmaDepth send slots
@@ -61,6 +87,8 @@ struct Conn {
     bool dead = false;             // ignore further requests
     bool disconnect_sent = false;
     bool close_queued = false;     // CM thread: close command given to the worker
+    bool probe_in_flight = false;  // a liveness probe is posted
+    Clock::time_point last_heard = Clock::now();  // last request received or probe answered
     // A disconnect asked for before the CM saw the connection established
     // (the client may send its HELLO before our side has processed the RTU)
     // would be lost: whichever of the two threads comes second issues it.
@@ -90,9 +118,16 @@ struct RdmaServer::Impl {
 
     Impl(Engine& e, RdmaServerOptions o, ConnectionLimit& l) : engine(e), opts(std::move(o)), limit(l) {}
 
+    // Authenticated clients -> the worker that serves them (for probes asked
+    // for by CLIENT_ALIVE on any thread).
+    std::mutex ids_mu;
+    std::unordered_map<uint64_t, Worker*> ids;
+
     void cm_loop();
     void on_connect_request(rdma_cm_id* id, const rdma_conn_param& req);
+    bool setup_qp(Conn* c, rdma_conn_param& p, std::string& err);
     void destroy_conn(Conn* c);
+    void request_probe(uint64_t client_id);
 };
 
 namespace {
@@ -106,35 +141,70 @@ struct Worker {
     std::atomic<bool> stop{false};
     std::mutex mu;
     std::deque<std::pair<bool, Conn*>> cmds;  // (close?, conn)
+    std::vector<uint64_t> probes;             // client ids to probe
     std::set<Conn*> conns;
+    std::unordered_map<uint64_t, Conn*> by_id;  // authenticated conns by client id
     std::vector<uint8_t> resp;
+    Clock::time_point last_tick = Clock::now();
 
     Worker(RdmaServer::Impl& s, int i) : srv(s), idx(i) {}
 
+    void wake() {
+        uint64_t one = 1;
+        ssize_t r = ::write(evfd, &one, sizeof one);
+        (void)r;
+    }
     void push(bool close, Conn* c) {
         {
             std::lock_guard<std::mutex> g(mu);
             cmds.emplace_back(close, c);
         }
-        uint64_t one = 1;
-        ssize_t r = ::write(evfd, &one, sizeof one);
-        (void)r;
+        wake();
+    }
+    void push_probe(uint64_t client_id) {
+        {
+            std::lock_guard<std::mutex> g(mu);
+            probes.push_back(client_id);
+        }
+        wake();
     }
 
     void loop();
     void take_cmds();
+    void keepalive();
     void drain(Conn* c);
     void on_recv(Conn* c, const ibv_wc& wc);
     void on_send(Conn* c, const ibv_wc& wc);
+    void on_probe(Conn* c, const ibv_wc& wc);
+    void probe(Conn* c);
     void kill(Conn* c, const std::string& why);
+    void retire(Conn* c);
     void disconnect(Conn* c);
     bool post_recv(Conn* c, uint32_t slot);
 };
 
+// The queue pair stops: the NIC executes nothing more that arrives for it
+// (one-sided requests bypass this CPU) and flushes what is posted.
+void qp_error(Conn* c) {
+    if (!c->qp) return;
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_ERR;
+    ibv_modify_qp(c->qp, &a, IBV_QP_STATE);
+}
+
+// Forgets an authenticated client's place in the probe maps (its worker's thread).
+void forget_client(RdmaServer::Impl& srv, Conn* c) {
+    uint64_t id = c->session.client_id;
+    if (id == 0) return;
+    c->w->by_id.erase(id);
+    std::lock_guard<std::mutex> g(srv.ids_mu);
+    srv.ids.erase(id);
+}
+
 void Worker::loop() {
     while (!stop.load()) {
         pollfd p[2] = {{evfd, POLLIN, 0}, {ch->fd, POLLIN, 0}};
-        int n = ::poll(p, 2, -1);
+        int n = ::poll(p, 2, 1000);  // wakes at least once a second for keepalive()
         if (n < 0) {
             if (errno == EINTR) continue;
             log_line("rdma worker %d: poll: %s", idx, strerror(errno));
@@ -158,6 +228,7 @@ void Worker::loop() {
                 drain(c);
             }
         }
+        keepalive();
     }
     take_cmds();
     for (Conn* c : std::vector<Conn*>(conns.begin(), conns.end())) {
@@ -168,9 +239,11 @@ void Worker::loop() {
 
 void Worker::take_cmds() {
     std::deque<std::pair<bool, Conn*>> q;
+    std::vector<uint64_t> want;
     {
         std::lock_guard<std::mutex> g(mu);
         q.swap(cmds);
+        want.swap(probes);
     }
     for (auto& [close, c] : q) {
         if (!close) {
@@ -181,6 +254,57 @@ void Worker::take_cmds() {
         conns.erase(c);
         srv.destroy_conn(c);
     }
+    for (uint64_t id : want) {
+        auto it = by_id.find(id);
+        if (it != by_id.end()) probe(it->second);
+    }
+}
+
+// A zero-length RDMA WRITE to the client: its NIC acknowledges it whatever
+// its CPU does (busy, stopped), and no acknowledgement within the retry
+// budget (kAckTimeout, kRetryCount) fails it -- the host is gone. At most one
+// per connection at a time.
+void Worker::probe(Conn* c) {
+    if (c->dead || c->closing || c->probe_in_flight || !c->qp) return;
+    ibv_send_wr wr{}, *bad = nullptr;
+    wr.wr_id = kProbeBit;
+    wr.opcode = IBV_WR_RDMA_WRITE;
+    wr.num_sge = 0;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.wr.rdma.remote_addr = 0;
+    wr.wr.rdma.rkey = 0;
+    if (ibv_post_send(c->qp, &wr, &bad) != 0) {
+        if (srv.opts.verbose)
+            log_line("rdma client %llu (%s): liveness probe not posted: %s", (unsigned long long)c->session.client_id,
+                     c->peer.c_str(), strerror(errno));
+        return;
+    }
+    c->probe_in_flight = true;
+}
+
+void Worker::on_probe(Conn* c, const ibv_wc& wc) {
+    c->probe_in_flight = false;
+    if (wc.status == IBV_WC_SUCCESS) {
+        c->last_heard = Clock::now();
+        return;
+    }
+    if (c->dead) return;
+    if (wc.status == IBV_WC_WR_FLUSH_ERR) {
+        retire(c);
+        disconnect(c);
+        return;
+    }
+    // Any failure leaves the queue pair in error: the connection is over.
+    kill(c, std::string("liveness probe failed: ") + ibv_wc_status_str(wc.status) +
+                (wc.status == IBV_WC_RETRY_EXC_ERR ? " (its host does not answer: the client is gone)" : ""));
+}
+
+void Worker::keepalive() {
+    auto now = Clock::now();
+    if (now - last_tick < std::chrono::seconds(1)) return;
+    last_tick = now;
+    for (Conn* c : conns)
+        if (now - c->last_heard >= kKeepaliveIdle) probe(c);
 }
 
 void Worker::drain(Conn* c) {
@@ -192,7 +316,9 @@ void Worker::drain(Conn* c) {
             return;
         }
         for (int i = 0; i < n; i++) {
-            if (wcs[i].wr_id & kSendBit)
+            if (wcs[i].wr_id & kProbeBit)
+                on_probe(c, wcs[i]);
+            else if (wcs[i].wr_id & kSendBit)
                 on_send(c, wcs[i]);
             else
                 on_recv(c, wcs[i]);
@@ -206,21 +332,34 @@ bool Worker::post_recv(Conn* c, uint32_t slot) {
     wr.wr_id = slot;
     wr.sg_list = &sge;
     wr.num_sge = 1;
-    return ibv_post_recv(c->id->qp, &wr, &bad) == 0;
+    return ibv_post_recv(c->qp, &wr, &bad) == 0;
 }
 
 void Worker::disconnect(Conn* c) {
     if (c->disconnect_sent) return;
     c->disconnect_sent = true;
+    qp_error(c);  // (librdmacm does not know our queue pair)
     c->want_disconnect.store(true);
     // The CM thread then sees DISCONNECTED and hands the close back to us.
     if (c->established.load()) rdma_disconnect(c->id);
 }
 
+// The client can never act again: nothing it sent is executed any more
+// (dead), its queue pair stops, and only then does it count as gone
+// (CLIENT_ALIVE; waiters may take its locks over). The connection itself is
+// torn down later (destroy_conn), when the CM is done with it -- for a peer
+// that vanished, only once our disconnect request times out.
+void Worker::retire(Conn* c) {
+    c->dead = true;
+    qp_error(c);
+    forget_client(srv, c);
+    srv.engine.session_closed(c->session);
+}
+
 void Worker::kill(Conn* c, const std::string& why) {
     if (!c->dead || !c->disconnect_sent)
         log_line("rdma client %llu (%s): %s (closing connection)", (unsigned long long)c->session.client_id, c->peer.c_str(), why.c_str());
-    c->dead = true;
+    retire(c);
     disconnect(c);
 }
 
@@ -228,7 +367,7 @@ void Worker::on_recv(Conn* c, const ibv_wc& wc) {
     if (c->dead) return;
     if (wc.status != IBV_WC_SUCCESS) {
         if (wc.status == IBV_WC_WR_FLUSH_ERR) {
-            c->dead = true;
+            retire(c);
             disconnect(c);
         } else {
             kill(c, std::string("receive failed: ") + ibv_wc_status_str(wc.status));
@@ -245,6 +384,7 @@ void Worker::on_recv(Conn* c, const ibv_wc& wc) {
     // The message landed in a fixed, pre-registered slot of kRdmaMsgBytes: a
     // client cannot make us buffer more than that, authenticated or not (the
     // HELLO-size limit before authentication is the engine's, as on TCP).
+    c->last_heard = Clock::now();
     uint32_t slot = static_cast<uint32_t>(wc.wr_id);
     const uint8_t* m = c->recv_slot(slot);
     uint32_t len = wc.byte_len;
@@ -279,6 +419,11 @@ void Worker::on_recv(Conn* c, const ibv_wc& wc) {
         size_t o = resp.size();
         resp.resize(o + sizeof ext);
         std::memcpy(resp.data() + o, &ext, sizeof ext);
+        by_id[c->session.client_id] = c;
+        {
+            std::lock_guard<std::mutex> g(srv.ids_mu);
+            srv.ids[c->session.client_id] = this;
+        }
         if (srv.opts.verbose) log_line("rdma client %llu (%s): authenticated", (unsigned long long)c->session.client_id, c->peer.c_str());
     }
     if (status == kStatusOk && sizeof h + resp.size() > kRdmaMsgBytes) {
@@ -304,7 +449,7 @@ void Worker::on_recv(Conn* c, const ibv_wc& wc) {
     wr.num_sge = 1;
     wr.opcode = IBV_WR_SEND;
     wr.send_flags = IBV_SEND_SIGNALED;
-    if (ibv_post_send(c->id->qp, &wr, &bad) != 0) {
+    if (ibv_post_send(c->qp, &wr, &bad) != 0) {
         c->free_send.push_back(s);
         kill(c, std::string("ibv_post_send: ") + strerror(errno));
         return;
@@ -322,8 +467,9 @@ void Worker::on_send(Conn* c, const ibv_wc& wc) {
     c->sends_in_flight--;
     c->free_send.push_back(static_cast<uint32_t>(wc.wr_id & 0xffffffffu));
     if (wc.status != IBV_WC_SUCCESS) {
+        if (c->dead && c->disconnect_sent) return;
         if (wc.status == IBV_WC_WR_FLUSH_ERR) {
-            c->dead = true;
+            retire(c);
             disconnect(c);
         } else {
             kill(c, std::string("reply failed: ") + ibv_wc_status_str(wc.status));
@@ -341,13 +487,10 @@ void RdmaServer::Impl::destroy_conn(Conn* c) {
     // Nothing this client sent may be executed once it counts as gone
     // (CLIENT_ALIVE lets waiters take its locks over): one-sided requests
     // bypass this CPU, so stop the queue pair before forgetting the client.
-    if (c->id->qp) {
-        ibv_qp_attr a{};
-        a.qp_state = IBV_QPS_ERR;
-        ibv_modify_qp(c->id->qp, &a, IBV_QP_STATE);
-    }
+    qp_error(c);
+    forget_client(*this, c);
     engine.session_closed(c->session);
-    if (c->id->qp) rdma_destroy_qp(c->id);
+    if (c->qp) ibv_destroy_qp(c->qp);
     if (c->cq) ibv_destroy_cq(c->cq);
     if (c->mr) ibv_dereg_mr(c->mr);
     std::free(c->buf);
@@ -379,7 +522,7 @@ void RdmaServer::Impl::on_connect_request(rdma_cm_id* id, const rdma_conn_param&
     c->w = w;
     id->context = c;
     auto undo = [&](const std::string& why) {
-        if (id->qp) rdma_destroy_qp(id);
+        if (c->qp) ibv_destroy_qp(c->qp);
         if (c->cq) ibv_destroy_cq(c->cq);
         if (c->mr) ibv_dereg_mr(c->mr);
         std::free(c->buf);
@@ -402,26 +545,21 @@ void RdmaServer::Impl::on_connect_request(rdma_cm_id* id, const rdma_conn_param&
     qa.send_cq = c->cq;
     qa.recv_cq = c->cq;
     qa.qp_type = IBV_QPT_RC;
-    qa.cap.max_send_wr = kRdmaDepth;
+    qa.cap.max_send_wr = kRdmaDepth + 1;  // the replies' send slots and one liveness probe
     qa.cap.max_recv_wr = kRdmaDepth;
     qa.cap.max_send_sge = 1;
     qa.cap.max_recv_sge = 1;
-    if (rdma_create_qp(id, pd, &qa) != 0) return undo(std::string("rdma_create_qp: ") + strerror(errno));
-    for (uint32_t i = 0; i < kRdmaDepth; i++) {
-        c->free_send.push_back(i);
-        ibv_sge sge{reinterpret_cast<uintptr_t>(c->recv_slot(i)), kRdmaMsgBytes, c->mr->lkey};
-        ibv_recv_wr wr{}, *bad = nullptr;
-        wr.wr_id = i;
-        wr.sg_list = &sge;
-        wr.num_sge = 1;
-        if (ibv_post_recv(id->qp, &wr, &bad) != 0) return undo(std::string("ibv_post_recv: ") + strerror(errno));
-    }
+    c->qp = ibv_create_qp(pd, &qa);
+    if (!c->qp) return undo(std::string("ibv_create_qp: ") + strerror(errno));
     rdma_conn_param p{};
     // Remote READs and atomics the client may have outstanding at our side,
     // and (unused) our own: bounded by what the device supports.
     p.responder_resources = static_cast<uint8_t>(std::min<int>(req.initiator_depth, dev_attr.max_qp_rd_atom));
     p.initiator_depth = static_cast<uint8_t>(std::min<int>(req.responder_resources, dev_attr.max_qp_init_rd_atom));
     p.rnr_retry_count = 7;
+    std::string err;
+    if (!setup_qp(c, p, err)) return undo(err);
+    p.qp_num = c->qp->qp_num;
     w->push(false, c);
     if (rdma_accept(id, &p) != 0) {
         log_line("rdma connection from %s: rdma_accept: %s", peer.c_str(), strerror(errno));
@@ -430,6 +568,60 @@ void RdmaServer::Impl::on_connect_request(rdma_cm_id* id, const rdma_conn_param&
         return;
     }
     if (opts.verbose) log_line("rdma connection from %s accepted (worker %d)", peer.c_str(), w->idx);
+}
+
+// What rdma_accept() does for a queue pair librdmacm owns (INIT, RTR, RTS
+// with the attributes the CM computed), plus the receive buffers, and our own
+// ack timeout and retry count (kAckTimeout, kRetryCount): a vanished client
+// must fail our requests within seconds, whatever it asked for.
+bool RdmaServer::Impl::setup_qp(Conn* c, rdma_conn_param& p, std::string& err) {
+    auto step = [&](ibv_qp_state st, const char* name, const std::function<void(ibv_qp_attr&, int&)>& adjust) {
+        ibv_qp_attr a{};
+        int mask = 0;
+        a.qp_state = st;
+        if (rdma_init_qp_attr(c->id, &a, &mask) != 0) {
+            err = std::string("rdma_init_qp_attr (") + name + "): " + strerror(errno);
+            return false;
+        }
+        adjust(a, mask);
+        if (int e = ibv_modify_qp(c->qp, &a, mask)) {
+            err = std::string("ibv_modify_qp (") + name + "): " + strerror(e);
+            return false;
+        }
+        return true;
+    };
+    if (!step(IBV_QPS_INIT, "INIT", [](ibv_qp_attr&, int&) {})) return false;
+    for (uint32_t i = 0; i < kRdmaDepth; i++) {
+        c->free_send.push_back(i);
+        ibv_sge sge{reinterpret_cast<uintptr_t>(c->recv_slot(i)), kRdmaMsgBytes, c->mr->lkey};
+        ibv_recv_wr wr{}, *bad = nullptr;
+        wr.wr_id = i;
+        wr.sg_list = &sge;
+        wr.num_sge = 1;
+        if (ibv_post_recv(c->qp, &wr, &bad) != 0) {
+            err = std::string("ibv_post_recv: ") + strerror(errno);
+            return false;
+        }
+    }
+    ibv_port_attr pa{};
+    bool ib = ibv_query_port(ctx, c->id->port_num, &pa) == 0 && pa.link_layer == IBV_LINK_LAYER_INFINIBAND;
+    if (!step(IBV_QPS_RTR, "RTR", [&](ibv_qp_attr& a, int& mask) {
+            if (ib) mask &= ~0xe00000;  // as librdmacm: bits 21-24 are RoCE-only (rdma_ucm quirk)
+            a.max_dest_rd_atomic = p.responder_resources;
+        }))
+        return false;
+    return step(IBV_QPS_RTS, "RTS", [&](ibv_qp_attr& a, int& mask) {
+        a.max_rd_atomic = p.initiator_depth;
+        a.timeout = kAckTimeout;
+        a.retry_cnt = kRetryCount;
+        mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT;
+    });
+}
+
+void RdmaServer::Impl::request_probe(uint64_t client_id) {
+    std::lock_guard<std::mutex> g(ids_mu);
+    auto it = ids.find(client_id);
+    if (it != ids.end()) it->second->push_probe(client_id);  // else: not an RDMA client, or already gone
 }
 
 void RdmaServer::Impl::cm_loop() {
@@ -513,6 +705,32 @@ bool RdmaServer::start(std::string& err, std::string& bound) {
         return fail("no RDMA device has the address " + s.opts.host + " (see ibv_devices and rdma link)");
     s.ctx = s.listen_id->verbs;
     if (ibv_query_device(s.ctx, &s.dev_attr) != 0) return fail(std::string("ibv_query_device: ") + strerror(errno));
+    // Lock words are taken with the NIC's atomics by compute servers, and with
+    // this CPU's by the engine (CAS/FAA frames, offloaded writes). Both may
+    // act on the same word only if the NIC's atomics are atomic with respect
+    // to the CPU's (IBV_ATOMIC_GLOB). With IBV_ATOMIC_HCA (most NICs, and
+    // Soft-RoCE) they are atomic only among themselves: the engine then
+    // executes none (src/README.md "Offloading").
+    std::string dev = ibv_get_device_name(s.ctx->device);
+    switch (s.dev_attr.atomic_cap) {
+        case IBV_ATOMIC_GLOB:
+            log_line("RDMA device %s has IBV_ATOMIC_GLOB atomics: CPU atomics (offloaded writes, CAS/FAA over TCP) "
+                     "stay enabled",
+                     dev.c_str());
+            break;
+        case IBV_ATOMIC_HCA:
+            s.engine.refuse_cpu_atomics("RDMA device " + dev +
+                                        " has IBV_ATOMIC_HCA atomics, which are not atomic with respect to "
+                                        "this CPU's");
+            log_line("RDMA device %s has IBV_ATOMIC_HCA atomics (not atomic with respect to this CPU's): no CPU "
+                     "atomics here -- offloaded writes and CAS/FAA over TCP are refused; compute servers must "
+                     "connect over rdma://",
+                     dev.c_str());
+            break;
+        default:
+            return fail("RDMA device " + dev + " has no remote atomics (atomic_cap IBV_ATOMIC_NONE); the remote "
+                        "locks of dex need them");
+    }
     s.pd = ibv_alloc_pd(s.ctx);
     if (!s.pd) return fail(std::string("ibv_alloc_pd: ") + strerror(errno));
     // The whole pool, once: every client reaches it with one rkey.
@@ -523,6 +741,8 @@ bool RdmaServer::start(std::string& err, std::string& bound) {
         return fail("cannot register the pool (" + std::to_string(s.engine.pool_map_bytes()) +
                     " bytes) with the RDMA device: " + strerror(errno) +
                     (errno == ENOMEM || errno == EPERM ? " (raise the locked-memory limit: ulimit -l unlimited)" : ""));
+    // CLIENT_ALIVE about an RDMA client probes its NIC (Worker::probe).
+    s.engine.set_liveness_check([&s](uint64_t id) { s.request_probe(id); });
     if (rdma_listen(s.listen_id, 1024) != 0) return fail(std::string("rdma_listen: ") + strerror(errno));
     bound = addr_str(rdma_get_local_addr(s.listen_id));
     s.stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -546,6 +766,7 @@ bool RdmaServer::start(std::string& err, std::string& bound) {
 
 void RdmaServer::stop() {
     Impl& s = *impl_;
+    s.engine.set_liveness_check(nullptr);  // waits for calls in progress; none push to the workers after this
     if (s.stop_fd >= 0) {
         uint64_t one = 1;
         ssize_t r = ::write(s.stop_fd, &one, sizeof one);

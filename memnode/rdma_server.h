@@ -8,6 +8,12 @@
 // pool is registered once per device as one memory region with remote
 // READ/WRITE/ATOMIC access, and its address and rkey are sent only in the
 // reply to a HELLO whose token checked out (net/rdma_wire.h).
+//
+// Safety of the remote locks (src/README.md "RDMA transport"): a device whose
+// atomics are not atomic with respect to the CPU's (IBV_ATOMIC_HCA) makes the
+// engine refuse CPU atomics; and CLIENT_ALIVE about an RDMA client probes its
+// NIC, on a queue pair whose ACK timeout and retry count this server sets, so
+// that a client whose host vanished is found gone within seconds.
 #pragma once
 #include <memory>
 #include <string>

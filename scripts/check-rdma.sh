@@ -4,6 +4,8 @@
 # Where the host has no RDMA device, this boots a throwaway QEMU guest with
 # Soft-RoCE (scripts/rdma/vm.sh, see README.md "RDMA") and runs, inside it:
 #   1. the C++ transport tests parameterized over rdma:// (none may skip there),
+#      and the RdmaOnly/RdmaSafety suites (tests/rdma_safety_test.cpp: CPU vs NIC
+#      atomics on an IBV_ATOMIC_HCA device, a lock holder whose host vanishes),
 #   2. the whole pg_regress suite with dex.memnodes = three 'rdma://10.77.0.1:PORT's,
 #   3. failure cases: memory node killed mid-workload, restarted, wrong token
 #      (scripts/rdma/failures.sh).

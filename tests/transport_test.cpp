@@ -874,11 +874,16 @@ StatsDelta workload(Transport& t, uint64_t off) {
 }  // namespace
 
 TEST_F(RdmaOnly, StatsCountLikeTcp) {
-    auto tcp = make_transport(server->address("tcp"), topts());
+    // A node with an RDMA listener on an IBV_ATOMIC_HCA device (Soft-RoCE)
+    // refuses CAS/FAA over TCP (tests/rdma_safety_test.cpp): the TCP half
+    // runs against a node without one.
+    MemnodeProcess tcp_node;
+    ASSERT_NE(tcp_node.port(), 0) << tcp_node.log();
+    auto tcp = make_transport(tcp_node.address("tcp"), topts());
     auto rd = make_transport(server->address("rdma"), topts());
-    uint64_t ns = ns_create(*tcp);
-    uint64_t off = alloc(*tcp, ns, 4096);
-    StatsDelta a = workload(*tcp, off), b = workload(*rd, off + 1024);
+    uint64_t off = alloc(*tcp, ns_create(*tcp), 4096);
+    uint64_t roff = alloc(*rd, ns_create(*rd), 4096);
+    StatsDelta a = workload(*tcp, off), b = workload(*rd, roff + 1024);
     EXPECT_TRUE(a == b) << "tcp r/w/a/rpc/rt " << a.r << "/" << a.w << "/" << a.a << "/" << a.rpc << "/" << a.rt
                         << " rdma " << b.r << "/" << b.w << "/" << b.a << "/" << b.rpc << "/" << b.rt;
     EXPECT_EQ(b.rt, 5u);  // batch, read, cas, faa, rpc: one round trip each

@@ -4,7 +4,8 @@
 // threads (one ClientSession per connection, used by one thread at a time).
 // One-sided verbs touch only pool memory (memcpy / __atomic builtins, exactly
 // as RDMA would: concurrent torn reads are allowed). Allocator and namespace
-// state live under `mu`; live client ids under `clients_mu`.
+// state live under `mu`; live client ids under `clients_mu`; the CPU-atomics
+// refusal and the liveness hook under `hook_mu`.
 #include "engine/engine.h"
 #include "engine/offload.h"
 #include "tree/node_layout.h"
@@ -127,6 +128,12 @@ struct Engine::Impl {
     std::unordered_set<uint64_t> live;
     uint64_t next_client = 1;  // never reused within this incarnation (src/README.md "Synchronization")
 
+    // Set before serving (refuse_cpu_atomics), read by every request after.
+    std::atomic<bool> cpu_atomics{true};
+    mutable std::mutex hook_mu;  // cpu_atomics_why, liveness (held while `liveness` runs)
+    std::string cpu_atomics_why;
+    LivenessCheck liveness;
+
     std::atomic<uint64_t> requests{0};
     std::atomic<uint64_t> offloads{0};  // OFFLOAD requests executed
 
@@ -234,6 +241,19 @@ struct Engine::Impl {
         check_range(op, off, 8);
         if (off % 8 != 0) throw Fail{kStatusAlign, op_label(op) + " at " + hex(off) + " is not 8-byte aligned"};
     }
+    // The kStatusUnsupported refusal of a request that needs a CPU atomic.
+    Fail no_cpu_atomics(const std::string& what) const {
+        std::string why;
+        {
+            std::lock_guard<std::mutex> g(hook_mu);
+            why = cpu_atomics_why;
+        }
+        return Fail{kStatusUnsupported,
+                    what + " needs an atomic executed by this memory node's CPU, and " + why +
+                        ": it executes none (CAS/FAA over TCP, offloaded writes). Connect every compute server "
+                        "of this memory node over rdma://"};
+    }
+
     // Parses one verb's payload (exactly `c.n` bytes) and validates it.
     void parse_verb(uint16_t op, Cursor c, Verb& v) const {
         v.op = op;
@@ -325,6 +345,9 @@ struct Engine::Impl {
                                                 " is not allowed in a batch"};
             try {
                 parse_verb(sh.op, Cursor{body, sh.payload_len}, verbs[i]);
+                // Refused before anything of the batch runs.
+                if ((sh.op == kOpCas || sh.op == kOpFaa) && !cpu_atomics.load(std::memory_order_relaxed))
+                    throw no_cpu_atomics(op_label(sh.op));
             } catch (Fail& f) {
                 f.msg = "BATCH sub-operation " + std::to_string(i) + ": " + f.msg;
                 throw;
@@ -373,6 +396,7 @@ struct Engine::Impl {
         r.pool_bytes = pool_bytes;
         r.client_id = id;
         r.version = kProtocolVersion;
+        r.flags = cpu_atomics.load(std::memory_order_relaxed) ? kHelloCpuAtomics : 0;
         put(resp, r);
     }
 
@@ -513,6 +537,13 @@ struct Engine::Impl {
                     std::lock_guard<std::mutex> g(clients_mu);
                     alive = id != 0 && live.count(id) ? 1 : 0;
                 }
+                if (alive) {
+                    // Connected as far as this engine knows; a listener that
+                    // cannot see a vanished peer (RDMA) checks it now, and a
+                    // waiter asking again learns the outcome.
+                    std::lock_guard<std::mutex> g(hook_mu);
+                    if (liveness) liveness(id);
+                }
                 put(resp, alive);
                 return;
             }
@@ -520,6 +551,10 @@ struct Engine::Impl {
                 exact(hdr, sizeof(net::OffloadRequest));
                 net::OffloadRequest req;
                 std::memcpy(&req, payload, sizeof req);
+                // A write takes the leaf's lock word with a CPU compare-and-swap.
+                if ((req.kind == net::kOffloadInsert || req.kind == net::kOffloadDelete) &&
+                    !cpu_atomics.load(std::memory_order_relaxed))
+                    throw no_cpu_atomics(req.kind == net::kOffloadInsert ? "OFFLOAD insert" : "OFFLOAD delete");
                 try {
                     execute_offload(pool, pool_bytes, client, req, resp);
                 } catch (const std::invalid_argument& e) {
@@ -606,9 +641,12 @@ struct Engine::Impl {
         switch (hdr.op) {
             case kOpHello: throw Fail{kStatusProtocol, "duplicate HELLO"};
             case kOpRead:
-            case kOpWrite:
+            case kOpWrite: do_verb(hdr, payload, resp); return;
             case kOpCas:
-            case kOpFaa: do_verb(hdr, payload, resp); return;
+            case kOpFaa:
+                if (!cpu_atomics.load(std::memory_order_relaxed)) throw no_cpu_atomics(op_label(hdr.op));
+                do_verb(hdr, payload, resp);
+                return;
             case kOpBatch: do_batch(hdr, payload, resp); return;
             default: do_rpc(hdr, payload, resp, s.client_id); return;
         }
@@ -664,6 +702,18 @@ uint64_t Engine::incarnation() const { return impl_->incarnation; }
 void Engine::set_next_client_id(uint64_t id) {
     std::lock_guard<std::mutex> g(impl_->clients_mu);
     impl_->next_client = id;
+}
+void Engine::refuse_cpu_atomics(const std::string& why) {
+    {
+        std::lock_guard<std::mutex> g(impl_->hook_mu);
+        impl_->cpu_atomics_why = why;
+    }
+    impl_->cpu_atomics.store(false);
+}
+bool Engine::cpu_atomics() const { return impl_->cpu_atomics.load(); }
+void Engine::set_liveness_check(LivenessCheck check) {
+    std::lock_guard<std::mutex> g(impl_->hook_mu);
+    impl_->liveness = std::move(check);
 }
 uint64_t Engine::pool_bytes() const { return impl_->pool_bytes; }
 uint64_t Engine::used_bytes() const {

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -45,6 +46,26 @@ public:
     net::NodeStats stats() const;
     // Tests: the next client id handed out (ids below it are never handed out again).
     void set_next_client_id(uint64_t id);
+
+    // CPU atomics (src/README.md "Offloading"). Where an RDMA NIC executes
+    // compute servers' atomics on the pool without them being atomic with
+    // respect to this CPU's (IBV_ATOMIC_HCA), a CPU compare-and-swap on a lock
+    // word could succeed together with a NIC's. The RDMA listener calls this
+    // before serving: from then on CAS/FAA frames (TCP, also inside a BATCH)
+    // and offloaded writes are refused with kStatusUnsupported and a message
+    // saying `why` and what to do, and HELLO replies lack kHelloCpuAtomics.
+    void refuse_cpu_atomics(const std::string& why);
+    bool cpu_atomics() const;
+
+    // Liveness of connections the engine cannot watch itself (RDMA: a client
+    // whose host vanished sends no disconnect). CLIENT_ALIVE about a client the
+    // engine still counts as connected calls `check(client_id)` and answers
+    // "alive"; `check` must not block: it may start a probe that, if the client
+    // turns out gone, closes the session (session_closed), so that later
+    // questions are answered "gone". nullptr: none. Calls in progress finish
+    // before set_liveness_check returns.
+    using LivenessCheck = std::function<void(uint64_t client_id)>;
+    void set_liveness_check(LivenessCheck check);
     static std::string op_name(uint16_t op);  // "READ", "ALLOC", ... or "op N" (for logs)
 
 private:

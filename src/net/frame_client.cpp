@@ -37,6 +37,10 @@ void throw_remote_error(uint16_t status, const std::vector<uint8_t>& msg, const 
             throw Error(ErrorCode::kProtocol, where + " rejected " + op_label(op) + ": " + text);
         case kStatusRefused:
             throw_refused(peer, text);
+        case kStatusUnsupported:
+            throw Error(ErrorCode::kInvalid, where + " refused " + op_label(op) + ": " + text,
+                        "Connect every compute server of this memory node over rdma:// (dex.memnodes), or run "
+                        "it without --rdma-listen (README.md \"RDMA\").");
         default:
             throw Error(ErrorCode::kRemote, where + " failed " + op_label(op) + ": " + text);
     }

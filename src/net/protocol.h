@@ -16,6 +16,12 @@
 // closes the connection after sending the reply ("bad input never crashes or
 // corrupts it").
 //
+// CLIENT_ALIVE answers "gone" only once the connection is closed (nothing it
+// sent is executed afterwards). For a client connected over RDMA it also
+// makes the node probe the client's NIC (memnode/rdma_server.cpp): a host
+// that vanished without a disconnect is answered "gone" within seconds of the
+// first question; until then the answer is "alive".
+//
 // What a client can make the memory node hold: until its HELLO is accepted, a
 // connection may send no frame larger than a HELLO (payload_len >
 // kMaxHelloPayload is a protocol error, answered from the header alone, and
@@ -90,6 +96,8 @@ enum Status : uint16_t {
     kStatusNoNamespace = 6,
     kStatusInternal = 7,
     kStatusRefused = 8,    // connection limit reached (--max-connections): unsolicited, seq 0 (closes)
+    kStatusUnsupported = 9,  // a valid request this node does not execute (CAS/FAA frames and offloaded
+                             // writes where its CPU atomics are unsafe, HelloReply::flags); stays open
 };
 
 #pragma pack(push, 1)
@@ -116,8 +124,18 @@ struct HelloReply {
     // kMaxClientId = 2^39 - 1, never reused within one incarnation).
     uint64_t client_id;
     uint32_t version;
-    uint32_t pad;
+    uint32_t flags;        // kHello* below
 };
+
+// HelloReply::flags. kHelloCpuAtomics: the node executes atomics with its
+// CPU -- CAS/FAA frames (TCP) and offloaded writes (kOffloadInsert/Delete,
+// which take lock words with a CPU compare-and-swap). Set unless the node has
+// an RDMA listener whose device's atomics are not atomic with respect to the
+// CPU's (atomic_cap IBV_ATOMIC_HCA: the NIC's CMP_AND_SWP and a CPU CAS on
+// the same lock word could both succeed). Without it such requests are
+// answered kStatusUnsupported; compute servers must then reach the node over
+// rdma:// and write one-sided (src/README.md "Offloading").
+constexpr uint32_t kHelloCpuAtomics = 1u << 0;
 
 struct NsInfo {
     uint64_t ns;

@@ -15,6 +15,7 @@ struct InProcTransport::Impl final : net::FrameClient {
     net::ClientSession session;
     bool ready = false;
     uint64_t incarnation = 0;
+    uint32_t hello_flags = 0;  // of the current session's HELLO reply
     std::mutex mu;  // one thread at a time is the contract; this makes misuse safe
 
     Impl(net::FrameHandler& h, std::string tok, const std::string& a) : handler(h), token(std::move(tok)), addr(a) {}
@@ -31,7 +32,9 @@ struct InProcTransport::Impl final : net::FrameClient {
         session = net::ClientSession{};
         ready = true;  // exchange() needs a session; hello() drops it on failure
         try {
-            incarnation = hello(token).incarnation;
+            net::HelloReply r = hello(token);
+            incarnation = r.incarnation;
+            hello_flags = r.flags;
         } catch (...) {
             close();
             throw;
@@ -71,6 +74,12 @@ uint64_t InProcTransport::client_id() {
     std::lock_guard<std::mutex> g(impl_->mu);
     impl_->ensure_ready();
     return impl_->session.client_id;
+}
+
+bool InProcTransport::offload_writes_allowed() {
+    std::lock_guard<std::mutex> g(impl_->mu);
+    impl_->ensure_ready();
+    return (impl_->hello_flags & net::kHelloCpuAtomics) != 0;
 }
 
 uint64_t InProcTransport::connected_client_id() {

@@ -69,6 +69,7 @@ struct RdmaTransport::Impl final : net::FrameClient {
     pid_t pid = 0;
     uint64_t incarnation = 0;
     uint64_t client_id = 0;
+    uint32_t hello_flags = 0;  // of the current connection's HELLO reply
     uint64_t pool_addr = 0, pool_bytes = 0;
     uint32_t rkey = 0;
     void* ext_base = nullptr;
@@ -126,6 +127,7 @@ struct RdmaTransport::Impl final : net::FrameClient {
         if (r.client_id == 0 || r.version != net::kProtocolVersion || x.pool_addr == 0)
             throw Error(ErrorCode::kProtocol, "memory node " + addr + " sent an invalid HELLO reply");
         client_id = r.client_id;
+        hello_flags = r.flags;
         incarnation = r.incarnation;
         pool_addr = x.pool_addr;
         pool_bytes = x.pool_bytes;
@@ -385,6 +387,11 @@ uint64_t RdmaTransport::incarnation() {
 uint64_t RdmaTransport::client_id() {
     impl_->ensure_ready();
     return impl_->client_id;
+}
+
+bool RdmaTransport::offload_writes_allowed() {
+    impl_->ensure_ready();
+    return (impl_->hello_flags & net::kHelloCpuAtomics) != 0;
 }
 
 uint64_t RdmaTransport::connected_client_id() { return impl_->ready ? impl_->client_id : 0; }

@@ -38,6 +38,7 @@ struct TcpTransport::Impl final : net::FrameClient {
     bool ready = false;
     uint64_t incarnation = 0, first_incarnation = 0;
     uint64_t client_id = 0;
+    uint32_t hello_flags = 0;  // of the current connection's HELLO reply
     // Read-ahead buffer: [rpos, rend) holds received, unconsumed bytes.
     std::vector<uint8_t> rbuf = std::vector<uint8_t>(kReadAhead);
     size_t rpos = 0, rend = 0;
@@ -145,6 +146,7 @@ struct TcpTransport::Impl final : net::FrameClient {
             throw;
         }
         client_id = r.client_id;
+        hello_flags = r.flags;
         incarnation = r.incarnation;
         if (first_incarnation == 0) first_incarnation = r.incarnation;
         note_incarnation(r.incarnation);
@@ -248,6 +250,11 @@ uint64_t TcpTransport::incarnation() {
 uint64_t TcpTransport::client_id() {
     impl_->ensure_ready();
     return impl_->client_id;
+}
+
+bool TcpTransport::offload_writes_allowed() {
+    impl_->ensure_ready();
+    return (impl_->hello_flags & net::kHelloCpuAtomics) != 0;
 }
 
 uint64_t TcpTransport::connected_client_id() { return impl_->ready && impl_->fd >= 0 ? impl_->client_id : 0; }

@@ -53,6 +53,12 @@ public:
     // Two-sided RPC: op is one of the kOp* RPC codes; payload/response as in net/protocol.h.
     virtual std::vector<uint8_t> rpc(net::Op op, const void* payload, uint32_t len) = 0;
 
+    // Whether the memory node executes offloaded writes (kOffloadInsert /
+    // kOffloadDelete): its HELLO's kHelloCpuAtomics flag. False where its CPU's
+    // atomics are not atomic with respect to its RDMA NIC's (src/README.md
+    // "Offloading"); the tree then writes one-sided. Connects if needed.
+    virtual bool offload_writes_allowed() { return true; }
+
     // Optional hooks (no-ops unless the transport has a use for them).
     // A local memory region (e.g. the shared node cache) that reads may land
     // in and writes may come from: RDMA registers it once per process so such

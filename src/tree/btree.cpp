@@ -522,7 +522,7 @@ GAddr BTree::descend_cached(const EntryKey& k, int level, Node& out, Path* path,
                     const bool write = offload_kind_ == net::kOffloadInsert || offload_kind_ == net::kOffloadDelete;
                     if (offload_kind_ && opts_.offload && level == 0 && !lt && !wb_ && !refresh &&
                         (expect >= 1 || (expect == 0 && (write || opts_.offload->mode() == OffloadMode::kOn))) &&
-                        expect <= place_level_ &&
+                        expect <= place_level_ && (!write || mem_.node(gaddr_node(g)).offload_writes_allowed()) &&
                         // auto: while the cache still has room, a fetched node
                         // costs no eviction and serves later hits (DEX's cache
                         // factor is the cost of provisioning a frame): fetch.
@@ -1255,7 +1255,9 @@ uint8_t BTree::offload_rpc(uint8_t kind, GAddr start, int level, const EntryKey&
 
 bool BTree::offload_cached_write(uint8_t kind, GAddr leaf, const Node& snap, const EntryKey& key, const Deadline& dl,
                                  uint8_t* st) {
-    if (!cache_ || !opts_.offload || wb_ || !found_cached_ || !leaf || gaddr_is_swizzled(leaf)) return false;
+    if (!cache_ || !opts_.offload || wb_ || !found_cached_ || !leaf || gaddr_is_swizzled(leaf) ||
+        !mem_.node(gaddr_node(leaf)).offload_writes_allowed())
+        return false;
     // A split or a merge is done here anyway: don't ask the memory node first.
     if (kind == net::kOffloadInsert ? snap.count >= kLeafCapacity : snap.count <= 1) return false;
     if (!opts_.offload->should_offload(0, OffloadPolicy::kWriteRoundTrips)) return false;
