@@ -103,8 +103,13 @@ typedef struct DexNsTag
 	uint32		indexoid;
 	uint32		relfilenode;
 	uint32		spcoid;
-	char		pad[DEX_NS_TAG_LEN - 32];
+	uint32		kind;			/* DEX_NS_INDEX or DEX_NS_REGISTRY */
+	uint32		pad0;
+	char		pad[DEX_NS_TAG_LEN - 40];
 } DexNsTag;
+
+#define DEX_NS_INDEX	0		/* an index's tree */
+#define DEX_NS_REGISTRY	1		/* the cluster registry (dexcluster.c): never an orphan */
 
 StaticAssertDecl(sizeof(DexNsTag) == DEX_NS_TAG_LEN, "DexNsTag must be 64 bytes");
 
@@ -167,6 +172,7 @@ typedef struct DexScanOpaqueData
 	DexScanPos	pos;
 	DexKey		curkey;
 	int			cur_range;
+	BlockNumber heap_nblocks;	/* hot standby: heap size seen (0 = not yet) */
 
 	MemoryContextCallback cb;	/* ends the core scan on context reset */
 } DexScanOpaqueData;
@@ -220,6 +226,21 @@ extern bool dex_interrupts_suppressed;
 
 extern uint64 dex_life(void);
 
+/* ---- dexcluster.c ----------------------------------------------------- */
+
+extern int	dex_standby_wait_timeout_ms;
+extern Size dex_cluster_shmem_size(void);
+extern void dex_cluster_shmem_init(void *mem, bool found, uint64 life);
+extern void dex_cluster_beat(void);
+extern void dex_cluster_release_writer(void);
+extern void dex_cluster_check(Relation index);
+extern uint64 dex_cluster_retention(void);
+extern void dex_cluster_wait_retention(uint64 lsn, Relation index);
+extern void dex_cluster_wait_standbys(uint64 target, Relation index);
+extern void dex_cluster_require_writer(const char *what);
+extern bool dex_cluster_is_writer(void);
+extern uint64 dex_cluster_published_hwm(void);
+
 /* ---- dexwal.c --------------------------------------------------------- */
 
 extern void dex_wal_init(void);
@@ -230,7 +251,7 @@ extern void dex_journal_init(void);
 extern uint64 dex_wal_durable(void);
 extern void dex_wal_flush_all(void);
 extern void dex_wal_flush_dirty(void);
-extern void dex_wal_flush_for_retry(const DexError *err);
+extern void dex_wal_flush_for_retry(const DexError *err, Relation index);
 extern uint64 dex_row_lsn(Relation heap);
 extern uint32 dex_journal_lane(void);
 extern void dex_journal_gate(Relation index, DexTree *tree, uint64 journal_root,

@@ -151,6 +151,7 @@ dexbuild(Relation heap, Relation index, IndexInfo *indexInfo)
 	double		fillfactor;
 
 	dex_ensure_configured();
+	dex_cluster_check(index);	/* only the writer of dex's remote memory builds */
 
 	if (indexInfo->ii_NumIndexAttrs != 1)
 		ereport(ERROR,

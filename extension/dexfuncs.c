@@ -424,6 +424,8 @@ dex_collect_orphans(void)
 			const DexNsTag *tag = &list[i].tag;
 			const char *reason;
 
+			if (tag->kind != DEX_NS_INDEX)
+				continue;		/* the cluster registry */
 			if (tag->dboid != MyDatabaseId)
 			{
 				if (SearchSysCacheExists1(DATABASEOID, ObjectIdGetDatum(tag->dboid)))
@@ -460,6 +462,8 @@ dex_sql_orphans(PG_FUNCTION_ARGS)
 	ListCell   *lc;
 
 	dex_require_preload();
+	/* only the writer knows which namespaces are orphans (a standby or a restored clone would list the primary's) */
+	dex_cluster_require_writer("dex_orphans()");
 	InitMaterializedSRF(fcinfo, 0);
 	orphans = dex_collect_orphans();
 	foreach(lc, orphans)
@@ -494,6 +498,7 @@ dex_sql_free_orphans(PG_FUNCTION_ARGS)
 	bool		nulls[2] = {false, false};
 
 	dex_require_preload();
+	dex_cluster_require_writer("dex_free_orphans()");
 	tupdesc = dex_result_desc(fcinfo);
 	orphans = dex_collect_orphans();
 	foreach(lc, orphans)

@@ -18,6 +18,8 @@
 #include "storage/shmem.h"
 #include "storage/lwlock.h"
 #include "utils/guc.h"
+#include "utils/timestamp.h"
+#include "access/xlog.h"
 
 PG_MODULE_MAGIC;
 
@@ -45,6 +47,8 @@ static const struct config_enum_entry dex_offload_options[] = {
 };
 
 static bool dex_config_dirty = true;
+
+#define DEX_WORKER_TICK_MS 200	/* the dex worker's beat (dexcluster.c DEX_BEAT_MS) */
 
 /*
  * This compute server's life: a random id chosen whenever shared memory is
@@ -240,6 +244,7 @@ dex_shmem_request(void)
 #endif
 	RequestAddinShmemSpace(MAXALIGN(dex_stats_shmem_size()));
 	RequestAddinShmemSpace(MAXALIGN(sizeof(DexLifeShared)));
+	RequestAddinShmemSpace(dex_cluster_shmem_size());
 	/* dex.cache_size = 0: no cache, trees run uncached */
 	if (dex_cache_bytes() > 0)
 		RequestAddinShmemSpace(MAXALIGN(dex_cache_shmem_size(dex_cache_bytes())));
@@ -268,6 +273,8 @@ dex_shmem_startup(void)
 				elog(FATAL, "dex: could not generate a random life id");
 		dex_life_shared->life = life;
 	}
+	mem = ShmemInitStruct("dex cluster", dex_cluster_shmem_size(), &found);
+	dex_cluster_shmem_init(mem, found, dex_life_shared->life);
 
 	/*
 	 * The node cache, in the main segment so every backend (forked from the
@@ -389,6 +396,16 @@ _PG_init(void)
 	EmitWarningsOnPlaceholders("dex");
 #endif
 
+	DefineCustomIntVariable("dex.standby_wait_timeout",
+							"How long a primary waits for its hot standbys: VACUUM for their replay "
+							"before removing index entries, an insert for a journal slot that "
+							"standbys still need.",
+							NULL,
+							&dex_standby_wait_timeout_ms,
+							60000, 100, INT_MAX,
+							PGC_SUSET,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
 	DefineCustomIntVariable("dex.writeback_interval",
 							"Interval at which the dex write-back worker writes dirty cached "
 							"nodes of write-back indexes to remote memory (the checkpoint-like "
@@ -407,19 +424,21 @@ _PG_init(void)
 
 	dex_preloaded = true;
 
-	/* write-back worker: periodic flush, final flush at shutdown */
-	if (dex_cache_size_kb > 0)
+	/*
+	 * The dex worker: beats in the cluster registry (dexcluster.c), on hot
+	 * standbys too; on a primary also the write-back flushes.
+	 */
 	{
 		BackgroundWorker worker;
 
 		memset(&worker, 0, sizeof(worker));
 		worker.bgw_flags = BGWORKER_SHMEM_ACCESS;
-		worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+		worker.bgw_start_time = BgWorkerStart_ConsistentState;
 		worker.bgw_restart_time = 1;
 		snprintf(worker.bgw_library_name, BGW_MAXLEN, "dex");
 		snprintf(worker.bgw_function_name, BGW_MAXLEN, "dex_writeback_main");
-		snprintf(worker.bgw_name, BGW_MAXLEN, "dex write-back worker");
-		snprintf(worker.bgw_type, BGW_MAXLEN, "dex write-back worker");
+		snprintf(worker.bgw_name, BGW_MAXLEN, "dex worker");
+		snprintf(worker.bgw_type, BGW_MAXLEN, "dex worker");
 		RegisterBackgroundWorker(&worker);
 	}
 
@@ -482,6 +501,8 @@ dex_wb_flush_once(bool quiet)
 void
 dex_writeback_main(Datum arg)
 {
+	TimestampTz last_flush = GetCurrentTimestamp();
+
 	pqsignal(SIGTERM, dex_wb_sigterm);
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	BackgroundWorkerUnblockSignals();
@@ -489,7 +510,7 @@ dex_writeback_main(Datum arg)
 	while (!dex_wb_stop)
 	{
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 dex_writeback_interval_ms, PG_WAIT_EXTENSION);
+						 DEX_WORKER_TICK_MS, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
 		if (ConfigReloadPending)
 		{
@@ -498,19 +519,31 @@ dex_writeback_main(Datum arg)
 		}
 		if (dex_wb_stop)
 			break;
-		(void) dex_wb_flush_once(false);
+		/* the cluster registry: writer role / standby lease (dexcluster.c) */
+		dex_cluster_beat();
+		if (!RecoveryInProgress() && dex_cache_size_kb > 0 &&
+			TimestampDifferenceExceeds(last_flush, GetCurrentTimestamp(), dex_writeback_interval_ms))
+		{
+			(void) dex_wb_flush_once(false);
+			last_flush = GetCurrentTimestamp();
+		}
 	}
 
 	/*
 	 * Shutdown: backends get SIGTERM at the same time and may still finish a
-	 * change; flush until a round finds nothing (bounded).
+	 * change; flush until a round finds nothing (bounded). Then give the
+	 * writer role back, with the final WAL position.
 	 */
-	for (int round = 0; round < 20; round++)
+	if (!RecoveryInProgress() && dex_cache_size_kb > 0)
 	{
-		if (dex_wb_flush_once(round > 0) == 0 && round > 0)
-			break;
-		pg_usleep(100 * 1000L);
+		for (int round = 0; round < 20; round++)
+		{
+			if (dex_wb_flush_once(round > 0) == 0 && round > 0)
+				break;
+			pg_usleep(100 * 1000L);
+		}
+		ereport(LOG, (errmsg("dex write-back worker: final flush done")));
 	}
-	ereport(LOG, (errmsg("dex write-back worker: final flush done")));
+	dex_cluster_release_writer();
 	proc_exit(0);
 }

@@ -26,10 +26,12 @@ dexinsert(Relation index, Datum *values, bool *isnull,
 	for (;;)
 	{
 		memset(&err, 0, sizeof(err));
-		rc = dex_tree_insert(tree, &key, dex_row_lsn(heapRel), dex_wal_durable(), &err);
+		/* journal slots are reusable up to the retention horizon (dexcluster.c) */
+		rc = dex_tree_insert(tree, &key, dex_row_lsn(heapRel), dex_cluster_retention(), &err);
 		if (rc != DEX_ERR_NEED_WAL_FLUSH)
 			break;
-		dex_wal_flush_for_retry(&err);	/* nothing was changed: retry */
+		/* nothing was changed: flush WAL / wait for the standbys, then retry */
+		dex_wal_flush_for_retry(&err, index);
 	}
 	if (rc != DEX_OK)
 		dex_report_error(rc, &err, index);

@@ -38,29 +38,35 @@
  * ---------------------------------------------------------------------
  */
 
-/* How far WAL is durable (the core's durable-LSN source; never errors). */
-static uint64_t
-dex_wal_durable_cb(void)
+/* How far WAL is durable (flushed) on this primary; 0 on a standby. */
+uint64
+dex_wal_durable(void)
 {
 	if (RecoveryInProgress())
 		return 0;
 #if PG_VERSION_NUM >= 150000
-	return (uint64_t) GetFlushRecPtr(NULL);
+	return (uint64) GetFlushRecPtr(NULL);
 #else
-	return (uint64_t) GetFlushRecPtr();
+	return (uint64) GetFlushRecPtr();
 #endif
+}
+
+/*
+ * The core's durable-LSN source (dirty write-back leaves wait for it): WAL
+ * flushed and published as the trees' high-water mark in the cluster
+ * registry, which also covers every live standby's replay (dexcluster.c).
+ * Called under frame locks: no error, no remote access.
+ */
+static uint64_t
+dex_wal_durable_cb(void)
+{
+	return (uint64_t) Min(dex_wal_durable(), dex_cluster_published_hwm());
 }
 
 void
 dex_journal_init(void)
 {
 	dex_set_durable_lsn_fn(dex_wal_durable_cb);
-}
-
-uint64
-dex_wal_durable(void)
-{
-	return (uint64) dex_wal_durable_cb();
 }
 
 /*
@@ -93,17 +99,27 @@ dex_wal_flush_dirty(void)
 {
 	uint64		need = dex_cache_dirty_lsn();
 
-	if (need != 0 && need > dex_wal_durable() && !RecoveryInProgress())
+	if (need == 0 || RecoveryInProgress())
+		return;
+	if (need > dex_wal_durable())
 		XLogFlush((XLogRecPtr) need);
+	/* and published as the trees' high-water mark (standbys replayed it) */
+	dex_cluster_wait_retention(need, NULL);
 }
 
-/* A core operation answered DEX_ERR_NEED_WAL_FLUSH: flush, so it can be retried. */
+/*
+ * A core operation answered DEX_ERR_NEED_WAL_FLUSH (it changed nothing):
+ * flush WAL that far, wait until the retention horizon covers it (every live
+ * standby replayed it, published in the registry), so it can be retried.
+ */
 void
-dex_wal_flush_for_retry(const DexError *err)
+dex_wal_flush_for_retry(const DexError *err, Relation index)
 {
 	if (err->need_lsn == 0 || RecoveryInProgress())
 		elog(ERROR, "dex: a remote write waits for WAL that cannot be flushed");
-	XLogFlush((XLogRecPtr) err->need_lsn);
+	if (err->need_lsn > dex_wal_durable())
+		XLogFlush((XLogRecPtr) err->need_lsn);
+	dex_cluster_wait_retention(err->need_lsn, index);
 }
 
 /*

@@ -11,6 +11,8 @@
 
 #include "access/nbtree.h"
 #include "access/relscan.h"
+#include "access/xlog.h"
+#include "storage/bufmgr.h"
 #include "catalog/pg_type.h"
 #include "miscadmin.h"
 #include "nodes/tidbitmap.h"
@@ -418,6 +420,27 @@ dex_ensure_ready(IndexScanDesc scan)
 		dex_prepare_keys(scan);
 }
 
+/*
+ * A hot standby reads the primary's live tree: an entry may name a heap block
+ * its replay has not created yet (the row's WAL is still on its way). Such a
+ * row cannot be visible to any snapshot of this standby -- its insert's commit
+ * comes after the block's creation in WAL -- so the entry is skipped, not
+ * fetched ("could not read block"). Bitmap heap scans skip such blocks
+ * themselves. (src/README.md "Hot standbys".)
+ */
+static bool
+dex_standby_block_exists(IndexScanDesc scan, BlockNumber block)
+{
+	DexScanOpaque so = (DexScanOpaque) scan->opaque;
+
+	if (!RecoveryInProgress() || scan->heapRelation == NULL)
+		return true;
+	if (block < so->heap_nblocks)
+		return true;
+	so->heap_nblocks = RelationGetNumberOfBlocks(scan->heapRelation);
+	return block < so->heap_nblocks;
+}
+
 bool
 dexgettuple(IndexScanDesc scan, ScanDirection dir)
 {
@@ -502,6 +525,8 @@ dexgettuple(IndexScanDesc scan, ScanDirection dir)
 			so->curkey = *k;
 			so->cur_range = so->range_idx;
 			so->pos = DEX_POS_AT;
+			if (!dex_standby_block_exists(scan, k->block))
+				continue;
 			dex_key_to_tid(k, &scan->xs_heaptid);
 			scan->xs_recheck = true;
 			return true;

@@ -607,6 +607,7 @@ dex_get_tree(Relation index)
 	int			rc;
 
 	dex_ensure_configured();
+	dex_cluster_check(index);	/* writer role / standby lease (dexcluster.c) */
 	dex_read_metapage(index, &meta);
 
 	if ((meta.flags & DEX_META_INIT_FORK) || meta.ns == 0)
@@ -705,7 +706,7 @@ dex_get_tree(Relation index)
 		while (rc == DEX_ERR_NEED_WAL_FLUSH)
 		{
 			/* dirty leaves left by write-back mode wait for their WAL */
-			dex_wal_flush_for_retry(&err);
+			dex_wal_flush_for_retry(&err, index);
 			rc = dex_tree_set_write_back(e->tree, wb ? 1 : 0, meta.owner_word, &err);
 		}
 		if (rc != DEX_OK)

@@ -52,7 +52,7 @@ dex_delete_chunk(Relation index, DexTree *tree, DexKey *dead, int ndead,
 		{
 			/* a dirty write-back leaf on the way: flush WAL, redo the chunk */
 			stats->tuples_removed += (double) deleted;
-			dex_wal_flush_for_retry(&err);
+			dex_wal_flush_for_retry(&err, index);
 			continue;
 		}
 		if (rc != DEX_OK)
@@ -93,6 +93,11 @@ dexbulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 	 * not be gone from remote memory before it is durable.
 	 */
 	dex_wal_flush_all();
+	/*
+	 * ... and no hot standby may still need them: every live standby must
+	 * have replayed that WAL (src/README.md "Hot standbys").
+	 */
+	dex_cluster_wait_standbys(dex_wal_durable(), index);
 
 	cxt = AllocSetContextCreate(CurrentMemoryContext, "dex vacuum",
 								ALLOCSET_DEFAULT_SIZES);
@@ -225,7 +230,7 @@ dexvacuumcleanup(IndexVacuumInfo *info, IndexBulkDeleteResult *stats)
 		rc = dex_tree_compact(tree, &freed, &err);
 		while (rc == DEX_ERR_NEED_WAL_FLUSH)
 		{
-			dex_wal_flush_for_retry(&err);
+			dex_wal_flush_for_retry(&err, info->index);
 			rc = dex_tree_compact(tree, &freed, &err);
 		}
 		if (rc != DEX_OK)

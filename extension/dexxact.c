@@ -139,6 +139,15 @@ dex_drop_now(const char *address, uint64 ns)
 	uint64		freed = 0;
 	int			rc;
 
+	if (!dex_cluster_is_writer())
+	{
+		/* the remote memory belongs to the server that writes it, not to us */
+		ereport(WARNING,
+				(errmsg("dex namespace " UINT64_FORMAT " on memory node \"%s\" was not freed: this server does not write dex's remote memory",
+						ns, address),
+				 errhint("The server that writes it frees unused namespaces with dex_free_orphans().")));
+		return;
+	}
 	if (node < 0)
 	{
 		ereport(WARNING,

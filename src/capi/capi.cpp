@@ -24,6 +24,7 @@
 #include "cache/cache.h"
 #include "cache/region.h"
 #include "cache/spinlock.h"
+#include "cluster/registry.h"
 #include "common/error.h"
 #include "common/stats.h"
 #include "net/protocol.h"
@@ -308,6 +309,7 @@ OffloadState& ostate() {
     return *s;
 }
 std::atomic<void (*)(const uint64_t*, size_t)> g_change_log{nullptr};
+dex::Stats* g_shared_stats = nullptr;  // what dex_stats_attach installed (this process)
 
 dex::tree::OffloadPolicy* process_offload_policy() {
     OffloadState& s = ostate();
@@ -696,7 +698,8 @@ void dex_stats_attach(void* mem, int initialize) {
         return;
     }
     if (initialize) new (mem) dex::Stats();
-    dex::set_stats(static_cast<dex::Stats*>(mem));
+    g_shared_stats = static_cast<dex::Stats*>(mem);
+    dex::set_stats(g_shared_stats);
 }
 
 void dex_stats_read(DexStatsSnapshot* out) {
@@ -724,6 +727,8 @@ void dex_stats_read(DexStatsSnapshot* out) {
 }
 
 void dex_stats_reset(void) { dex::stats().reset(); }
+
+void dex_stats_private(int on) { dex::set_stats(on ? nullptr : g_shared_stats); }
 
 size_t dex_cache_shmem_size(uint64_t cache_bytes) {
     if (cache_bytes == 0) return 0;
@@ -1303,6 +1308,78 @@ int dex_journal_finish(DexTree* tree, uint64_t old_life, uint64_t new_life, cons
                             "Only one PostgreSQL primary may use a dex index; stop the other one.");
             if (removed) *removed = d;
         });
+    });
+}
+
+static_assert(DEX_MAX_STANDBYS == dex::cluster::kMaxStandbys && DEX_SLOT_EXPIRED == dex::cluster::kExpired);
+static_assert(sizeof(DexStandbySlot) == sizeof(dex::cluster::StandbySlot));
+
+int dex_registry_open(int node, uint64_t ns, int create, uint64_t floor_lsn, uint64_t* addr, DexError* err) {
+    if (addr) *addr = 0;
+    return guarded(err, [&] {
+        if (!addr || node < 0) throw Error(ErrorCode::kInvalid, "dex_registry_open: invalid arguments");
+        *addr = dex::cluster::Registry::open(client().mem, static_cast<uint32_t>(node), ns, create != 0, floor_lsn);
+    });
+}
+
+int dex_registry_read(uint64_t addr, DexRegistryState* out, DexError* err) {
+    return guarded(err, [&] {
+        if (!out || !addr) throw Error(ErrorCode::kInvalid, "dex_registry_read: no registry");
+        dex::cluster::RegistryHeader h = dex::cluster::Registry(client().mem, addr).read();
+        out->writer_life = h.writer_life;
+        out->writer_beat = h.writer_beat;
+        out->writer_hwm = h.writer_hwm;
+        out->removal_lsn = h.removal_lsn;
+        out->writer_tli = h.writer_tli;
+        std::memcpy(out->slots, h.slots, sizeof out->slots);
+    });
+}
+
+int dex_registry_cas_writer(uint64_t addr, uint64_t expected, uint64_t life, uint64_t* seen, DexError* err) {
+    return guarded(err, [&] {
+        uint64_t v = dex::cluster::Registry(client().mem, addr).cas_writer(expected, life);
+        if (seen) *seen = v;
+    });
+}
+
+int dex_registry_writer_beat(uint64_t addr, uint64_t beat, uint64_t hwm, uint32_t tli, DexError* err) {
+    return guarded(err, [&] { dex::cluster::Registry(client().mem, addr).writer_beat(beat, hwm, tli); });
+}
+
+int dex_registry_set_removal_lsn(uint64_t addr, uint64_t lsn, DexError* err) {
+    return guarded(err, [&] { dex::cluster::Registry(client().mem, addr).set_removal_lsn(lsn); });
+}
+
+int dex_registry_raise_hwm(uint64_t addr, uint64_t lsn, DexError* err) {
+    return guarded(err, [&] { dex::cluster::Registry(client().mem, addr).raise_hwm(lsn); });
+}
+
+int dex_registry_expire_slot(uint64_t addr, int slot, uint64_t beat, int* done, DexError* err) {
+    return guarded(err, [&] {
+        bool d = dex::cluster::Registry(client().mem, addr).expire_slot(static_cast<uint32_t>(slot), beat);
+        if (done) *done = d ? 1 : 0;
+    });
+}
+
+int dex_registry_claim_slot(uint64_t addr, uint64_t life, uint64_t replay_lsn, uint32_t tli, int* slot, uint64_t* beat,
+                            DexError* err) {
+    if (slot) *slot = -1;
+    return guarded(err, [&] {
+        uint64_t b = 0;
+        int s = dex::cluster::Registry(client().mem, addr).claim_slot(life, replay_lsn, tli, &b);
+        if (slot) *slot = s;
+        if (beat) *beat = b;
+    });
+}
+
+int dex_registry_standby_beat(uint64_t addr, int slot, uint64_t life, uint64_t* beat, uint64_t replay_lsn, int* ok,
+                              DexError* err) {
+    if (ok) *ok = 0;
+    return guarded(err, [&] {
+        if (!beat) throw Error(ErrorCode::kInvalid, "dex_registry_standby_beat: NULL beat");
+        bool r = dex::cluster::Registry(client().mem, addr).standby_beat(static_cast<uint32_t>(slot), life, *beat,
+                                                                        replay_lsn);
+        if (ok) *ok = r ? 1 : 0;
     });
 }
 

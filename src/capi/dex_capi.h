@@ -121,6 +121,12 @@ size_t		dex_stats_shmem_size(void);
 void		dex_stats_attach(void *mem, int initialize);
 void		dex_stats_read(DexStatsSnapshot *out);
 void		dex_stats_reset(void);
+/*
+ * Count this process's remote operations privately (on != 0) or in the
+ * shared counters again: the dex worker's registry beats are not index work
+ * and must not show in dex_stats().
+ */
+void		dex_stats_private(int on);
 
 /* ---- node cache (shared by every process of this compute server) ------ */
 
@@ -311,6 +317,43 @@ void		dex_set_change_log_fn(void (*fn) (const uint64_t *nodes, size_t n));
  * installed. Never fails (no remote access).
  */
 void		dex_cache_forget_nodes(const uint64_t *nodes, size_t n);
+
+/*
+ * The cluster registry (src/cluster/registry.h): the block on memory node 0
+ * through which a primary and its standbys coordinate. All calls are single
+ * remote operations or a few; none waits.
+ */
+#define DEX_MAX_STANDBYS 62
+#define DEX_SLOT_EXPIRED (UINT64_C(1) << 63)
+typedef struct DexStandbySlot
+{
+	uint64_t	owner;			/* standby life id, 0 = free */
+	uint64_t	beat;			/* DEX_SLOT_EXPIRED set: expired by the primary */
+	uint64_t	replay_lsn;
+	uint64_t	tli;
+} DexStandbySlot;
+typedef struct DexRegistryState
+{
+	uint64_t	writer_life;
+	uint64_t	writer_beat;
+	uint64_t	writer_hwm;
+	uint64_t	removal_lsn;
+	uint64_t	writer_tli;
+	DexStandbySlot slots[DEX_MAX_STANDBYS];
+} DexRegistryState;
+/* The registry in namespace ns on memory node `node` (create: make it if missing; *addr 0: none). */
+int			dex_registry_open(int node, uint64_t ns, int create, uint64_t floor_lsn, uint64_t *addr,
+							  DexError *err);
+int			dex_registry_read(uint64_t addr, DexRegistryState *out, DexError *err);
+int			dex_registry_cas_writer(uint64_t addr, uint64_t expected, uint64_t life, uint64_t *seen, DexError *err);
+int			dex_registry_writer_beat(uint64_t addr, uint64_t beat, uint64_t hwm, uint32_t tli, DexError *err);
+int			dex_registry_set_removal_lsn(uint64_t addr, uint64_t lsn, DexError *err);
+int			dex_registry_raise_hwm(uint64_t addr, uint64_t lsn, DexError *err);
+int			dex_registry_expire_slot(uint64_t addr, int slot, uint64_t beat, int *done, DexError *err);
+int			dex_registry_claim_slot(uint64_t addr, uint64_t life, uint64_t replay_lsn, uint32_t tli,
+									int *slot, uint64_t *beat, DexError *err);
+int			dex_registry_standby_beat(uint64_t addr, int slot, uint64_t life, uint64_t *beat,
+									  uint64_t replay_lsn, int *ok, DexError *err);
 
 /* ---- write-back mode (src/README.md "Write-back mode") ------------------ */
 

@@ -1,0 +1,796 @@
+/*
+ * dexcluster.c — one primary and its hot standbys over the same remote trees
+ * (src/README.md "Hot standbys", the registry: src/cluster/registry.h).
+ *
+ * The dex worker of every server beats in the cluster registry on memory
+ * node 0 every DEX_BEAT_MS:
+ *   - a primary claims the writer role (refused if another live primary holds
+ *     it, or if its WAL does not cover what the trees already depend on: a
+ *     backup restore or point-in-time recovery to an earlier point, an old
+ *     primary after a failover) and publishes how far the trees may depend on
+ *     its WAL: min(flushed WAL, what every live standby has replayed);
+ *   - a hot standby holds a slot: it reports its replay position and renews a
+ *     lease; its backends read dex indexes only while the lease is valid.
+ * Backends then:
+ *   - on a primary, write only while this server holds the writer role and its
+ *     lease; VACUUM removes entries only after every live standby has replayed
+ *     the WAL that made them removable (dex_cluster_wait_standbys);
+ *   - on a standby, answer only with a valid lease and once replay has passed
+ *     every removal the primary made without waiting for this standby.
+ * A standby that falls silent for DEX_LEASE_MS + DEX_MARGIN_MS is expired by
+ * the primary (which stops waiting for it); by then it has stopped answering
+ * (its lease counts from before its last renewal was sent).
+ */
+#include "dex.h"
+
+#include <unistd.h>
+
+#include "access/timeline.h"
+#include "access/xlog.h"
+#include "access/xlogrecovery.h"
+#include "common/controldata_utils.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/shmem.h"
+#include "storage/spin.h"
+#include "utils/builtins.h"
+#include "utils/rel.h"
+#include "utils/timestamp.h"
+
+#define DEX_BEAT_MS		200
+#define DEX_LEASE_MS	3000
+#define DEX_MARGIN_MS	2000
+
+int			dex_standby_wait_timeout_ms = 60000;
+
+typedef enum DexWriterState
+{
+	DEX_WRITER_UNKNOWN = 0,
+	DEX_WRITER_CLAIMED,
+	DEX_WRITER_REFUSED
+} DexWriterState;
+
+typedef struct DexClusterShared
+{
+	slock_t		mutex;
+	uint64		registry;		/* GAddr of the registry block (0: not yet) */
+	uint64		registry_inc;	/* memory node 0's incarnation when it was found */
+	/* startup facts, set by the postmaster when shared memory is made */
+	bool		clean_start;	/* pg_control said: shut down cleanly */
+	uint64		clean_end_lsn;	/* then: its last checkpoint */
+	uint64		prev_life;		/* the life before this one in this postmaster */
+	/* primary */
+	DexWriterState writer_state;
+	char		writer_problem[256];
+	TimestampTz writer_lease_until;
+	uint64		published_hwm;	/* writer_hwm as last written to the registry */
+	uint64		standby_floor;	/* min replay of live standbys; UINT64_MAX: none */
+	/* standby */
+	int			standby_slot;	/* -1: none */
+	TimestampTz standby_lease_until;
+	uint64		standby_required_lsn;
+	char		standby_problem[256];
+} DexClusterShared;
+
+static DexClusterShared *dcs = NULL;
+static uint64 dex_postmaster_last_life = 0;	/* postmaster memory: survives reinit */
+
+Size
+dex_cluster_shmem_size(void)
+{
+	return MAXALIGN(sizeof(DexClusterShared));
+}
+
+/* Postmaster, when shared memory is (re)made: record what pg_control says. */
+void
+dex_cluster_shmem_init(void *mem, bool found, uint64 life)
+{
+	dcs = (DexClusterShared *) mem;
+	if (found)
+		return;
+	memset(dcs, 0, sizeof(*dcs));
+	SpinLockInit(&dcs->mutex);
+	dcs->standby_slot = -1;
+	dcs->standby_floor = PG_UINT64_MAX;
+	dcs->prev_life = dex_postmaster_last_life;
+	dex_postmaster_last_life = life;
+	{
+		bool		crc_ok = false;
+		ControlFileData *cf = get_controlfile(DataDir, &crc_ok);
+
+		if (crc_ok && (cf->state == DB_SHUTDOWNED || cf->state == DB_SHUTDOWNED_IN_RECOVERY))
+		{
+			dcs->clean_start = true;
+			dcs->clean_end_lsn = (uint64) cf->checkPoint;
+		}
+		pfree(cf);
+	}
+}
+
+static void
+dex_cluster_set_problem(char *dst, const char *msg)
+{
+	SpinLockAcquire(&dcs->mutex);
+	strlcpy(dst, msg, 256);
+	SpinLockRelease(&dcs->mutex);
+}
+
+/* ---------------------------------------------------------------------
+ * finding the registry
+ * ---------------------------------------------------------------------
+ */
+
+static uint64
+dex_registry_find(bool create, DexError *err)
+{
+	DexNsInfo  *list = NULL;
+	int			n = 0;
+	uint64		sysid = GetSystemIdentifier();
+	uint64		ns = 0;
+	uint64		addr = 0;
+	uint64		inc = 0;
+	int			rc;
+
+	if (dcs->registry)
+		return dcs->registry;
+	if (dex_memnode_count() == 0)
+	{
+		err->code = DEX_ERR_INVALID;
+		snprintf(err->message, sizeof(err->message), "dex.memnodes is empty");
+		return 0;
+	}
+	rc = dex_ns_list(0, &list, &n, err);
+	if (rc != DEX_OK)
+		return 0;
+	for (int i = 0; i < n; i++)
+	{
+		DexNsTag	tag;
+
+		if (dex_parse_tag(list[i].tag, &tag) && tag.sysid == sysid && tag.kind == DEX_NS_REGISTRY)
+			ns = list[i].ns;
+	}
+	dex_free(list);
+	if (ns == 0 && create)
+	{
+		DexNsTag	tag;
+		uint64		inc;
+
+		memset(&tag, 0, sizeof(tag));
+		memcpy(tag.magic, DEX_TAG_MAGIC, 4);
+		tag.tag_version = DEX_TAG_VERSION;
+		tag.sysid = sysid;
+		tag.kind = DEX_NS_REGISTRY;
+		if (dex_ns_create(0, (const uint8_t *) &tag, &ns, &inc, err) != DEX_OK)
+			return 0;
+	}
+	if (ns == 0)
+		return 0;
+	if (dex_memnode_incarnation(0, &inc, err) != DEX_OK)
+		return 0;
+	if (dex_registry_open(0, ns, create ? 1 : 0, create ? dex_wal_durable() : 0, &addr, err) != DEX_OK)
+		return 0;
+	SpinLockAcquire(&dcs->mutex);
+	dcs->registry = addr;
+	dcs->registry_inc = inc;
+	SpinLockRelease(&dcs->mutex);
+	return addr;
+}
+
+/*
+ * Memory node 0 restarted (lost its memory): the registry is gone with it.
+ * Find -- the primary: make -- a new one. The roles start over: this primary
+ * claims the new registry as a fresh one, a standby registers again (its
+ * lease on the old registry lapses meanwhile).
+ */
+static void
+dex_registry_forget_if_lost(void)
+{
+	DexError	err;
+	uint64		inc = 0;
+
+	memset(&err, 0, sizeof(err));
+	if (dcs->registry == 0 || dex_memnode_incarnation(0, &inc, &err) != DEX_OK || inc == dcs->registry_inc)
+		return;
+	ereport(LOG, (errmsg("dex: memory node 0 restarted and lost the cluster registry; registering again")));
+	SpinLockAcquire(&dcs->mutex);
+	dcs->registry = 0;
+	if (dcs->writer_state == DEX_WRITER_CLAIMED)
+		dcs->writer_state = DEX_WRITER_UNKNOWN;
+	dcs->standby_slot = -1;
+	SpinLockRelease(&dcs->mutex);
+}
+
+/* ---------------------------------------------------------------------
+ * the primary's beat
+ * ---------------------------------------------------------------------
+ */
+
+/* How far this server's WAL reached when this life began. */
+static uint64
+dex_wal_end_at_start(void)
+{
+	if (dcs->clean_start)
+		return dcs->clean_end_lsn;
+	return (uint64) GetXLogReplayRecPtr(NULL);
+}
+
+/*
+ * Does this server's WAL contain the writer's up to `need` on timeline
+ * `tli`? Same timeline: WAL up to where this life began. Another one: this
+ * timeline's history must have branched off `tli` at or after `need`.
+ */
+static bool
+dex_wal_covers(uint32 tli, uint64 need, char *why, size_t whylen)
+{
+	TimeLineID	mytli = GetWALInsertionTimeLine();
+	uint64		end = dex_wal_end_at_start();
+
+	if (tli == 0 || need == 0)
+		return true;
+	if (tli == mytli)
+	{
+		if (end >= need)
+			return true;
+		snprintf(why, whylen,
+				 "This server's WAL ends at %X/%X, but the trees already depend on WAL up to %X/%X "
+				 "(a backup restored, or recovery stopped, before that point)",
+				 LSN_FORMAT_ARGS((XLogRecPtr) end), LSN_FORMAT_ARGS((XLogRecPtr) need));
+		return false;
+	}
+	{
+		List	   *hist = readTimeLineHistory(mytli);
+		ListCell   *lc;
+
+		foreach(lc, hist)
+		{
+			TimeLineHistoryEntry *e = (TimeLineHistoryEntry *) lfirst(lc);
+
+			if (e->tli == tli)
+			{
+				if (e->end != InvalidXLogRecPtr && (uint64) e->end >= need)
+					return true;
+				snprintf(why, whylen,
+						 "This server left timeline %u at %X/%X, but the trees already depend on its WAL up to %X/%X",
+						 tli, LSN_FORMAT_ARGS(e->end), LSN_FORMAT_ARGS((XLogRecPtr) need));
+				return false;
+			}
+		}
+	}
+	snprintf(why, whylen,
+			 "The trees are written by timeline %u, which is not in this server's history (timeline %u): "
+			 "an old primary after a failover, or a separate recovery",
+			 tli, mytli);
+	return false;
+}
+
+static void
+dex_writer_refuse(const char *why)
+{
+	SpinLockAcquire(&dcs->mutex);
+	dcs->writer_state = DEX_WRITER_REFUSED;
+	strlcpy(dcs->writer_problem, why, sizeof(dcs->writer_problem));
+	SpinLockRelease(&dcs->mutex);
+}
+
+/* Observation of another writer's beat (worker-local). */
+static uint64 seen_writer = 0;
+static uint64 seen_beat = 0;
+static TimestampTz seen_since = 0;
+static uint64 my_writer_beat = 0;
+static uint64 slot_beat[DEX_MAX_STANDBYS];	/* standby beats as last seen */
+static TimestampTz slot_since[DEX_MAX_STANDBYS];	/* ... and since when */
+
+static void
+dex_primary_beat(uint64 addr, uint64 mine)
+{
+	DexRegistryState st;
+	DexError	err;
+	TimestampTz issued = GetCurrentTimestamp();
+	uint64		floor = PG_UINT64_MAX;
+	uint64		flush;
+	uint64		hwm;
+	char		why[256];
+
+	memset(&err, 0, sizeof(err));
+	if (dex_registry_read(addr, &st, &err) != DEX_OK)
+	{
+		dex_cluster_set_problem(dcs->writer_problem, err.message);
+		return;
+	}
+	if (st.writer_life != mine)
+	{
+		uint64		seen = 0;
+
+		if (dcs->writer_state == DEX_WRITER_CLAIMED)
+		{
+			/* taken over: another primary claimed the trees (we were silent too long) */
+			snprintf(why, sizeof(why), "Another primary (life %016llx) took over dex's remote memory",
+					 (unsigned long long) st.writer_life);
+			dex_writer_refuse(why);
+			return;
+		}
+		if (!dex_wal_covers((uint32) st.writer_tli, Max(st.writer_hwm, st.removal_lsn), why, sizeof(why)))
+		{
+			dex_writer_refuse(why);
+			return;
+		}
+		if (st.writer_life != 0 && st.writer_life != dcs->prev_life)
+		{
+			/* the previous writer must be gone: silent for a lease and a margin */
+			if (st.writer_life != seen_writer || st.writer_beat != seen_beat)
+			{
+				seen_writer = st.writer_life;
+				seen_beat = st.writer_beat;
+				seen_since = issued;
+			}
+			if (!TimestampDifferenceExceeds(seen_since, issued, DEX_LEASE_MS + DEX_MARGIN_MS))
+			{
+				snprintf(why, sizeof(why),
+						 "Waiting for the previous primary (life %016llx) to be gone from dex's remote memory",
+						 (unsigned long long) st.writer_life);
+				dex_cluster_set_problem(dcs->writer_problem, why);
+				return;
+			}
+		}
+		if (dex_registry_cas_writer(addr, st.writer_life, mine, &seen, &err) != DEX_OK || seen != st.writer_life)
+			return;				/* raced: next beat */
+		ereport(LOG, (errmsg("dex: this server is now the writer of dex's remote memory (life %016llx)",
+							 (unsigned long long) mine)));
+		my_writer_beat = st.writer_beat;
+	}
+	/*
+	 * The standbys the trees must wait for: every live slot but our own. One
+	 * whose beat stood still for a lease and a margin is expired here (it
+	 * stopped answering by then), so a standby that is gone does not hold
+	 * back the journal or VACUUM for long.
+	 */
+	for (int i = 0; i < DEX_MAX_STANDBYS; i++)
+	{
+		DexStandbySlot *s = &st.slots[i];
+		int			done = 0;
+
+		if (s->owner == 0 || s->owner == mine || (s->beat & DEX_SLOT_EXPIRED))
+			continue;
+		if (s->beat != slot_beat[i])
+		{
+			slot_beat[i] = s->beat;
+			slot_since[i] = issued;
+		}
+		else if (TimestampDifferenceExceeds(slot_since[i], issued, DEX_LEASE_MS + DEX_MARGIN_MS) &&
+				 dex_registry_expire_slot(addr, i, s->beat, &done, &err) == DEX_OK && done)
+		{
+			ereport(LOG,
+					(errmsg("dex: standby (life %016llx) silent for %d ms: no longer waited for",
+							(unsigned long long) s->owner, DEX_LEASE_MS + DEX_MARGIN_MS)));
+			continue;
+		}
+		floor = Min(floor, s->replay_lsn);
+	}
+	flush = dex_wal_durable();
+	hwm = Min(flush, floor);
+	if (dex_registry_writer_beat(addr, ++my_writer_beat, hwm, GetWALInsertionTimeLine(), &err) != DEX_OK)
+	{
+		dex_cluster_set_problem(dcs->writer_problem, err.message);
+		return;
+	}
+	SpinLockAcquire(&dcs->mutex);
+	dcs->writer_state = DEX_WRITER_CLAIMED;
+	dcs->writer_problem[0] = '\0';
+	dcs->writer_lease_until = TimestampTzPlusMilliseconds(issued, DEX_LEASE_MS);
+	dcs->standby_floor = floor;
+	if (hwm > dcs->published_hwm)
+		dcs->published_hwm = hwm;
+	SpinLockRelease(&dcs->mutex);
+}
+
+/* Clean shutdown: publish the final WAL position and give the role back. */
+void
+dex_cluster_release_writer(void)
+{
+	DexError	err;
+	uint64		seen;
+	uint64		addr = dcs ? dcs->registry : 0;
+
+	if (!addr || dcs->writer_state != DEX_WRITER_CLAIMED || RecoveryInProgress())
+		return;
+	memset(&err, 0, sizeof(err));
+	if (dex_registry_raise_hwm(addr, dex_wal_durable(), &err) == DEX_OK)
+		(void) dex_registry_cas_writer(addr, dex_life(), 0, &seen, &err);
+}
+
+/* ---------------------------------------------------------------------
+ * the standby's beat
+ * ---------------------------------------------------------------------
+ */
+
+static uint64 my_standby_beat = 0;
+
+static void
+dex_standby_beat(uint64 addr, uint64 mine)
+{
+	DexError	err;
+	TimeLineID	tli;
+	uint64		replay = (uint64) GetXLogReplayRecPtr(&tli);
+	TimestampTz issued = GetCurrentTimestamp();
+	int			ok = 0;
+
+	memset(&err, 0, sizeof(err));
+	if (dcs->standby_slot < 0)
+	{
+		int			slot = -1;
+		DexRegistryState st;
+
+		if (dex_registry_claim_slot(addr, mine, replay, tli, &slot, &my_standby_beat, &err) != DEX_OK)
+		{
+			dex_cluster_set_problem(dcs->standby_problem, err.message);
+			return;
+		}
+		if (slot < 0)
+		{
+			dex_cluster_set_problem(dcs->standby_problem,
+									"Every standby slot of dex's cluster registry is taken by a live standby");
+			return;
+		}
+		/* removals the primary made without us: replay must pass them first */
+		if (dex_registry_read(addr, &st, &err) != DEX_OK)
+		{
+			dex_cluster_set_problem(dcs->standby_problem, err.message);
+			return;
+		}
+		SpinLockAcquire(&dcs->mutex);
+		dcs->standby_slot = slot;
+		dcs->standby_required_lsn = st.removal_lsn;
+		dcs->standby_lease_until = TimestampTzPlusMilliseconds(issued, DEX_LEASE_MS);
+		dcs->standby_problem[0] = '\0';
+		SpinLockRelease(&dcs->mutex);
+		return;
+	}
+	if (dex_registry_standby_beat(addr, dcs->standby_slot, mine, &my_standby_beat, replay, &ok, &err) != DEX_OK)
+	{
+		dex_cluster_set_problem(dcs->standby_problem, err.message);
+		return;
+	}
+	SpinLockAcquire(&dcs->mutex);
+	if (ok)
+	{
+		dcs->standby_lease_until = TimestampTzPlusMilliseconds(issued, DEX_LEASE_MS);
+		dcs->standby_problem[0] = '\0';
+	}
+	else
+	{
+		/* expired by the primary: register again (and catch up) next beat */
+		dcs->standby_slot = -1;
+		strlcpy(dcs->standby_problem, "The primary stopped waiting for this standby (it was silent too long)",
+				sizeof(dcs->standby_problem));
+	}
+	SpinLockRelease(&dcs->mutex);
+}
+
+static void dex_cluster_beat_once(bool standby);
+
+/* One beat of the dex worker (dexguc.c), every DEX_BEAT_MS. */
+void
+dex_cluster_beat(void)
+{
+	bool		standby = RecoveryInProgress();
+
+	if (dcs == NULL)
+		return;
+	dex_stats_private(1);		/* registry traffic is not index work (dex_stats()) */
+	PG_TRY();
+	{
+		dex_cluster_beat_once(standby);
+	}
+	PG_FINALLY();
+	{
+		dex_stats_private(0);
+	}
+	PG_END_TRY();
+}
+
+static void
+dex_cluster_beat_once(bool standby)
+{
+	DexError	err;
+	uint64		addr;
+
+	memset(&err, 0, sizeof(err));
+	if (dex_try_configure(&err) != DEX_OK)
+	{
+		dex_cluster_set_problem(standby ? dcs->standby_problem : dcs->writer_problem, err.message);
+		return;
+	}
+	dex_registry_forget_if_lost();
+	addr = dex_registry_find(!standby, &err);
+	if (addr == 0)
+	{
+		dex_cluster_set_problem(standby ? dcs->standby_problem : dcs->writer_problem,
+								err.message[0] ? err.message
+								: "The primary has not created dex's cluster registry yet");
+		return;
+	}
+	if (standby)
+		dex_standby_beat(addr, dex_life());
+	else
+	{
+		if (dcs->standby_slot >= 0)
+		{
+			/* promoted: this server's standby slot is no longer needed */
+			SpinLockAcquire(&dcs->mutex);
+			dcs->standby_slot = -1;
+			SpinLockRelease(&dcs->mutex);
+		}
+		dex_primary_beat(addr, dex_life());
+	}
+}
+
+/* ---------------------------------------------------------------------
+ * backends
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * Before any use of a dex index. On a primary: this server must hold the
+ * writer role (waits a few seconds for the worker after a restart or a
+ * promotion). On a hot standby: a valid lease, and replay past every removal
+ * the primary made without waiting for this standby. Write-back indexes are
+ * not readable on a standby (their newest leaves live in the primary's cache).
+ */
+void
+dex_cluster_check(Relation index)
+{
+	TimestampTz start = GetCurrentTimestamp();
+	bool		standby = RecoveryInProgress();
+	char		problem[256];
+
+	dex_require_preload();
+	if (standby)
+	{
+		DexOptions *opts = (DexOptions *) index->rd_options;
+
+		if (opts && opts->write_back)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("index \"%s\" uses write_back = on and cannot be read on a standby",
+							RelationGetRelationName(index)),
+					 errdetail("Its newest leaves live in the primary's node cache."),
+					 errhint("ALTER INDEX %s SET (write_back = off) on the primary.",
+							 quote_identifier(RelationGetRelationName(index)))));
+	}
+	for (;;)
+	{
+		TimestampTz now = GetCurrentTimestamp();
+		bool		ok;
+
+		SpinLockAcquire(&dcs->mutex);
+		if (standby)
+		{
+			ok = dcs->standby_slot >= 0 && now < dcs->standby_lease_until &&
+				(uint64) GetXLogReplayRecPtr(NULL) >= dcs->standby_required_lsn;
+			if (dcs->standby_slot >= 0 && now < dcs->standby_lease_until && !ok)
+				snprintf(problem, sizeof(problem),
+						 "Replay has not yet reached %X/%X, where the primary removed index entries while this standby was not registered",
+						 LSN_FORMAT_ARGS((XLogRecPtr) dcs->standby_required_lsn));
+			else
+				strlcpy(problem, dcs->standby_problem[0] ? dcs->standby_problem
+						: "This standby holds no valid lease in dex's cluster registry", sizeof(problem));
+		}
+		else
+		{
+			ok = dcs->writer_state == DEX_WRITER_CLAIMED && now < dcs->writer_lease_until;
+			strlcpy(problem, dcs->writer_problem[0] ? dcs->writer_problem
+					: "This server does not hold the writer role of dex's remote memory yet", sizeof(problem));
+			if (dcs->writer_state == DEX_WRITER_REFUSED)
+			{
+				SpinLockRelease(&dcs->mutex);
+				ereport(ERROR,
+						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+						 errmsg("index \"%s\" lost its remote memory",
+								RelationGetRelationName(index)),
+						 errdetail("%s.", problem),
+						 errhint("This server's heap is not the one dex's remote trees belong to. Give it memory "
+								 "nodes of its own (dex.memnodes) and REINDEX INDEX %s, or drop its dex indexes.",
+								 quote_identifier(RelationGetRelationName(index)))));
+			}
+		}
+		SpinLockRelease(&dcs->mutex);
+		if (ok)
+			return;
+		if (TimestampDifferenceExceeds(start, now, standby ? 5000 : DEX_LEASE_MS * 2 + DEX_MARGIN_MS + 1000))
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("index \"%s\" cannot be used on this %s now",
+							RelationGetRelationName(index), standby ? "standby" : "server"),
+					 errdetail("%s.", problem),
+					 errhint(standby ? "Check that the dex worker runs, that dex.memnodes matches the primary's, and that replay progresses."
+							 : "Check that the dex worker runs and the memory nodes are reachable.")));
+		CHECK_FOR_INTERRUPTS();
+		pg_usleep(10 * 1000L);
+	}
+}
+
+/*
+ * How far the trees may depend on WAL (journal slot reuse): min(flushed WAL,
+ * every live standby's replay), and never beyond what the registry shows
+ * (raising it there first if needed). Primary only.
+ */
+uint64
+dex_cluster_retention(void)
+{
+	uint64		flush = dex_wal_durable();
+	uint64		want;
+	uint64		have;
+	uint64		addr;
+
+	SpinLockAcquire(&dcs->mutex);
+	want = Min(flush, dcs->standby_floor);
+	have = dcs->published_hwm;
+	addr = dcs->registry;
+	SpinLockRelease(&dcs->mutex);
+	if (want <= have || addr == 0)
+		return Min(want, have);
+	{
+		DexError	err;
+
+		memset(&err, 0, sizeof(err));
+		if (dex_registry_raise_hwm(addr, want, &err) != DEX_OK)
+			return have;
+	}
+	SpinLockAcquire(&dcs->mutex);
+	if (want > dcs->published_hwm)
+		dcs->published_hwm = want;
+	SpinLockRelease(&dcs->mutex);
+	return want;
+}
+
+/* writer_hwm as last published (no remote access: callable anywhere). */
+uint64
+dex_cluster_published_hwm(void)
+{
+	uint64		v;
+
+	if (dcs == NULL)
+		return 0;
+	SpinLockAcquire(&dcs->mutex);
+	v = dcs->published_hwm;
+	SpinLockRelease(&dcs->mutex);
+	return v;
+}
+
+/* A journal slot waits for lsn to fall under the retention horizon. */
+void
+dex_cluster_wait_retention(uint64 lsn, Relation index)
+{
+	TimestampTz start = GetCurrentTimestamp();
+
+	while (dex_cluster_retention() < lsn)
+	{
+		if (TimestampDifferenceExceeds(start, GetCurrentTimestamp(), dex_standby_wait_timeout_ms))
+			ereport(ERROR,
+					(errcode(ERRCODE_QUERY_CANCELED),
+					 errmsg("%s%s%sa standby did not replay WAL up to %X/%X within dex.standby_wait_timeout",
+							index ? "index \"" : "", index ? RelationGetRelationName(index) : "",
+							index ? "\": " : "", LSN_FORMAT_ARGS((XLogRecPtr) lsn)),
+					 errhint("A row stays recorded in dex's insert journal until every live standby replayed it. "
+							 "Check the standbys' replay lag.")));
+		CHECK_FOR_INTERRUPTS();
+		pg_usleep(2 * 1000L);
+	}
+}
+
+/*
+ * VACUUM on a primary: before removing entries whose removal the WAL up to
+ * `target` justifies, record it in the registry (a standby registering later
+ * replays past it first) and wait until every live standby has replayed it
+ * (replaying the heap's prune records resolves its conflicts: no standby
+ * snapshot can still need the entries). A standby silent for a lease and a
+ * margin is expired instead.
+ */
+void
+dex_cluster_wait_standbys(uint64 target, Relation index)
+{
+	TimestampTz start = GetCurrentTimestamp();
+	uint64		addr = dcs->registry;
+	uint64		mine = dex_life();
+	uint64		beats[DEX_MAX_STANDBYS];
+	TimestampTz since[DEX_MAX_STANDBYS];
+	DexError	err;
+
+	if (addr == 0)
+		return;
+	memset(&err, 0, sizeof(err));
+	if (dex_registry_set_removal_lsn(addr, target, &err) != DEX_OK)
+		dex_report_error(err.code, &err, index);
+	memset(beats, 0, sizeof(beats));
+	memset(since, 0, sizeof(since));
+	for (;;)
+	{
+		DexRegistryState st;
+		TimestampTz now = GetCurrentTimestamp();
+		bool		waiting = false;
+
+		if (dex_registry_read(addr, &st, &err) != DEX_OK)
+			dex_report_error(err.code, &err, index);
+		for (int i = 0; i < DEX_MAX_STANDBYS; i++)
+		{
+			DexStandbySlot *s = &st.slots[i];
+
+			if (s->owner == 0 || s->owner == mine || (s->beat & DEX_SLOT_EXPIRED) || s->replay_lsn >= target)
+				continue;
+			if (s->beat != beats[i])
+			{
+				beats[i] = s->beat;
+				since[i] = now;
+			}
+			if (TimestampDifferenceExceeds(since[i], now, DEX_LEASE_MS + DEX_MARGIN_MS))
+			{
+				int			done = 0;
+
+				if (dex_registry_expire_slot(addr, i, s->beat, &done, &err) != DEX_OK)
+					dex_report_error(err.code, &err, index);
+				if (done)
+				{
+					ereport(LOG,
+							(errmsg("dex: a standby (life %016llx) was silent for %d ms: VACUUM no longer waits for it",
+									(unsigned long long) s->owner, DEX_LEASE_MS + DEX_MARGIN_MS)));
+					continue;
+				}
+			}
+			waiting = true;
+		}
+		if (!waiting)
+			return;
+		if (TimestampDifferenceExceeds(start, now, dex_standby_wait_timeout_ms))
+			ereport(ERROR,
+					(errcode(ERRCODE_QUERY_CANCELED),
+					 errmsg("index \"%s\": VACUUM waited dex.standby_wait_timeout for a standby to replay WAL up to %X/%X",
+							RelationGetRelationName(index), LSN_FORMAT_ARGS((XLogRecPtr) target)),
+					 errhint("A standby whose replay is paused or delayed by a long query holds back dex removals.")));
+		CHECK_FOR_INTERRUPTS();
+		pg_usleep(10 * 1000L);
+	}
+}
+
+/*
+ * May this server free remote memory (DROP / REINDEX at commit)? Only the
+ * writer: a refused server (a restored backup, an old primary) shares the
+ * memory nodes with the real owner. Waits briefly after a restart for the
+ * worker's first claim. Never errors (runs at commit).
+ */
+bool
+dex_cluster_is_writer(void)
+{
+	for (int i = 0; i < (DEX_LEASE_MS * 2 + DEX_MARGIN_MS) / 10; i++)
+	{
+		DexWriterState st;
+
+		if (dcs == NULL || RecoveryInProgress())
+			return false;
+		SpinLockAcquire(&dcs->mutex);
+		st = dcs->writer_state;
+		SpinLockRelease(&dcs->mutex);
+		if (st != DEX_WRITER_UNKNOWN)
+			return st == DEX_WRITER_CLAIMED;
+		pg_usleep(10 * 1000L);
+	}
+	return false;
+}
+
+/* Orphan decisions are the writer's only (never a standby's, a clone's or a restore's). */
+void
+dex_cluster_require_writer(const char *what)
+{
+	if (RecoveryInProgress())
+		ereport(ERROR,
+				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				 errmsg("%s cannot run during recovery", what),
+				 errhint("Run it on the primary.")));
+	if (dcs == NULL || dcs->writer_state != DEX_WRITER_CLAIMED)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("%s can run only on the server that writes dex's remote memory", what),
+				 errdetail("%s.", dcs && dcs->writer_problem[0] ? dcs->writer_problem
+						   : "This server does not hold the writer role")));
+}

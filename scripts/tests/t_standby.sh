@@ -1,0 +1,235 @@
+#!/usr/bin/env bash
+# Hot standbys over the same remote trees (src/README.md "Hot standbys"),
+# with real streaming replicas made by pg_basebackup -R:
+#   sb1: node cache on; sb2: no node cache (dex.cache_size = 0), then a tiny one.
+# 1. sb1 warms leaves; the primary inserts 20 more rows with that key; after
+#    replay, sb1's index and bitmap scans count what its seqscan counts.
+# 2. sb2, one REPEATABLE READ transaction: index scan counts 120; the primary
+#    deletes the rows and VACUUMs; the same transaction's next index scan
+#    counts 120 -- or is cancelled by a recovery conflict -- never 0.
+# 3. An entry whose heap block the standby has not replayed yet (apply delay)
+#    is skipped, not "could not read block".
+# 4. Differential under load: the primary runs random DML + VACUUM (pgbench);
+#    standbys compare index scans with seqscans inside one snapshot.
+# 5. The walsender is killed: sb1 reconnects and stays exact. Cached point
+#    selects on sb1 make 0 remote reads. dex_stats()/dex_memnodes() work on a
+#    standby; writes and dex_free_orphans() fail as they should.
+# 6. Copies of the primary's data directory started while it runs: a backup
+#    from earlier (behind the trees) and a fresh one (a second primary) are
+#    refused.
+# 7. Failover: the primary stops, sb1 is promoted, writes, VACUUMs, dex_check;
+#    the old primary started again is refused (never writes), and so is a base
+#    backup taken early and restored.
+source "$(dirname "$0")/common.sh"
+start_memnode mem "$MPORT" 512MB
+SB1=$(free_port); SB2=$(free_port); BK=$(free_port)
+trap 'test_cleanup; for c in sb1 sb2 backup backup2; do stop_cluster $c; done' EXIT
+start_cluster pg "$PPORT" "$MEMNODE_URL" "wal_level = replica" "max_wal_senders = 8" "wal_keep_size = '512MB'" \
+    "log_min_messages = log" "dex.standby_wait_timeout = '30s'"
+qp() { dpsql "$PPORT" -d postgres -At "$@"; }
+q1() { dpsql "$SB1" -d postgres -At "$@"; }
+q2() { dpsql "$SB2" -d postgres -At "$@"; }
+
+make_standby() {  # make_standby NAME PORT [conf lines...]
+    local name=$1 port=$2; shift 2
+    rm -rf "$DEX_WORK/$name"
+    as_user "$PG_BIN/pg_basebackup" -h "$DEX_WORK" -p "$PPORT" -U postgres -D "$DEX_WORK/$name" -R -X stream -c fast \
+        >/dev/null || fail "pg_basebackup for $name"
+    { echo "port = $port"; echo "hot_standby = on"; echo "max_standby_streaming_delay = '3s'";
+      for l in "$@"; do echo "$l"; done; } | as_user tee -a "$DEX_WORK/$name/postgresql.conf" >/dev/null
+    as_user "$PG_BIN/pg_ctl" -D "$DEX_WORK/$name" -l "$DEX_WORK/$name-server.log" -w -t 60 start >/dev/null \
+        || { tail -20 "$DEX_WORK/$name-server.log"; fail "standby $name did not start"; }
+}
+# wait_replay PORT: the standby on PORT has replayed everything the primary wrote so far
+wait_replay() {
+    local lsn; lsn=$(qp -c "select pg_current_wal_lsn()")
+    for _ in $(seq 1 300); do
+        [ "$(dpsql "$1" -d postgres -At -c "select pg_last_wal_replay_lsn() >= '$lsn'")" = t ] && return 0
+        sleep 0.1
+    done
+    fail "standby on port $1 did not replay up to $lsn"
+}
+# counts PORT QUERY-SUFFIX: "index|bitmap|seqscan" counts for `select count(*) from t where ...`
+counts() {
+    local p=$1 w=$2
+    dpsql "$p" -d postgres -At -c "set enable_seqscan = off; set enable_bitmapscan = off; select count(*) from t where $w" \
+        -c "set enable_seqscan = off; set enable_indexscan = off; select count(*) from t where $w" \
+        -c "set enable_indexscan = off; set enable_bitmapscan = off; select count(*) from t where $w" | paste -sd'|'
+}
+
+qp -c "create extension dex"
+qp -c "create table t(id serial, k int, v int) with (autovacuum_enabled = off)"
+qp -c "insert into t(k, v) select g % 1000, g from generate_series(1, 50000) g"
+qp -c "insert into t(k, v) select 7, g from generate_series(1, 50) g"   # k = 7: 100 rows
+qp -c "create index t_k on t using dex (k)"
+qp -c "checkpoint"
+# a backup taken now, restored at the end: a point in time behind the trees
+rm -rf "$DEX_WORK/backup"
+as_user "$PG_BIN/pg_basebackup" -h "$DEX_WORK" -p "$PPORT" -U postgres -D "$DEX_WORK/backup" -X stream -c fast \
+    >/dev/null || fail "pg_basebackup (backup)"
+make_standby sb1 "$SB1"
+make_standby sb2 "$SB2" "dex.cache_size = 0"
+wait_replay "$SB1"; wait_replay "$SB2"
+
+echo "== 1. cached leaves follow the primary's inserts"
+[ "$(counts "$SB1" "k = 7")" = "100|100|100" ] || fail "sb1 before: $(counts "$SB1" "k = 7")"
+q1 -c "set dex.leaf_admission = 1; set enable_seqscan = off; set enable_bitmapscan = off; select count(*) from t where k = 7" >/dev/null
+qp -c "insert into t(k, v) select 7, -g from generate_series(1, 20) g"
+wait_replay "$SB1"
+got=$(counts "$SB1" "k = 7"); echo "sb1 index|bitmap|seqscan: $got"
+[ "$got" = "120|120|120" ] || fail "sb1 after the primary's inserts: $got"
+
+echo "== 2. a REPEATABLE READ transaction on sb2 across the primary's DELETE + VACUUM"
+rm -f "$DEX_WORK/rr.in"; mkfifo "$DEX_WORK/rr.in"; chmod 666 "$DEX_WORK/rr.in"
+dpsql "$SB2" -d postgres -At <"$DEX_WORK/rr.in" >"$DEX_WORK/rr.out" 2>&1 &
+rr=$!
+exec 7>"$DEX_WORK/rr.in"
+echo "set enable_seqscan = off; set enable_bitmapscan = off;" >&7
+echo "begin isolation level repeatable read; select 'first', count(*) from t where k = 7;" >&7
+for _ in $(seq 1 50); do grep -q "^first" "$DEX_WORK/rr.out" && break; sleep 0.1; done
+qp -c "delete from t where k = 7"
+qp -c "vacuum t"   # waits until the standbys replayed the prune (sb2 cancels the conflicting transaction first)
+wait_replay "$SB2"
+echo "select 'second', count(*) from t where k = 7; commit;" >&7
+exec 7>&-
+wait $rr || true
+cat "$DEX_WORK/rr.out"
+grep -q "^first|120" "$DEX_WORK/rr.out" || fail "the first scan did not count 120"
+if ! grep -q "^second|120" "$DEX_WORK/rr.out"; then
+    grep -q "conflict with recovery" "$DEX_WORK/rr.out" || fail "the snapshot lost rows it sees (not 120, no conflict)"
+    echo "the transaction was cancelled by a recovery conflict (allowed)"
+fi
+[ "$(counts "$SB2" "k = 7")" = "0|0|0" ] || fail "sb2 after the delete: $(counts "$SB2" "k = 7")"
+
+echo "== 3. entries of rows the standby has not replayed yet"
+q1 -c "alter system set recovery_min_apply_delay = '4s'" -c "select pg_reload_conf()" >/dev/null
+sleep 0.5
+before=$(q1 -c "select pg_relation_size('t') / 8192")
+qp -c "insert into t(k, v) values (999, 0)"   # sb1 holds this commit back 4 s, and all WAL after it
+qp -c "insert into t(k, v) select 8000 + g % 10, g from generate_series(1, 20000) g"   # new heap blocks
+after=$(qp -c "select pg_relation_size('t') / 8192")
+got=$(counts "$SB1" "k between 8000 and 8010") || fail "sb1 failed on not yet replayed rows: $got"
+echo "heap blocks on sb1 $before, on the primary $after; sb1 index|bitmap|seqscan: $got"
+[ "$after" -gt "$before" ] || fail "the insert did not extend the heap"
+[ "$got" = "0|0|0" ] || fail "sb1 sees rows it has not replayed: $got"
+q1 -c "alter system reset recovery_min_apply_delay" -c "select pg_reload_conf()" >/dev/null
+wait_replay "$SB1"
+[ "$(counts "$SB1" "k between 8000 and 8010")" = "20000|20000|20000" ] || fail "sb1 after replay"
+
+echo "== 4. differential under primary DML + VACUUM"
+cat >"$DEX_WORK/dml.sql" <<'SQL'
+\set k random(0, 999)
+\set op random(1, 10)
+INSERT INTO t(k, v) SELECT :k, :op FROM generate_series(1, 3) WHERE :op <= 5;
+DELETE FROM t WHERE k = :k AND v % 7 = :op % 7 AND :op BETWEEN 6 AND 8;
+UPDATE t SET k = (k + 1) % 1000 WHERE k = :k AND v % 13 = 0 AND :op = 9;
+SQL
+"$PG_BIN/pgbench" -n -h "$DEX_WORK" -p "$PPORT" -U postgres -c 3 -j 2 -T 20 -f "$DEX_WORK/dml.sql" postgres >/dev/null 2>&1 &
+pgb=$!
+( for _ in 1 2 3 4 5 6; do sleep 3; qp -c "vacuum t" >/dev/null 2>&1 || echo "vacuum failed"; done ) &
+vac=$!
+compare_loop() {  # compare_loop PORT NAME: index vs seqscan inside one snapshot until pgbench ends
+    local p=$1 name=$2 ok=0 conflicts=0 bad=0 lo out
+    while kill -0 "$pgb" 2>/dev/null; do
+        lo=$((RANDOM % 900))
+        if out=$(dpsql "$p" -d postgres -At -c "begin isolation level repeatable read;
+                set local enable_seqscan = off; set local enable_bitmapscan = off;
+                select count(*), coalesce(sum(v), 0) from t where k between $lo and $lo + 60;
+                set local enable_indexscan = off; set local enable_seqscan = on;
+                select count(*), coalesce(sum(v), 0) from t where k between $lo and $lo + 60;
+                commit;" 2>&1); then
+            a=$(sed -n 1p <<<"$out"); b=$(sed -n 2p <<<"$out")
+            if [ "$a" = "$b" ]; then ok=$((ok + 1)); else bad=$((bad + 1)); echo "$name MISMATCH k>=$lo: index $a seqscan $b"; fi
+        elif grep -q "conflict with recovery" <<<"$out"; then conflicts=$((conflicts + 1))
+        else echo "$name error: $out"; bad=$((bad + 1)); fi
+    done
+    echo "$name: $ok snapshots compared equal, $conflicts cancelled by recovery conflicts, $bad wrong"
+    [ "$bad" = 0 ] && [ "$ok" -ge 5 ]
+}
+compare_loop "$SB1" sb1 >"$DEX_WORK/c1.out" & c1=$!
+compare_loop "$SB2" sb2 >"$DEX_WORK/c2.out" & c2=$!
+wait $pgb || true
+r1=0; r2=0; wait $c1 || r1=1; wait $c2 || r2=1; wait $vac || true
+cat "$DEX_WORK/c1.out" "$DEX_WORK/c2.out"
+[ $r1 = 0 ] && [ $r2 = 0 ] || fail "a standby answered differently from its own seqscan"
+wait_replay "$SB1"; wait_replay "$SB2"
+for p in "$SB1" "$SB2"; do
+    a=$(counts "$p" "k >= 0"); b=$(qp -c "select count(*) from t where k >= 0")
+    [ "$a" = "$b|$b|$b" ] || fail "standby on $p after the load: $a, primary $b"
+done
+
+echo "== 5. reconnect, tiny cache, 0 remote reads, functions on a standby"
+qp -c "select pg_terminate_backend(pid) from pg_stat_replication where application_name = 'walreceiver'" >/dev/null
+qp -c "insert into t(k, v) select 9, g from generate_series(1, 10) g"
+sleep 1; wait_replay "$SB1"; wait_replay "$SB2"
+[ "$(counts "$SB1" "k = 9")" = "$(counts "$SB2" "k = 9")" ] || fail "standbys disagree after reconnecting"
+stop_cluster sb2
+echo "dex.cache_size = '256kB'" | as_user tee -a "$DEX_WORK/sb2/postgresql.conf" >/dev/null
+as_user "$PG_BIN/pg_ctl" -D "$DEX_WORK/sb2" -l "$DEX_WORK/sb2-server.log" -w start >/dev/null
+wait_replay "$SB2"
+a=$(counts "$SB2" "k >= 0"); b=$(qp -c "select count(*) from t where k >= 0")
+[ "$a" = "$b|$b|$b" ] || fail "sb2 with a tiny cache: $a, primary $b"
+for k in 11 22 33 44 55; do q1 -c "set dex.leaf_admission = 1; set enable_seqscan = off; set enable_bitmapscan = off; select count(*) from t where k = $k" >/dev/null; done
+# one session (its first use of the index reads the index's owner word once), warmed, then measured
+reads=$(q1 -c "set enable_seqscan = off; set enable_bitmapscan = off; select count(*) from t where k = 11" \
+    -c "select dex_stats_reset()" -c "set enable_seqscan = off; set enable_bitmapscan = off;
+    select count(*) from t where k = 11; select count(*) from t where k = 22; select count(*) from t where k = 33;
+    select count(*) from t where k = 44; select count(*) from t where k = 55;" -c "select remote_reads, cache_hits from dex_stats()" | tail -1)
+echo "sb1 cached point selects: remote_reads|cache_hits = $reads"
+[ "${reads%%|*}" = 0 ] || fail "cached point selects on sb1 read remote memory: $reads"
+q1 -c "select count(*) > 0 from dex_memnodes()" | grep -q t || fail "dex_memnodes() on a standby"
+out=$(q1 -c "insert into t(k, v) values (1, 1)" 2>&1) && fail "insert on a standby succeeded"
+grep -q "read-only transaction" <<<"$out" || fail "insert on a standby: $out"
+out=$(q1 -c "select * from dex_free_orphans()" 2>&1) && fail "dex_free_orphans() ran on a standby"
+grep -q "during recovery" <<<"$out" || fail "dex_free_orphans() on a standby: $out"
+
+echo "== 6. copies of the primary's data directory while it runs: refused"
+# the early backup (a point in time before later inserts and VACUUMs), restored
+rm -rf "$DEX_WORK/backup2"; cp -a "$DEX_WORK/backup" "$DEX_WORK/backup2"
+echo "port = $BK" | as_user tee -a "$DEX_WORK/backup2/postgresql.conf" >/dev/null
+as_user "$PG_BIN/pg_ctl" -D "$DEX_WORK/backup2" -l "$DEX_WORK/backup2-server.log" -w -t 60 start >/dev/null || fail "backup2 start"
+out=$(dpsql "$BK" -d postgres -At -c "set enable_seqscan = off; set enable_bitmapscan = off; select count(*) from t where k = 7" 2>&1) \
+    && fail "a restored early backup answered through dex: $out"
+echo "early backup: $out" | head -2
+grep -q "lost its remote memory" <<<"$out" && grep -q "WAL ends at" <<<"$out" || fail "the early backup's refusal is unclear: $out"
+as_user "$PG_BIN/pg_ctl" -D "$DEX_WORK/backup2" -m fast -w stop >/dev/null
+# a fresh copy started as a second primary: the running primary keeps the trees
+rm -rf "$DEX_WORK/backup2"
+as_user "$PG_BIN/pg_basebackup" -h "$DEX_WORK" -p "$PPORT" -U postgres -D "$DEX_WORK/backup2" -X stream -c fast >/dev/null
+echo "port = $BK" | as_user tee -a "$DEX_WORK/backup2/postgresql.conf" >/dev/null
+as_user "$PG_BIN/pg_ctl" -D "$DEX_WORK/backup2" -l "$DEX_WORK/backup2-server.log" -w -t 60 start >/dev/null || fail "copy start"
+out=$(dpsql "$BK" -d postgres -At -c "insert into t(k, v) values (12345, 1)" 2>&1) \
+    && fail "a copy of the running primary wrote a dex index: $out"
+echo "second primary: $out" | head -2
+grep -qE "Waiting for the previous primary|lost its remote memory" <<<"$out" || fail "the copy's refusal is unclear: $out"
+as_user "$PG_BIN/pg_ctl" -D "$DEX_WORK/backup2" -m immediate -w stop >/dev/null
+[ "$(counts "$SB1" "k = 12345")" = "0|0|0" ] || fail "the copy's row reached the index"
+
+echo "== 7. failover, the old primary refused, an old backup refused"
+stop_cluster sb2
+final=$(qp -c "select count(*) from t where k >= 0")
+stop_cluster pg
+as_user "$PG_BIN/pg_ctl" -D "$DEX_WORK/sb1" -w promote >/dev/null || fail "promote sb1"
+q1 -c "insert into t(k, v) select 10, -g from generate_series(1, 500) g" || fail "insert on the promoted standby"
+q1 -c "delete from t where k = 10 and v < 0 and v % 2 = 0" -c "vacuum t" || fail "vacuum on the promoted standby"
+q1 -c "select * from dex_check('t_k')" >/dev/null || fail "dex_check on the promoted standby"
+a=$(counts "$SB1" "k >= 0"); b=$((final + 250))
+[ "$a" = "$b|$b|$b" ] || fail "promoted sb1: $a, expected $b"
+# the old primary comes back as a primary
+as_user "$PG_BIN/pg_ctl" -D "$DEX_WORK/pg" -l "$DEX_WORK/pg-server.log" -w start >/dev/null
+out=$(qp -c "set enable_seqscan = off; set enable_bitmapscan = off; select count(*) from t where k = 10 and v < 0" 2>&1) \
+    && fail "the old primary answered through dex after the failover: $out"
+echo "old primary: $out" | head -3
+grep -q "lost its remote memory" <<<"$out" || fail "the old primary's refusal is unclear: $out"
+out=$(qp -c "insert into t(k, v) values (10, 1)" 2>&1) && fail "the old primary wrote a dex index after the failover"
+stop_cluster pg
+# the early backup, restored as a server of its own
+{ echo "port = $BK"; } | as_user tee -a "$DEX_WORK/backup/postgresql.conf" >/dev/null
+as_user "$PG_BIN/pg_ctl" -D "$DEX_WORK/backup" -l "$DEX_WORK/backup-server.log" -w -t 60 start >/dev/null || fail "backup start"
+out=$(dpsql "$BK" -d postgres -At -c "set enable_seqscan = off; set enable_bitmapscan = off; select count(*) from t where k = 7" 2>&1) \
+    && fail "a restored backup answered through dex: $out"
+echo "restored backup: $out" | head -3
+grep -q "lost its remote memory" <<<"$out" || fail "the restored backup's refusal is unclear: $out"
+# the promoted server is still fine
+[ "$(counts "$SB1" "k = 10 and v < 0")" = "250|250|250" ] || fail "promoted sb1 after the others tried"
+echo "standby: ok"

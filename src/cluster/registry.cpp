@@ -1,0 +1,125 @@
+#include "cluster/registry.h"
+
+#include <cstring>
+
+#include "common/error.h"
+#include "net/protocol.h"
+
+namespace dex::cluster {
+
+namespace {
+
+uint64_t u64(const std::vector<uint8_t>& r, const char* what) {
+    if (r.size() < 8) throw Error(ErrorCode::kProtocol, std::string(what) + ": short response from memory node");
+    uint64_t v;
+    std::memcpy(&v, r.data(), 8);
+    return v;
+}
+
+}  // namespace
+
+GAddr Registry::open(RemoteMemory& mem, uint32_t node, uint64_t ns, bool create, uint64_t floor_lsn) {
+    Transport& t = mem.node(node);
+    GAddr root = u64(t.rpc(net::kOpGetRoot, &ns, sizeof ns), "GET_ROOT");
+    if (root || !create) return root;
+    uint64_t req[2] = {ns, kRegistryBytes};
+    uint64_t off = u64(t.rpc(net::kOpAlloc, req, sizeof req), "ALLOC");
+    GAddr a = make_gaddr(node, off);
+    std::vector<uint8_t> block(kRegistryBytes, 0);
+    RegistryHeader h{};
+    h.magic = kRegistryMagic;
+    h.writer_hwm = floor_lsn;
+    h.removal_lsn = floor_lsn;
+    std::memcpy(block.data(), &h, sizeof h);
+    mem.write(a, block.data(), kRegistryBytes);
+    uint64_t set[3] = {ns, 0, a};
+    GAddr old = u64(t.rpc(net::kOpSetRoot, set, sizeof set), "SET_ROOT");
+    if (old != 0) {  // another writer made one first: use that one
+        uint64_t fr[3] = {ns, off, kRegistryBytes};
+        t.rpc(net::kOpFree, fr, sizeof fr);
+        return old;
+    }
+    return a;
+}
+
+RegistryHeader Registry::read() {
+    RegistryHeader h;
+    mem_.read(addr_, &h, sizeof h);
+    if (h.magic != kRegistryMagic)
+        throw Error(ErrorCode::kCorrupt, "the dex cluster registry on memory node " +
+                                             std::to_string(gaddr_node(addr_)) + " is damaged");
+    return h;
+}
+
+uint64_t Registry::cas_writer(uint64_t expected, uint64_t life) {
+    return mem_.cas(addr_ + kWriterLifeOffset, expected, life);
+}
+
+void Registry::writer_beat(uint64_t beat, uint64_t hwm, uint32_t tli) {
+    uint64_t t = tli;
+    mem_.write(addr_ + offsetof(RegistryHeader, writer_tli), &t, sizeof t);
+    raise_hwm(hwm);
+    mem_.write(addr_ + offsetof(RegistryHeader, writer_beat), &beat, sizeof beat);
+}
+
+uint64_t Registry::raise_hwm(uint64_t lsn) {
+    GAddr w = addr_ + offsetof(RegistryHeader, writer_hwm);
+    uint64_t cur = 0;
+    mem_.read(w, &cur, sizeof cur);
+    while (cur < lsn) {
+        uint64_t seen = mem_.cas(w, cur, lsn);
+        if (seen == cur) return lsn;
+        cur = seen;
+    }
+    return cur;
+}
+
+void Registry::set_removal_lsn(uint64_t lsn) {
+    uint64_t cur = 0;
+    mem_.read(addr_ + offsetof(RegistryHeader, removal_lsn), &cur, sizeof cur);
+    if (cur >= lsn) return;
+    mem_.write(addr_ + offsetof(RegistryHeader, removal_lsn), &lsn, sizeof lsn);
+}
+
+bool Registry::expire_slot(uint32_t i, uint64_t beat) {
+    if (i >= kMaxStandbys) return false;
+    GAddr w = addr_ + slot_offset(i) + offsetof(StandbySlot, beat);
+    return mem_.cas(w, beat, beat | kExpired) == beat;
+}
+
+int Registry::claim_slot(uint64_t life, uint64_t replay_lsn, uint64_t tli, uint64_t* beat) {
+    RegistryHeader h = read();
+    // our own slot first (a restarted worker of the same life), then a free
+    // or an expired one
+    for (int pass = 0; pass < 2; pass++) {
+        for (uint32_t i = 0; i < kMaxStandbys; i++) {
+            const StandbySlot& s = h.slots[i];
+            bool take = pass == 0 ? s.owner == life : (s.owner == 0 || (s.beat & kExpired));
+            if (!take) continue;
+            GAddr base = addr_ + slot_offset(i);
+            if (s.owner != life && mem_.cas(base + offsetof(StandbySlot, owner), s.owner, life) != s.owner)
+                continue;  // someone else took it
+            uint64_t rt[2] = {replay_lsn, tli};
+            mem_.write(base + offsetof(StandbySlot, replay_lsn), rt, sizeof rt);
+            uint64_t fresh = (s.beat & ~kExpired) + 1;
+            if (mem_.cas(base + offsetof(StandbySlot, beat), s.beat, fresh) != s.beat) continue;
+            *beat = fresh;
+            return static_cast<int>(i);
+        }
+    }
+    return -1;
+}
+
+bool Registry::standby_beat(uint32_t i, uint64_t life, uint64_t& beat, uint64_t replay_lsn) {
+    if (i >= kMaxStandbys) return false;
+    GAddr base = addr_ + slot_offset(i);
+    uint64_t owner = 0;
+    mem_.read(base + offsetof(StandbySlot, owner), &owner, sizeof owner);
+    if (owner != life) return false;
+    mem_.write(base + offsetof(StandbySlot, replay_lsn), &replay_lsn, sizeof replay_lsn);
+    if (mem_.cas(base + offsetof(StandbySlot, beat), beat, beat + 1) != beat) return false;
+    beat++;
+    return true;
+}
+
+}  // namespace dex::cluster

@@ -1,0 +1,108 @@
+// THE definition of the cluster registry (src/README.md "Hot standbys"): the
+// remote block through which the compute servers of one PostgreSQL cluster
+// -- its primary and its hot standbys -- coordinate what WAL alone cannot
+// tell them about the shared remote trees.
+//
+// It lives on the first memory node of dex.memnodes, in a namespace of its
+// own (tagged by the cluster, so a standby finds it), at the namespace's root
+// word. One writer -- the primary's life -- beats in it; every hot standby
+// that reads dex indexes holds a slot in it and beats too:
+//   - a standby reports how far it has replayed; the primary removes index
+//     entries (VACUUM) only once every live standby has replayed past the
+//     WAL that made them removable, and keeps an insert journaled until every
+//     live standby has replayed its row (so a promoted standby can recover
+//     the journal against its own heap);
+//   - a standby answers dex queries only while its lease (renewed by its
+//     beats) is valid: the primary stops waiting for a standby only after
+//     that standby must have stopped answering;
+//   - the writer's life, timeline and high-water mark tell a cluster coming
+//     up (crash restart, promotion, backup restore, point-in-time recovery,
+//     a copied data directory) whether its heap can own the trees.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "common/gaddr.h"
+#include "transport/remote_memory.h"
+
+namespace dex::cluster {
+
+constexpr uint64_t kRegistryMagic = 0x31304745527864ull;  // "dxREG01"
+constexpr uint32_t kMaxStandbys = 62;
+constexpr uint32_t kRegistryBytes = 4096;
+
+// A standby's slot. `owner` 0: free. The standby renews it with a CAS on
+// `beat`; the primary expires a standby that stayed silent too long by a CAS
+// setting kExpired on the beat value it saw, so exactly one of the two wins:
+// a standby whose renewal fails has been expired and must register again.
+struct StandbySlot {
+    uint64_t owner;       // the standby's life id (random per shared-memory init)
+    uint64_t beat;        // renewal counter; bit 63: expired by the primary
+    uint64_t replay_lsn;  // how far it has replayed (written before each renewal)
+    uint64_t tli;         // its replay timeline
+};
+static_assert(sizeof(StandbySlot) == 32);
+constexpr uint64_t kExpired = 1ull << 63;
+
+struct RegistryHeader {
+    uint64_t magic;
+    uint64_t writer_life;   // the primary life that writes the trees (0: none yet)
+    uint64_t writer_beat;   // incremented by its every beat
+    uint64_t writer_hwm;    // every change to the trees depends only on its WAL up to here
+    uint64_t removal_lsn;   // highest WAL position an entry removal waited for
+    uint64_t writer_tli;    // the writer's timeline
+    uint64_t reserved[2];
+    StandbySlot slots[kMaxStandbys];
+};
+static_assert(sizeof(RegistryHeader) <= kRegistryBytes);
+constexpr uint64_t kWriterLifeOffset = 8;
+constexpr uint64_t kSlotsOffset = 64;
+static_assert(offsetof(RegistryHeader, slots) == kSlotsOffset);
+constexpr uint64_t slot_offset(uint32_t i) { return kSlotsOffset + uint64_t(i) * sizeof(StandbySlot); }
+
+class Registry {
+public:
+    // The registry block at `addr` (from find_or_create).
+    Registry(RemoteMemory& mem, GAddr addr) : mem_(mem), addr_(addr) {}
+
+    // The registry in namespace `ns` on memory node `node` (its root word),
+    // creating the block if `create` (the writer does; readers only look).
+    // A new block starts with writer_hwm and removal_lsn at `floor_lsn`: a
+    // registry made again after its memory node lost its memory cannot know
+    // what the lost one recorded, so its creator (the primary) starts both at
+    // its own durable WAL end -- a standby then replays that far before it
+    // answers, and a server claiming the trees must have that WAL.
+    // Returns 0 if it does not exist and create is false.
+    static GAddr open(RemoteMemory& mem, uint32_t node, uint64_t ns, bool create, uint64_t floor_lsn = 0);
+
+    RegistryHeader read();
+    GAddr address() const { return addr_; }
+
+    // Writer: CAS writer_life expected -> life; returns the value found.
+    uint64_t cas_writer(uint64_t expected, uint64_t life);
+    // Writer: one beat (life must be ours: checked by the caller's CAS).
+    // The high-water mark only rises (raise_hwm).
+    void writer_beat(uint64_t beat, uint64_t hwm, uint32_t tli);
+    // Raise writer_hwm to at least lsn (CAS loop: several processes of the
+    // writer may publish); returns the value now there.
+    uint64_t raise_hwm(uint64_t lsn);
+    // Writer: raise removal_lsn to at least lsn (single writer: plain write).
+    void set_removal_lsn(uint64_t lsn);
+    // Writer: expire slot i if its beat is still `beat` (CAS). True if done.
+    bool expire_slot(uint32_t i, uint64_t beat);
+
+    // Standby: take a free or expired slot (or its own); returns the slot
+    // index, or -1 if every slot is held by a live standby. *beat receives
+    // the slot's (unexpired) beat value to renew from.
+    int claim_slot(uint64_t life, uint64_t replay_lsn, uint64_t tli, uint64_t* beat);
+    // Standby: report replay_lsn, then renew (CAS beat -> beat + 1). False:
+    // the primary expired the slot (or it is not ours any more): claim again.
+    bool standby_beat(uint32_t i, uint64_t life, uint64_t& beat, uint64_t replay_lsn);
+
+private:
+    RemoteMemory& mem_;
+    GAddr addr_;
+};
+
+}  // namespace dex::cluster

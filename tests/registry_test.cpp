@@ -1,0 +1,134 @@
+// The cluster registry (src/cluster/registry.h): creation (once, with its
+// floor), the writer CAS and high-water mark, standby slots (claim, renew,
+// expiry by the primary -- exactly one of renewal and expiry wins).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "cluster/registry.h"
+#include "tree_test_util.h"
+
+namespace dex::testing {
+namespace {
+
+using cluster::kExpired;
+using cluster::kMaxStandbys;
+using cluster::Registry;
+
+struct RegistryTest : ::testing::Test {
+    std::unique_ptr<memnode::Engine> engine = make_engine(64ull << 20);
+    std::unique_ptr<RemoteMemory> mem = make_mem(*engine);
+    uint64_t ns = ns_create(mem->node(0));
+};
+
+TEST_F(RegistryTest, ReadersDoNotCreateAndCreationHappensOnce) {
+    EXPECT_EQ(Registry::open(*mem, 0, ns, false), 0u);
+    GAddr a = Registry::open(*mem, 0, ns, true, 0x5000);
+    ASSERT_NE(a, 0u);
+    EXPECT_EQ(Registry::open(*mem, 0, ns, false), a);
+    EXPECT_EQ(Registry::open(*mem, 0, ns, true, 0x9000), a);  // already there: not made again
+    cluster::RegistryHeader h = Registry(*mem, a).read();
+    EXPECT_EQ(h.writer_life, 0u);
+    EXPECT_EQ(h.writer_hwm, 0x5000u);  // the creator's floor, not the second caller's
+    EXPECT_EQ(h.removal_lsn, 0x5000u);
+    for (uint32_t i = 0; i < kMaxStandbys; i++) EXPECT_EQ(h.slots[i].owner, 0u);
+}
+
+TEST_F(RegistryTest, DamagedBlockIsAnError) {
+    GAddr a = Registry::open(*mem, 0, ns, true);
+    uint64_t zero = 0;
+    mem->write(a, &zero, sizeof zero);
+    EXPECT_THROW(Registry(*mem, a).read(), Error);
+}
+
+TEST_F(RegistryTest, WriterCasAndMonotonicMarks) {
+    Registry r(*mem, Registry::open(*mem, 0, ns, true));
+    EXPECT_EQ(r.cas_writer(0, 111), 0u);
+    EXPECT_EQ(r.cas_writer(0, 222), 111u);  // someone else's: refused, value reported
+    r.writer_beat(1, 0x100, 3);
+    EXPECT_EQ(r.raise_hwm(0x80), 0x100u);  // never lowered
+    EXPECT_EQ(r.raise_hwm(0x200), 0x200u);
+    r.set_removal_lsn(0x300);
+    r.set_removal_lsn(0x250);
+    cluster::RegistryHeader h = r.read();
+    EXPECT_EQ(h.writer_life, 111u);
+    EXPECT_EQ(h.writer_beat, 1u);
+    EXPECT_EQ(h.writer_tli, 3u);
+    EXPECT_EQ(h.writer_hwm, 0x200u);
+    EXPECT_EQ(h.removal_lsn, 0x300u);
+}
+
+TEST_F(RegistryTest, HwmRaisedConcurrentlyEndsAtTheMaximum) {
+    Registry r(*mem, Registry::open(*mem, 0, ns, true));
+    std::vector<std::thread> ts;
+    for (int t = 0; t < 4; t++)
+        ts.emplace_back([&, t] {
+            for (uint64_t i = 1; i <= 500; i++) r.raise_hwm(i * 4 + t);
+        });
+    for (auto& t : ts) t.join();
+    EXPECT_EQ(r.read().writer_hwm, 500u * 4 + 3);
+}
+
+TEST_F(RegistryTest, SlotsClaimRenewExpireAndReclaim) {
+    Registry r(*mem, Registry::open(*mem, 0, ns, true));
+    uint64_t b1 = 0, b2 = 0;
+    int s1 = r.claim_slot(1001, 0x10, 1, &b1);
+    int s2 = r.claim_slot(1002, 0x20, 1, &b2);
+    ASSERT_GE(s1, 0);
+    ASSERT_GE(s2, 0);
+    EXPECT_NE(s1, s2);
+    uint64_t again = 0;
+    EXPECT_EQ(r.claim_slot(1001, 0x11, 1, &again), s1);  // its own slot, not a second one
+    b1 = again;
+    EXPECT_TRUE(r.standby_beat(s1, 1001, b1, 0x40));
+    EXPECT_EQ(r.read().slots[s1].replay_lsn, 0x40u);
+    EXPECT_FALSE(r.standby_beat(s1, 1002, b2, 0x50));  // not the owner
+
+    // The primary expires s1 at the beat it saw; the standby's next renewal
+    // from that beat fails, and it must claim again.
+    EXPECT_TRUE(r.expire_slot(s1, b1));
+    EXPECT_FALSE(r.expire_slot(s1, b1));  // already expired
+    EXPECT_FALSE(r.standby_beat(s1, 1001, b1, 0x60));
+    EXPECT_TRUE(r.read().slots[s1].beat & kExpired);
+    // An expiry based on an old beat loses against a renewal.
+    EXPECT_TRUE(r.standby_beat(s2, 1002, b2, 0x70));
+    EXPECT_FALSE(r.expire_slot(s2, b2 - 1));
+    // The expired slot is free for anyone, the live one is not.
+    uint64_t b3 = 0;
+    int s3 = r.claim_slot(1003, 0x80, 1, &b3);
+    EXPECT_NE(s3, s2);
+    EXPECT_FALSE(r.read().slots[s3].beat & kExpired);
+}
+
+TEST_F(RegistryTest, AllSlotsLiveMeansNoSlot) {
+    Registry r(*mem, Registry::open(*mem, 0, ns, true));
+    uint64_t b = 0;
+    for (uint32_t i = 0; i < kMaxStandbys; i++) ASSERT_GE(r.claim_slot(5000 + i, 0, 1, &b), 0);
+    EXPECT_EQ(r.claim_slot(9999, 0, 1, &b), -1);
+}
+
+TEST_F(RegistryTest, RenewalAndExpiryRaceHasExactlyOneWinner) {
+    Registry r(*mem, Registry::open(*mem, 0, ns, true));
+    for (int round = 0; round < 200; round++) {
+        uint64_t beat = 0;
+        int s = r.claim_slot(7000 + round, 0, 1, &beat);
+        ASSERT_GE(s, 0);
+        std::atomic<bool> renewed{false}, expired{false};
+        uint64_t seen = beat;
+        std::thread a([&] { renewed = r.standby_beat(s, 7000 + round, beat, 1); });
+        std::thread b([&] { expired = r.expire_slot(s, seen); });
+        a.join();
+        b.join();
+        EXPECT_NE(renewed.load(), expired.load()) << "round " << round;
+        // free the slot for the next round
+        cluster::RegistryHeader h = r.read();
+        if (!(h.slots[s].beat & kExpired)) {
+            EXPECT_TRUE(r.expire_slot(s, h.slots[s].beat));
+        }
+    }
+}
+
+}  // namespace
+}  // namespace dex::testing
