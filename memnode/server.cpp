@@ -498,6 +498,12 @@ int run_server(Engine& engine, const ServerOptions& opts, ConnectionLimit& limit
                 setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
                 setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
                 setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
+                // Keepalive probes only an idle connection: a client that vanished while a
+                // reply to it was unacknowledged would hold its locks for TCP's retransmission
+                // timeout (~15 min). Bound that too. A live client's kernel acknowledges even
+                // when its process is stopped (it has at most a reply or two in flight).
+                unsigned int user_timeout_ms = 30000;
+                setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms, sizeof user_timeout_ms);
                 workers[next++ % workers.size()]->add(fd, std::move(peer));
             }
         }
