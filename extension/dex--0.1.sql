@@ -155,13 +155,17 @@ RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'dex_sql_placement'
 LANGUAGE C STRICT;
 
+-- One column per counter of DEX_STATS_COUNTERS (src/common/stats_list.h), in
+-- that order; dex_stats() refuses to run if they differ, and
+-- tests/stats_list_test.cpp fails the build's tests.
 CREATE FUNCTION dex_stats(
     OUT index_ops bigint, OUT remote_reads bigint, OUT remote_writes bigint,
     OUT remote_atomics bigint, OUT remote_rpcs bigint, OUT round_trips bigint,
     OUT bytes_read bigint, OUT bytes_written bigint, OUT cache_hits bigint,
     OUT cache_misses bigint, OUT admissions bigint, OUT evictions bigint,
     OUT coolings bigint, OUT restarts bigint, OUT lock_steals bigint,
-    OUT dirty_updates bigint, OUT write_backs bigint, OUT offloads bigint)
+    OUT dirty_updates bigint, OUT write_backs bigint, OUT offloads bigint,
+    OUT migrations bigint)
 RETURNS record
 AS 'MODULE_PATHNAME', 'dex_sql_stats'
 LANGUAGE C STRICT VOLATILE;

@@ -14,6 +14,7 @@
 #include "catalog/index.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_am.h"
+#include "catalog/pg_type.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
@@ -215,37 +216,66 @@ dex_sql_index_info(PG_FUNCTION_ARGS)
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
 }
 
+/*
+ * dex_stats(): one bigint column per counter of DEX_STATS_COUNTERS
+ * (src/common/stats_list.h), in that order. The SQL definition in
+ * dex--0.1.sql cannot be generated from that list, so every call checks that
+ * its OUT columns are exactly these names (tests/stats_list_test.cpp checks
+ * the file at build time): a dex.so and SQL script from different versions
+ * fail with a clear error instead of showing a counter under another name.
+ */
+static const char *const dex_stats_names[] = {
+#define DEX_STATS_NAME(name, description) #name,
+	DEX_STATS_COUNTERS(DEX_STATS_NAME)
+#undef DEX_STATS_NAME
+};
+#define DEX_STATS_NCOUNTERS lengthof(dex_stats_names)
+StaticAssertDecl(sizeof(DexStatsSnapshot) == DEX_STATS_NCOUNTERS * sizeof(uint64_t),
+				 "DexStatsSnapshot must hold exactly the counters of stats_list.h");
+
+static void
+dex_stats_check_columns(TupleDesc tupdesc)
+{
+	int			n = (int) DEX_STATS_NCOUNTERS;
+	int			i;
+
+	for (i = 0; i < n || i < tupdesc->natts; i++)
+	{
+		Form_pg_attribute att = i < tupdesc->natts ? TupleDescAttr(tupdesc, i) : NULL;
+
+		if (att && i < n && strcmp(NameStr(att->attname), dex_stats_names[i]) == 0 && att->atttypid == INT8OID)
+			continue;
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the SQL function dex_stats() does not match the dex library"),
+				 !att ? errdetail("The function has %d columns, the library counts %d counters: \"%s\" is missing.",
+								  tupdesc->natts, n, dex_stats_names[i]) :
+				 i >= n ? errdetail("The function has %d columns, the library counts %d counters: \"%s\" is not one of them.",
+									tupdesc->natts, n, NameStr(att->attname)) :
+				 errdetail("Column %d is \"%s\" (%s), the library's counter %d is \"%s\" (bigint).",
+						   i + 1, NameStr(att->attname), format_type_be(att->atttypid), i + 1, dex_stats_names[i]),
+				 errhint("Install dex.so and the dex extension's SQL script from the same build, then DROP and CREATE EXTENSION dex.")));
+	}
+}
+
 Datum
 dex_sql_stats(PG_FUNCTION_ARGS)
 {
 	TupleDesc	tupdesc;
 	DexStatsSnapshot s;
-	Datum		values[18];
-	bool		nulls[18];
+	Datum		values[DEX_STATS_NCOUNTERS];
+	bool		nulls[DEX_STATS_NCOUNTERS];
+	int			i = 0;
 
 	dex_require_preload();
 	tupdesc = dex_result_desc(fcinfo);
+	dex_stats_check_columns(tupdesc);
 	memset(&s, 0, sizeof(s));
 	dex_stats_read(&s);
 	memset(nulls, 0, sizeof(nulls));
-	values[0] = Int64GetDatum((int64) s.index_ops);
-	values[1] = Int64GetDatum((int64) s.remote_reads);
-	values[2] = Int64GetDatum((int64) s.remote_writes);
-	values[3] = Int64GetDatum((int64) s.remote_atomics);
-	values[4] = Int64GetDatum((int64) s.remote_rpcs);
-	values[5] = Int64GetDatum((int64) s.round_trips);
-	values[6] = Int64GetDatum((int64) s.bytes_read);
-	values[7] = Int64GetDatum((int64) s.bytes_written);
-	values[8] = Int64GetDatum((int64) s.cache_hits);
-	values[9] = Int64GetDatum((int64) s.cache_misses);
-	values[10] = Int64GetDatum((int64) s.admissions);
-	values[11] = Int64GetDatum((int64) s.evictions);
-	values[12] = Int64GetDatum((int64) s.coolings);
-	values[13] = Int64GetDatum((int64) s.restarts);
-	values[14] = Int64GetDatum((int64) s.lock_steals);
-	values[15] = Int64GetDatum((int64) s.dirty_updates);
-	values[16] = Int64GetDatum((int64) s.write_backs);
-	values[17] = Int64GetDatum((int64) s.offloads);
+#define DEX_STATS_VALUE(name, description) values[i++] = Int64GetDatum((int64) s.name);
+	DEX_STATS_COUNTERS(DEX_STATS_VALUE)
+#undef DEX_STATS_VALUE
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
 }
 

@@ -94,6 +94,9 @@ echo "$err" | head -3
 # splits at the placement level move subtrees to emptier nodes: all are nearly full
 [ "$(q -c "select bool_and(used_bytes > pool_bytes * 0.8) from dex_memnodes()")" = t ] ||
     fail "out of space while another memory node had room: $(q -c "select address, used_bytes, pool_bytes from dex_memnodes()")"
+# ... and dex_stats() shows those moves
+migrations=$(q -c "select migrations from dex_stats()")
+[ "$migrations" -gt 0 ] || fail "dex_stats() shows no subtree migrations ($migrations)"
 q -c "select * from dex_check('t_k')" >/dev/null || fail "dex_check after out of space"
 same_as_heap || fail "after out of space: dex and heap differ"
 q -c "select memnode, subtrees, nodes, bytes from dex_placement('t_k')"

@@ -51,6 +51,8 @@ static_assert(DEX_ERR_REMOTE == static_cast<int>(ErrorCode::kRemote) &&
               DEX_ERR_LOST_MEMORY == static_cast<int>(ErrorCode::kLostMemory) &&
               DEX_ERR_INVALID == static_cast<int>(ErrorCode::kInvalid));
 static_assert(sizeof(DexNsInfo) == sizeof(dex::net::NsInfo) && DEX_NS_TAG_LEN == dex::net::kNamespaceTagLen);
+static_assert(sizeof(DexStatsSnapshot) == dex::Stats::kCount * sizeof(uint64_t),
+              "DexStatsSnapshot is one uint64_t per counter of common/stats_list.h");
 
 namespace {
 
@@ -705,25 +707,9 @@ void dex_stats_attach(void* mem, int initialize) {
 void dex_stats_read(DexStatsSnapshot* out) {
     if (!out) return;
     dex::Stats& s = dex::stats();
-    auto ld = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
-    out->index_ops = ld(s.index_ops);
-    out->remote_reads = ld(s.remote_reads);
-    out->remote_writes = ld(s.remote_writes);
-    out->remote_atomics = ld(s.remote_atomics);
-    out->remote_rpcs = ld(s.remote_rpcs);
-    out->round_trips = ld(s.round_trips);
-    out->bytes_read = ld(s.bytes_read);
-    out->bytes_written = ld(s.bytes_written);
-    out->cache_hits = ld(s.cache_hits);
-    out->cache_misses = ld(s.cache_misses);
-    out->admissions = ld(s.admissions);
-    out->evictions = ld(s.evictions);
-    out->coolings = ld(s.coolings);
-    out->restarts = ld(s.restarts);
-    out->lock_steals = ld(s.lock_steals);
-    out->dirty_updates = ld(s.dirty_updates);
-    out->write_backs = ld(s.write_backs);
-    out->offloads = ld(s.offloads);
+#define DEX_STATS_READ(name, description) out->name = s.name.load(std::memory_order_relaxed);
+    DEX_STATS_COUNTERS(DEX_STATS_READ)
+#undef DEX_STATS_READ
 }
 
 void dex_stats_reset(void) { dex::stats().reset(); }

@@ -82,14 +82,18 @@ typedef struct DexNodeStats
 	uint64_t	namespaces;
 } DexNodeStats;
 
-/* Instance-wide counters (a snapshot of dex::Stats). */
+/*
+ * Instance-wide counters (a snapshot of dex::Stats): one uint64_t per entry
+ * of DEX_STATS_COUNTERS(X), in that order (src/common/stats_list.h, the one
+ * list of counters; included relative to this header so that the extension
+ * needs no extra include path).
+ */
+#include "../common/stats_list.h"
 typedef struct DexStatsSnapshot
 {
-	uint64_t	index_ops, remote_reads, remote_writes, remote_atomics, remote_rpcs,
-				round_trips, bytes_read, bytes_written, cache_hits, cache_misses,
-				admissions, evictions, coolings, restarts, lock_steals,
-				dirty_updates, write_backs,
-				offloads;		/* operations finished by a memory node (OFFLOAD RPC) */
+#define DEX_STATS_SNAPSHOT_FIELD(name, description) uint64_t name;
+	DEX_STATS_COUNTERS(DEX_STATS_SNAPSHOT_FIELD)
+#undef DEX_STATS_SNAPSHOT_FIELD
 } DexStatsSnapshot;
 
 typedef struct DexTreeInfo
