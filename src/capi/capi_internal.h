@@ -1,0 +1,144 @@
+// Shared by the C API's translation units (capi_*.cpp), not part of the C
+// API: the exception barrier, the handle types behind the opaque C structs,
+// and the process's ComputeProcess (src/cluster/compute_process.h), which
+// holds every piece of process state the C API works with.
+#pragma once
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "capi/dex_capi.h"
+#include "cluster/compute_process.h"
+#include "common/error.h"
+#include "tree/btree.h"
+#include "tree/journal.h"
+#include "tree/key.h"
+
+namespace dex::capi {
+
+inline cluster::ComputeProcess& proc() { return cluster::ComputeProcess::instance(); }
+
+inline void copy_str(char* dst, size_t cap, const std::string& s) {
+    size_t n = s.size() < cap - 1 ? s.size() : cap - 1;
+    std::memcpy(dst, s.data(), n);
+    dst[n] = '\0';
+}
+
+inline int fail(DexError* err, int code, const std::string& msg, const std::string& hint = {}) {
+    if (err) {
+        err->code = code;
+        copy_str(err->message, sizeof err->message, msg);
+        copy_str(err->hint, sizeof err->hint, hint);
+    }
+    return code;
+}
+
+// Runs f(); turns every exception into a DEX_ERR_* code with *err filled in.
+// No exception leaves the C API.
+template <class F>
+int guarded(DexError* err, F&& f) {
+    if (err) {
+        err->code = DEX_OK;
+        err->message[0] = '\0';
+        err->hint[0] = '\0';
+        err->need_lsn = 0;
+    }
+    try {
+        f();
+        return DEX_OK;
+    } catch (const tree::NeedDurable& e) {
+        if (err) err->need_lsn = e.lsn();
+        return fail(err, DEX_ERR_NEED_WAL_FLUSH, e.what());
+    } catch (const Error& e) {
+        int code = static_cast<int>(e.code());
+        if (code <= 0 || code > DEX_ERR_REMOTE) code = DEX_ERR_REMOTE;
+        return fail(err, code, e.what(), e.hint());
+    } catch (const std::bad_alloc&) {
+        return fail(err, DEX_ERR_REMOTE, "dex: out of local memory");
+    } catch (const std::exception& e) {
+        return fail(err, DEX_ERR_REMOTE, std::string("dex internal error: ") + e.what());
+    } catch (...) {
+        return fail(err, DEX_ERR_REMOTE, "dex internal error: unknown exception");
+    }
+}
+
+inline EntryKey to_key(const DexKey* k) {
+    EntryKey e;
+    std::memcpy(&e, k, sizeof e);
+    return e;
+}
+
+// A malloc()ed array of n T for the caller to dex_free() (room for at least
+// one, so an empty result is still a valid pointer).
+template <class T>
+T* malloc_array(size_t n) {
+    auto* arr = static_cast<T*>(std::malloc((n == 0 ? 1 : n) * sizeof(T)));
+    if (!arr) throw std::bad_alloc();
+    return arr;
+}
+
+}  // namespace dex::capi
+
+// An open index (dex_tree_open*): which namespaces and incarnations it was
+// built in, its BTree (made on first use, with this process's cache, offload
+// policy and change log), its journal lane and its write-back state.
+struct DexTree {
+    int node = 0;              // home memory node (root word, upper levels)
+    uint64_t ns = 0;           // home namespace
+    uint64_t incarnation = 0;  // home node's incarnation at build time
+    // Several memory nodes: namespace and build-time incarnation per memory
+    // node (index = memory node id; ns 0 = not used by this tree).
+    std::vector<uint64_t> part_ns, part_inc;
+    int placement_level = dex::tree::kDefaultPlacementLevel;
+    std::string name;
+    int op_timeout_ms = 0;
+    std::unique_ptr<dex::tree::BTree> tree;
+    std::unique_ptr<dex::tree::JournalWriter> journal;  // insert journal (0: none)
+    uint64_t journal_root = 0;
+    uint32_t journal_lane = 0;
+    uint64_t owner_word = 0;    // write-back mode: GAddr of the dirty-owner word (0: none)
+    bool word_checked = false;  // owner word seen free or ours
+    bool wb = false;
+    int wb_slot = -1;
+
+    // The home node's incarnation must still be the one the tree was built
+    // in. Cheap while connected; a reconnect (inside any operation) re-reads
+    // it, so run() checks before and after every operation.
+    void validate();
+    dex::tree::BTree& bt();
+    void attach_journal();
+    // A memory node other than the home node, first touched in this
+    // operation: it must still be the incarnation the tree was built in.
+    void check_part(uint32_t j);
+    // One tree operation: incarnation checks, cache synchronization with the
+    // memory nodes' incarnations, the lazy per-node check, f(bt()).
+    template <class F>
+    void run(F&& f) {
+        validate();
+        dex::capi::proc().sync_tree_nodes(node, incarnation, part_ns, part_inc);
+        NodeCheckScope scope(this);
+        f(bt());
+        validate();
+    }
+
+private:
+    struct NodeCheckScope {
+        explicit NodeCheckScope(DexTree* t);
+        ~NodeCheckScope();
+        bool armed = false;
+    };
+};
+
+struct DexBulk {
+    DexTree* tree = nullptr;
+    std::unique_ptr<dex::tree::BTree::BulkLoader> loader;
+};
+
+struct DexScan {
+    DexTree* tree = nullptr;
+    std::unique_ptr<dex::tree::BTree::Scan> scan;
+    std::vector<dex::EntryKey> buf;
+};

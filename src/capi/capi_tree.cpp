@@ -1,0 +1,386 @@
+// C API (dex_capi.h), trees: open / close, bulk load, insert, delete, scans,
+// checks, write-back mode, the insert journal. Thin wrappers around
+// dex::tree::BTree; the process state they need is dex::cluster::ComputeProcess.
+// No exception leaves this file.
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
+
+#include "capi/capi_internal.h"
+
+using dex::Error;
+using dex::ErrorCode;
+using dex::capi::guarded;
+using dex::capi::proc;
+using dex::capi::to_key;
+
+static_assert(sizeof(DexKey) == sizeof(dex::EntryKey), "DexKey must match dex::EntryKey");
+static_assert(offsetof(DexKey, value) == offsetof(dex::EntryKey, value));
+static_assert(offsetof(DexKey, block) == offsetof(dex::EntryKey, block));
+static_assert(offsetof(DexKey, offnum) == offsetof(dex::EntryKey, offnum));
+static_assert(offsetof(DexKey, cls) == offsetof(dex::EntryKey, cls));
+static_assert(offsetof(DexKey, pad) == offsetof(dex::EntryKey, pad));
+static_assert(DEX_KEY_NEG_INF == dex::kNegInf && DEX_KEY_VALUE == dex::kValue && DEX_KEY_NULL == dex::kNull &&
+              DEX_KEY_POS_INF == dex::kPosInf);
+static_assert(DEX_ERR_NEED_WAL_FLUSH == static_cast<int>(ErrorCode::kNeedDurable));
+static_assert(DEX_ERR_REMOTE == static_cast<int>(ErrorCode::kRemote) &&
+              DEX_ERR_LOST_MEMORY == static_cast<int>(ErrorCode::kLostMemory) &&
+              DEX_ERR_INVALID == static_cast<int>(ErrorCode::kInvalid));
+
+namespace {
+
+Error lost_memory(const std::string& name, dex::Transport& t, uint64_t inc, uint64_t expected) {
+    return Error(ErrorCode::kLostMemory,
+                 "index \"" + name + "\" lost its remote memory (memory node " + t.address() +
+                     " restarted: incarnation " + std::to_string(inc) + ", expected " + std::to_string(expected) +
+                     ")",
+                 "REINDEX INDEX " + name);
+}
+
+void fill_info(DexTreeInfo* out, const dex::tree::TreeInfo& i) {
+    if (!out) return;
+    out->entries = i.entries;
+    out->leaves = i.leaves;
+    out->inner_nodes = i.inner_nodes;
+    out->height = i.height;
+    out->root = i.root;
+}
+
+Error journal_recovered_elsewhere(const std::string& name) {
+    return Error(ErrorCode::kInvalid,
+                 "index \"" + name + "\": its insert journal was recovered meanwhile by another compute server",
+                 "Only one PostgreSQL primary may use a dex index; stop the other one.");
+}
+
+}  // namespace
+
+// ---- DexTree ---------------------------------------------------------------------
+
+void DexTree::validate() {
+    dex::Transport& t = proc().client().node(node);
+    uint64_t inc = t.incarnation();
+    if (inc != incarnation) throw lost_memory(name, t, inc, incarnation);
+}
+
+dex::tree::BTree& DexTree::bt() {
+    int want = proc().op_timeout_ms();
+    if (!tree) {
+        tree = std::make_unique<dex::tree::BTree>(proc().mem(), static_cast<uint32_t>(node), ns,
+                                                  proc().tree_options());
+        if (!part_ns.empty()) tree->set_placement(part_ns, placement_level);
+        op_timeout_ms = 0;
+        attach_journal();
+    }
+    // Scans and bulk loads hold references to the BTree: adjust it in place.
+    if (want > 0 && want != op_timeout_ms) {
+        tree->set_op_timeout(want);
+        op_timeout_ms = want;
+    }
+    return *tree;
+}
+
+void DexTree::attach_journal() {
+    if (!tree) return;
+    journal.reset();
+    if (journal_root)
+        journal = std::make_unique<dex::tree::JournalWriter>(proc().mem(), journal_root, journal_lane,
+                                                             tree->namespaces());
+    tree->set_journal(journal.get());
+}
+
+void DexTree::check_part(uint32_t j) {
+    if (j == static_cast<uint32_t>(node) || j >= part_ns.size() || !part_ns[j]) return;
+    dex::Transport& t = proc().mem().node(j);
+    uint64_t inc = t.incarnation();
+    if (inc != part_inc[j]) throw lost_memory(name, t, inc, part_inc[j]);
+}
+
+DexTree::NodeCheckScope::NodeCheckScope(DexTree* t) {
+    if (t->part_ns.empty()) return;
+    proc().mem().set_node_check([t](uint32_t j) { t->check_part(j); });
+    armed = true;
+}
+
+DexTree::NodeCheckScope::~NodeCheckScope() {
+    if (armed) proc().mem().set_node_check(nullptr);
+}
+
+extern "C" {
+
+int dex_tree_open(int node, uint64_t ns, uint64_t incarnation, const char* index_name, DexTree** out,
+                  DexError* err) {
+    if (out) *out = nullptr;
+    return guarded(err, [&] {
+        if (!out) throw Error(ErrorCode::kInvalid, "dex_tree_open: out is NULL");
+        auto t = std::make_unique<DexTree>();
+        t->node = node;
+        t->ns = ns;
+        t->incarnation = incarnation;
+        t->name = index_name ? index_name : "?";
+        t->validate();
+        *out = t.release();
+    });
+}
+
+int dex_tree_open_parts(int home, int nnodes, const uint64_t* ns, const uint64_t* incarnation, int placement_level,
+                        const char* index_name, DexTree** out, DexError* err) {
+    if (out) *out = nullptr;
+    return guarded(err, [&] {
+        if (!out || !ns || !incarnation || nnodes <= 0 || nnodes > DEX_MAX_MEMNODES || home < 0 || home >= nnodes)
+            throw Error(ErrorCode::kInvalid, "dex_tree_open_parts: invalid arguments");
+        if (placement_level < 1 || placement_level > dex::tree::kMaxPlacementLevel)
+            throw Error(ErrorCode::kInvalid, "placement level " + std::to_string(placement_level) + " out of range");
+        auto t = std::make_unique<DexTree>();
+        t->node = home;
+        t->ns = ns[home];
+        t->incarnation = incarnation[home];
+        t->part_ns.assign(ns, ns + nnodes);
+        t->part_inc.assign(incarnation, incarnation + nnodes);
+        t->placement_level = placement_level;
+        t->name = index_name ? index_name : "?";
+        t->validate();
+        *out = t.release();
+    });
+}
+
+uint32_t dex_tree_id(int home, uint64_t ns) { return dex::tree::tree_id_for(static_cast<uint32_t>(home), ns); }
+
+int dex_tree_placement(DexTree* tree, int* placement_level, uint64_t* nodes_on, uint64_t* subtrees_on, int max,
+                       DexError* err) {
+    return guarded(err, [&] {
+        if (!tree || !nodes_on || !subtrees_on || max <= 0)
+            throw Error(ErrorCode::kInvalid, "dex_tree_placement: NULL argument");
+        proc().flush_tree(tree->node, tree->ns, tree->owner_word);
+        dex::tree::TreeInfo i;
+        tree->run([&](dex::tree::BTree& b) { i = b.check(); });
+        if (placement_level) *placement_level = i.placement_level;
+        for (int k = 0; k < max; k++) {
+            nodes_on[k] = static_cast<size_t>(k) < i.nodes_on.size() ? i.nodes_on[k] : 0;
+            subtrees_on[k] = static_cast<size_t>(k) < i.subtrees_on.size() ? i.subtrees_on[k] : 0;
+        }
+    });
+}
+
+void dex_tree_close(DexTree* tree) { delete tree; }
+
+int dex_tree_validate(DexTree* tree, DexError* err) {
+    return guarded(err, [&] {
+        if (!tree) throw Error(ErrorCode::kInvalid, "NULL tree handle");
+        tree->validate();
+    });
+}
+
+int dex_tree_init_empty(DexTree* tree, DexError* err) {
+    return guarded(err, [&] {
+        if (!tree) throw Error(ErrorCode::kInvalid, "NULL tree handle");
+        tree->run([](dex::tree::BTree& b) { b.init_empty(); });
+    });
+}
+
+int dex_bulk_begin(DexTree* tree, double fill_factor, DexBulk** out, DexError* err) {
+    if (out) *out = nullptr;
+    return guarded(err, [&] {
+        if (!tree || !out) throw Error(ErrorCode::kInvalid, "dex_bulk_begin: NULL argument");
+        auto b = std::make_unique<DexBulk>();
+        b->tree = tree;
+        tree->run([&](dex::tree::BTree& bt) {
+            b->loader = std::make_unique<dex::tree::BTree::BulkLoader>(bt, fill_factor);
+        });
+        *out = b.release();
+    });
+}
+
+int dex_bulk_add(DexBulk* bulk, const DexKey* key, DexError* err) {
+    return guarded(err, [&] {
+        if (!bulk || !key || !bulk->loader) throw Error(ErrorCode::kInvalid, "dex_bulk_add: NULL argument");
+        bulk->loader->add(to_key(key));  // mostly local; remote writes are checked at finish
+    });
+}
+
+int dex_bulk_finish(DexBulk* bulk, DexError* err) {
+    std::unique_ptr<DexBulk> owned(bulk);
+    return guarded(err, [&] {
+        if (!bulk || !bulk->loader) throw Error(ErrorCode::kInvalid, "dex_bulk_finish: NULL argument");
+        bulk->tree->run([&](dex::tree::BTree&) { bulk->loader->finish(); });
+    });
+}
+
+void dex_bulk_abort(DexBulk* bulk) { delete bulk; }
+
+int dex_tree_insert(DexTree* tree, const DexKey* key, uint64_t lsn, uint64_t durable, DexError* err) {
+    return guarded(err, [&] {
+        if (!tree || !key) throw Error(ErrorCode::kInvalid, "dex_tree_insert: NULL argument");
+        dex::EntryKey k = to_key(key);
+        tree->run([&](dex::tree::BTree& b) { b.insert(k, lsn, durable); });
+    });
+}
+
+int dex_tree_delete(DexTree* tree, const DexKey* keys, int n, uint64_t* deleted, DexError* err) {
+    if (deleted) *deleted = 0;
+    return guarded(err, [&] {
+        if (!tree || (n > 0 && !keys)) throw Error(ErrorCode::kInvalid, "dex_tree_delete: NULL argument");
+        if (n <= 0) return;
+        std::vector<dex::EntryKey> v(static_cast<size_t>(n));
+        std::memcpy(v.data(), keys, v.size() * sizeof(dex::EntryKey));
+        uint64_t d = 0;
+        tree->run([&](dex::tree::BTree& b) { d = b.remove(v.data(), v.size()); });
+        if (deleted) *deleted = d;
+    });
+}
+
+int dex_scan_begin(DexTree* tree, const DexKey* lo, const DexKey* hi, int backward, DexScan** out, DexError* err) {
+    if (out) *out = nullptr;
+    return guarded(err, [&] {
+        if (!tree || !lo || !hi || !out) throw Error(ErrorCode::kInvalid, "dex_scan_begin: NULL argument");
+        auto s = std::make_unique<DexScan>();
+        s->tree = tree;
+        tree->run([&](dex::tree::BTree& b) { s->scan = b.scan(to_key(lo), to_key(hi), backward != 0); });
+        *out = s.release();
+    });
+}
+
+int dex_scan_next(DexScan* scan, const DexKey** entries, int* n, DexError* err) {
+    if (entries) *entries = nullptr;
+    if (n) *n = 0;
+    return guarded(err, [&] {
+        if (!scan || !scan->scan || !entries || !n) throw Error(ErrorCode::kInvalid, "dex_scan_next: NULL argument");
+        bool more = false;
+        scan->tree->run([&](dex::tree::BTree&) { more = scan->scan->next(scan->buf); });
+        if (!more) scan->buf.clear();
+        *entries = reinterpret_cast<const DexKey*>(scan->buf.data());
+        *n = static_cast<int>(scan->buf.size());
+    });
+}
+
+void dex_scan_end(DexScan* scan) { delete scan; }
+
+int dex_tree_check(DexTree* tree, DexTreeInfo* info, DexError* err) {
+    return guarded(err, [&] {
+        if (!tree) throw Error(ErrorCode::kInvalid, "NULL tree handle");
+        // check() reads remote memory: write this tree's dirty frames first.
+        proc().flush_tree(tree->node, tree->ns, tree->owner_word);
+        dex::tree::TreeInfo i;
+        tree->run([&](dex::tree::BTree& b) { i = b.check(); });
+        fill_info(info, i);
+    });
+}
+
+int dex_tree_compact(DexTree* tree, uint64_t* freed, DexError* err) {
+    return guarded(err, [&] {
+        if (!tree) throw Error(ErrorCode::kInvalid, "NULL tree handle");
+        uint64_t n = 0;
+        // compact() judges leaves by their remote images: write this tree's
+        // dirty frames first (the merges themselves handle later changes).
+        proc().flush_tree(tree->node, tree->ns, tree->owner_word);
+        tree->run([&](dex::tree::BTree& b) { n = b.compact(); });
+        if (freed) *freed = n;
+    });
+}
+
+int dex_tree_info(DexTree* tree, DexTreeInfo* info, DexError* err) {
+    return guarded(err, [&] {
+        if (!tree) throw Error(ErrorCode::kInvalid, "NULL tree handle");
+        dex::tree::TreeInfo i;
+        tree->run([&](dex::tree::BTree& b) { i = b.info(); });
+        fill_info(info, i);
+    });
+}
+
+int dex_tree_set_write_back(DexTree* tree, int on, uint64_t owner_word, DexError* err) {
+    return guarded(err, [&] {
+        if (!tree) throw Error(ErrorCode::kInvalid, "NULL tree handle");
+        tree->owner_word = owner_word;
+        if (owner_word && !tree->word_checked) {
+            tree->validate();
+            proc().check_owner_word(owner_word, tree->name);
+            tree->word_checked = true;
+        }
+        bool want = on && owner_word && proc().cache().enabled();
+        // Leaving write-back mode (or never in it here): frames another
+        // backend left dirty are written back before we write through.
+        if (!want) proc().flush_tree_for_write_through(tree->node, tree->ns, owner_word, tree->wb);
+        if (want != tree->wb || !tree->tree) {
+            dex::tree::BTree& b = tree->bt();
+            if (want) {
+                DexTree* t = tree;
+                b.set_write_back(true, [t]() {
+                    return proc().register_dirty(&t->wb_slot, t->node, t->ns, t->owner_word, t->incarnation, t->name);
+                });
+            } else {
+                b.set_write_back(false, {});
+            }
+            tree->wb = want;
+        }
+    });
+}
+
+// ---- insert journal ----------------------------------------------------------------
+
+int dex_journal_create(DexTree* tree, uint64_t life, uint64_t* root, DexError* err) {
+    if (root) *root = 0;
+    return guarded(err, [&] {
+        if (!tree || !root) throw Error(ErrorCode::kInvalid, "dex_journal_create: NULL argument");
+        tree->run([&](dex::tree::BTree& b) {
+            *root = dex::tree::journal_create(proc().mem(), b.node_id(), b.namespaces(), life);
+        });
+    });
+}
+
+int dex_tree_set_journal(DexTree* tree, uint64_t root, uint32_t lane, DexError* err) {
+    return guarded(err, [&] {
+        if (!tree) throw Error(ErrorCode::kInvalid, "NULL tree handle");
+        if (tree->journal_root == root && tree->journal_lane == lane && (tree->journal || !root)) return;
+        tree->journal_root = root;
+        tree->journal_lane = lane;
+        tree->attach_journal();
+    });
+}
+
+int dex_journal_life(DexTree* tree, uint64_t* life, DexError* err) {
+    if (life) *life = 0;
+    return guarded(err, [&] {
+        if (!tree || !life || !tree->journal_root) throw Error(ErrorCode::kInvalid, "dex_journal_life: no journal");
+        tree->run([&](dex::tree::BTree&) { *life = dex::tree::journal_life(proc().mem(), tree->journal_root); });
+    });
+}
+
+int dex_journal_read(DexTree* tree, DexKey** keys, int* n, uint64_t* life, DexError* err) {
+    if (keys) *keys = nullptr;
+    if (n) *n = 0;
+    return guarded(err, [&] {
+        if (!tree || !keys || !n || !tree->journal_root)
+            throw Error(ErrorCode::kInvalid, "dex_journal_read: no journal");
+        dex::tree::JournalContents c;
+        tree->run([&](dex::tree::BTree&) { c = dex::tree::journal_read(proc().mem(), tree->journal_root); });
+        auto* arr = dex::capi::malloc_array<DexKey>(c.records.size());
+        for (size_t i = 0; i < c.records.size(); i++) std::memcpy(&arr[i], &c.records[i].key, sizeof(DexKey));
+        *keys = arr;
+        *n = static_cast<int>(c.records.size());
+        if (life) *life = c.life;
+    });
+}
+
+int dex_journal_finish(DexTree* tree, uint64_t old_life, uint64_t new_life, const DexKey* strays, int n,
+                       uint64_t* removed, DexError* err) {
+    if (removed) *removed = 0;
+    return guarded(err, [&] {
+        if (!tree || !tree->journal_root || (n > 0 && !strays))
+            throw Error(ErrorCode::kInvalid, "dex_journal_finish: no journal");
+        tree->run([&](dex::tree::BTree& b) {
+            dex::tree::JournalContents c = dex::tree::journal_read(proc().mem(), tree->journal_root);
+            if (c.life != old_life) throw journal_recovered_elsewhere(tree->name);
+            uint64_t d = 0;
+            if (n > 0) {
+                std::vector<dex::EntryKey> v(static_cast<size_t>(n));
+                std::memcpy(v.data(), strays, v.size() * sizeof(dex::EntryKey));
+                d = b.remove(v.data(), v.size());
+            }
+            dex::tree::journal_clear(proc().mem(), c);
+            uint64_t seen = dex::tree::journal_cas_life(proc().mem(), tree->journal_root, old_life, new_life);
+            if (seen != old_life) throw journal_recovered_elsewhere(tree->name);
+            if (removed) *removed = d;
+        });
+    });
+}
+
+}  // extern "C"
