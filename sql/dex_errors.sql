@@ -48,3 +48,17 @@ RESET dex.connect_timeout;
 -- the failed CREATE INDEX left nothing behind
 SELECT count(*) AS orphans FROM dex_orphans();
 DROP TABLE et;
+
+-- dex_stats() refuses an SQL definition whose columns are not the library's
+-- counters (src/common/stats_list.h), e.g. dex.so and the SQL script from
+-- different builds
+CREATE FUNCTION dex_stats_stale(OUT index_ops bigint, OUT remote_reads bigint)
+RETURNS record AS 'dex', 'dex_sql_stats' LANGUAGE C STRICT VOLATILE;
+CREATE FUNCTION dex_stats_renamed(OUT index_ops bigint, OUT reads bigint)
+RETURNS record AS 'dex', 'dex_sql_stats' LANGUAGE C STRICT VOLATILE;
+\set VERBOSITY terse
+SELECT * FROM dex_stats_stale();
+SELECT * FROM dex_stats_renamed();
+\set VERBOSITY default
+DROP FUNCTION dex_stats_stale(), dex_stats_renamed();
+SELECT count(*) = 1 AS one_row FROM dex_stats();
