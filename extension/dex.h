@@ -1,7 +1,8 @@
 /*
  * dex.h — shared declarations of the dex index access method (PostgreSQL
  * glue). The B+-tree itself lives in remote memory and is reached only
- * through the C API in src/capi/dex_capi.h.
+ * through the C API in src/capi/dex_capi.h (and the plain C headers
+ * src/tree/key_encoding.h and node_capacity.h for the key and node layout).
  *
  * The files call each other without cycles; each uses only files listed
  * after it here (scripts/tests/t_layers.sh checks it):

@@ -1,8 +1,11 @@
 /*
  * dexutils.c — utilities without state of their own: whether dex was
- * preloaded, key conversion, namespace tags, the metapage, WAL positions.
+ * preloaded, key conversion (the encoding is src/tree/key_encoding.h, shared
+ * with the core), namespace tags, the metapage, WAL positions.
  */
 #include "dex.h"
+
+#include <stddef.h>
 
 #include "access/xlog.h"
 #include "access/xloginsert.h"
@@ -15,6 +18,8 @@
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/timestamp.h"
+
+#include "tree/key_encoding.h"
 
 /* ---------------------------------------------------------------------
  * preloading
@@ -56,6 +61,29 @@ dex_wal_durable(void)
  * keys
  * ---------------------------------------------------------------------
  */
+
+/*
+ * DexKey (src/capi/dex_capi.h) must be the key of src/tree/key_encoding.h,
+ * as dex::EntryKey is (src/tree/key.h asserts the same on the C++ side).
+ */
+StaticAssertDecl(sizeof(DexKey) == DEX_KEY_BYTES, "DexKey must be a key_encoding.h key");
+StaticAssertDecl(offsetof(DexKey, value) == DEX_KEY_OFFSET_VALUE &&
+				 sizeof(((DexKey *) 0)->value) == 8, "DexKey.value");
+StaticAssertDecl(offsetof(DexKey, block) == DEX_KEY_OFFSET_BLOCK &&
+				 sizeof(((DexKey *) 0)->block) == 4, "DexKey.block");
+StaticAssertDecl(offsetof(DexKey, offnum) == DEX_KEY_OFFSET_OFFNUM &&
+				 sizeof(((DexKey *) 0)->offnum) == 2, "DexKey.offnum");
+StaticAssertDecl(offsetof(DexKey, cls) == DEX_KEY_OFFSET_CLS &&
+				 sizeof(((DexKey *) 0)->cls) == 1, "DexKey.cls");
+StaticAssertDecl(offsetof(DexKey, pad) == DEX_KEY_OFFSET_PAD &&
+				 sizeof(((DexKey *) 0)->pad) == 1, "DexKey.pad");
+StaticAssertDecl(DEX_KEY_NEG_INF == DEX_KEYCLASS_NEG_INF && DEX_KEY_VALUE == DEX_KEYCLASS_VALUE &&
+				 DEX_KEY_NULL == DEX_KEYCLASS_NULL && DEX_KEY_POS_INF == DEX_KEYCLASS_POS_INF,
+				 "DEX_KEY_* classes must be key_encoding.h's");
+/* a heap TID fits the key's TID fields, and the largest one is no real heap TID */
+StaticAssertDecl(sizeof(BlockNumber) == sizeof(((DexKey *) 0)->block) &&
+				 sizeof(OffsetNumber) == sizeof(((DexKey *) 0)->offnum) &&
+				 DEX_KEY_BLOCK_MAX == InvalidBlockNumber, "heap TIDs in keys");
 Oid
 dex_column_basetype(Relation index)
 {
@@ -114,20 +142,20 @@ dex_datum_to_int64(Datum d, Oid typid)
 void
 dex_make_value_key(DexKey *key, int64 v, uint32 block, uint16 off)
 {
-	key->value = ((uint64) v) ^ (UINT64CONST(1) << 63);
+	key->value = DEX_KEY_FROM_INT64(v);
 	key->block = block;
 	key->offnum = off;
-	key->cls = DEX_KEY_VALUE;
+	key->cls = DEX_KEYCLASS_VALUE;
 	key->pad = 0;
 }
 
 void
 dex_make_null_key(DexKey *key, uint32 block, uint16 off)
 {
-	key->value = 0;
+	key->value = DEX_KEY_NO_VALUE;
 	key->block = block;
 	key->offnum = off;
-	key->cls = DEX_KEY_NULL;
+	key->cls = DEX_KEYCLASS_NULL;
 	key->pad = 0;
 }
 
@@ -145,21 +173,17 @@ dex_make_key(DexKey *key, Relation index, Datum value, bool isnull,
 						   block, off);
 }
 
+/* The core's key order (key_encoding.h). */
 int
 dex_key_cmp(const DexKey *a, const DexKey *b)
 {
-	if (a->cls != b->cls)
-		return a->cls < b->cls ? -1 : 1;
-	if (a->value != b->value)
-		return a->value < b->value ? -1 : 1;
-	if (a->block != b->block)
-		return a->block < b->block ? -1 : 1;
-	if (a->offnum != b->offnum)
-		return a->offnum < b->offnum ? -1 : 1;
-	return 0;
+	return DEX_KEY_COMPARE(a, b);
 }
 
-/* Largest key strictly smaller than *k; false if none. */
+/*
+ * Largest key strictly smaller than *k; false if none. Steps the fields in
+ * reverse order of DEX_KEY_COMPARE, each over its whole range.
+ */
 bool
 dex_key_prev(DexKey *k)
 {
@@ -168,20 +192,20 @@ dex_key_prev(DexKey *k)
 		k->offnum--;
 		return true;
 	}
-	k->offnum = 0xFFFF;
+	k->offnum = DEX_KEY_OFFNUM_MAX;
 	if (k->block > 0)
 	{
 		k->block--;
 		return true;
 	}
-	k->block = 0xFFFFFFFF;
+	k->block = DEX_KEY_BLOCK_MAX;
 	if (k->value > 0)
 	{
 		k->value--;
 		return true;
 	}
-	k->value = PG_UINT64_MAX;
-	if (k->cls > DEX_KEY_NEG_INF)
+	k->value = DEX_KEY_VALUE_MAX;
+	if (k->cls > DEX_KEYCLASS_NEG_INF)
 	{
 		k->cls--;
 		return true;
@@ -193,25 +217,25 @@ dex_key_prev(DexKey *k)
 bool
 dex_key_next(DexKey *k)
 {
-	if (k->offnum < 0xFFFF)
+	if (k->offnum < DEX_KEY_OFFNUM_MAX)
 	{
 		k->offnum++;
 		return true;
 	}
 	k->offnum = 0;
-	if (k->block < 0xFFFFFFFF)
+	if (k->block < DEX_KEY_BLOCK_MAX)
 	{
 		k->block++;
 		return true;
 	}
 	k->block = 0;
-	if (k->value < PG_UINT64_MAX)
+	if (k->value < DEX_KEY_VALUE_MAX)
 	{
 		k->value++;
 		return true;
 	}
 	k->value = 0;
-	if (k->cls < DEX_KEY_POS_INF)
+	if (k->cls < DEX_KEYCLASS_POS_INF)
 	{
 		k->cls++;
 		return true;
