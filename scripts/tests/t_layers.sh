@@ -51,7 +51,8 @@ for o in "${objs[@]}"; do
     done < <(nm -u "$o" | awk '{print $2}')
 done
 sort -u "$tmp/edges" | awk '{a[$1] = a[$1] " " $2} END {for (k in a) print "  " k " ->" a[k]}' | sort
-tsort "$tmp/edges" >/dev/null 2>"$tmp/tsort" || { cat "$tmp/tsort" >&2; fail "the extension's files call each other in a cycle"; }
+sort -u "$tmp/edges" | tsort >/dev/null 2>"$tmp/tsort" ||
+    { head -20 "$tmp/tsort" >&2; fail "the extension's files call each other in a cycle"; }
 [ $bad = 0 ] || fail "the extension's files do not follow the order listed in extension/dex.h"
 
 echo "shared C headers"
