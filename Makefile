@@ -23,7 +23,7 @@ DEX_CORE_LIB = $(DEX_BUILD_DIR)/libdexcore.a
 DEX_MEMNODE = $(DEX_BUILD_DIR)/memnode/dex-memnode
 CMAKE_BUILD_TYPE ?= RelWithDebInfo
 
-PG_CPPFLAGS = -I$(srcdir)/src/capi
+PG_CPPFLAGS = -I$(srcdir)/src/capi -I$(srcdir)/src
 # libdexcore.a holds the rdma:// transport (rdma-core)
 SHLIB_LINK = $(DEX_CORE_LIB) -lrdmacm -libverbs -lstdc++ -lpthread
 SHLIB_PREREQS = dex-core

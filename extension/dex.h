@@ -1,7 +1,25 @@
 /*
  * dex.h — shared declarations of the dex index access method (PostgreSQL
  * glue). The B+-tree itself lives in remote memory and is reached only
- * through the C API in src/capi/dex_capi.h.
+ * through the C API in src/capi/dex_capi.h (and the plain C headers
+ * src/tree/key_encoding.h and node_capacity.h for the key and node layout).
+ *
+ * The files call each other without cycles; each uses only files listed
+ * after it here (scripts/tests/t_layers.sh checks it):
+ *
+ *   dexfuncs.c     SQL-callable functions
+ *   dex.c          _PG_init, shared memory hooks, AM handler, reloptions
+ *   dexbuild.c dexinsert.c dexscan.c dexvacuum.c dexvalidate.c dexcost.c
+ *                  access method entry points
+ *   dexguc.c       GUC definitions, the dex worker
+ *   dexxact.c      transaction callbacks: remote memory freed at commit/abort
+ *   dexsession.c   this backend's configuration of the core, interrupt hook,
+ *                  open-tree registry and its invalidation
+ *   dexjournal.c   crash consistency: the insert journal, WAL flushes
+ *   dexcluster.c   primary and hot standbys: the cluster registry, this life
+ *   dexwal.c       dex's WAL resource manager
+ *   dexutils.c     keys, metapage, namespace tags, WAL positions, preloading
+ *   dexerror.c     DexError -> ereport
  */
 #ifndef DEX_H
 #define DEX_H
@@ -181,6 +199,10 @@ typedef DexScanOpaqueData *DexScanOpaque;
 
 /* ---- dexutils.c ------------------------------------------------------- */
 
+extern bool dex_preloaded;
+extern void dex_require_preload(void);
+extern uint64 dex_wal_durable(void);
+
 extern Oid	dex_column_basetype(Relation index);
 extern bool dex_type_supported(Oid typid);
 extern int64 dex_datum_to_int64(Datum d, Oid typid);
@@ -196,11 +218,8 @@ extern void dex_key_to_tid(const DexKey *k, ItemPointer tid);
 extern void dex_write_metapage(Relation index, ForkNumber fork,
 							   const DexMetaPageData *meta);
 extern void dex_read_metapage(Relation index, DexMetaPageData *meta);
-extern DexTree *dex_get_tree(Relation index);
 extern uint32 dex_meta_tree_id(const DexMetaPageData *meta);
 extern bool dex_meta_owns_ns(const DexMetaPageData *meta, int node, uint64 ns);
-extern void dex_forget_tree(int node, uint64 ns);
-extern void dex_forget_all_trees(void);
 extern void dex_make_tag(DexNsTag *tag, Oid indexoid, Oid relfilenode, Oid spcoid);
 extern bool dex_parse_tag(const uint8_t *raw, DexNsTag *tag);
 
@@ -213,25 +232,41 @@ typedef struct DexClusterNs
 } DexClusterNs;
 extern int	dex_list_cluster_namespaces(int node, DexClusterNs **out, int *n,
 										DexError *err);
+
+/* ---- dex.c ------------------------------------------------------------ */
+
 extern void dex_check_index_relation(Relation index);
 
 /* ---- dexguc.c --------------------------------------------------------- */
 
-extern bool dex_preloaded;
+extern void dex_define_gucs(void);
+extern void dex_register_worker(void);
+extern uint64 dex_cache_bytes(void);
+
+/* ---- dexsession.c ----------------------------------------------------- */
+
+/* GUC variables (defined in dexguc.c) of the core's configuration */
 extern char *dex_memnodes_guc;
-extern void dex_require_preload(void);
-extern void dex_ensure_configured(void);
-extern int	dex_try_configure(DexError *err);
+extern char *dex_token_file;
+extern int	dex_connect_timeout_ms;
+extern int	dex_op_timeout_ms;
 extern bool dex_interrupts_suppressed;
 
-extern uint64 dex_life(void);
+extern void dex_session_init(void);
+extern void dex_config_changed(void);
+extern int	dex_try_configure(DexError *err);
+extern void dex_ensure_configured(void);
+extern DexTree *dex_get_tree(Relation index);
+extern void dex_forget_tree(int node, uint64 ns);
+extern void dex_forget_all_trees(void);
 
 /* ---- dexcluster.c ----------------------------------------------------- */
 
 extern int	dex_standby_wait_timeout_ms;
 extern Size dex_cluster_shmem_size(void);
-extern void dex_cluster_shmem_init(void *mem, bool found, uint64 life);
-extern void dex_cluster_beat(void);
+extern void dex_cluster_shmem_init(void *mem, bool found);
+extern uint64 dex_life(void);
+extern void dex_cluster_beat(const DexError *config_err);
 extern void dex_cluster_release_writer(void);
 extern void dex_cluster_check(Relation index);
 extern uint64 dex_cluster_retention(void);
@@ -248,7 +283,6 @@ extern void dex_wal_init(void);
 /* ---- dexjournal.c ----------------------------------------------------- */
 
 extern void dex_journal_init(void);
-extern uint64 dex_wal_durable(void);
 extern void dex_wal_flush_all(void);
 extern void dex_wal_flush_dirty(void);
 extern void dex_wal_flush_for_retry(const DexError *err, Relation index);
@@ -299,7 +333,5 @@ extern void dexrescan(IndexScanDesc scan, ScanKey scankey, int nscankeys,
 extern bool dexgettuple(IndexScanDesc scan, ScanDirection dir);
 extern int64 dexgetbitmap(IndexScanDesc scan, TIDBitmap *tbm);
 extern void dexendscan(IndexScanDesc scan);
-
-extern void dex_init_reloptions(void);
 
 #endif							/* DEX_H */

@@ -58,6 +58,7 @@ typedef struct DexClusterShared
 	uint64		registry;		/* GAddr of the registry block (0: not yet) */
 	uint64		registry_inc;	/* memory node 0's incarnation when it was found */
 	/* startup facts, set by the postmaster when shared memory is made */
+	uint64		life;			/* this compute server's life (dex_life) */
 	bool		clean_start;	/* pg_control said: shut down cleanly */
 	uint64		clean_end_lsn;	/* then: its last checkpoint */
 	uint64		prev_life;		/* the life before this one in this postmaster */
@@ -83,15 +84,24 @@ dex_cluster_shmem_size(void)
 	return MAXALIGN(sizeof(DexClusterShared));
 }
 
-/* Postmaster, when shared memory is (re)made: record what pg_control says. */
+/*
+ * Postmaster, when shared memory is (re)made: choose this life and record
+ * what pg_control says.
+ */
 void
-dex_cluster_shmem_init(void *mem, bool found, uint64 life)
+dex_cluster_shmem_init(void *mem, bool found)
 {
+	uint64		life = 0;
+
 	dcs = (DexClusterShared *) mem;
 	if (found)
 		return;
+	while (life == 0)
+		if (!pg_strong_random(&life, sizeof(life)))
+			elog(FATAL, "dex: could not generate a random life id");
 	memset(dcs, 0, sizeof(*dcs));
 	SpinLockInit(&dcs->mutex);
+	dcs->life = life;
 	dcs->standby_slot = -1;
 	dcs->standby_floor = PG_UINT64_MAX;
 	dcs->prev_life = dex_postmaster_last_life;
@@ -107,6 +117,21 @@ dex_cluster_shmem_init(void *mem, bool found, uint64 life)
 		}
 		pfree(cf);
 	}
+}
+
+/*
+ * This compute server's life: a random id chosen whenever shared memory is
+ * initialized (postmaster start, crash restart). The writer role and standby
+ * slots of the registry belong to a life; an index's insert journal records
+ * the life that last recovered it (dexjournal.c).
+ */
+uint64
+dex_life(void)
+{
+	dex_require_preload();
+	if (dcs == NULL || dcs->life == 0)
+		elog(ERROR, "dex: shared memory is not set up");
+	return dcs->life;
 }
 
 static void
@@ -468,11 +493,14 @@ dex_standby_beat(uint64 addr, uint64 mine)
 	SpinLockRelease(&dcs->mutex);
 }
 
-static void dex_cluster_beat_once(bool standby);
+static void dex_cluster_beat_once(bool standby, const DexError *config_err);
 
-/* One beat of the dex worker (dexguc.c), every DEX_BEAT_MS. */
+/*
+ * One beat of the dex worker (dexguc.c), every DEX_BEAT_MS. config_err: why
+ * the worker could not configure the core (NULL: it is configured).
+ */
 void
-dex_cluster_beat(void)
+dex_cluster_beat(const DexError *config_err)
 {
 	bool		standby = RecoveryInProgress();
 
@@ -481,7 +509,7 @@ dex_cluster_beat(void)
 	dex_stats_private(1);		/* registry traffic is not index work (dex_stats()) */
 	PG_TRY();
 	{
-		dex_cluster_beat_once(standby);
+		dex_cluster_beat_once(standby, config_err);
 	}
 	PG_FINALLY();
 	{
@@ -491,15 +519,15 @@ dex_cluster_beat(void)
 }
 
 static void
-dex_cluster_beat_once(bool standby)
+dex_cluster_beat_once(bool standby, const DexError *config_err)
 {
 	DexError	err;
 	uint64		addr;
 
 	memset(&err, 0, sizeof(err));
-	if (dex_try_configure(&err) != DEX_OK)
+	if (config_err != NULL)
 	{
-		dex_cluster_set_problem(standby ? dcs->standby_problem : dcs->writer_problem, err.message);
+		dex_cluster_set_problem(standby ? dcs->standby_problem : dcs->writer_problem, config_err->message);
 		return;
 	}
 	dex_registry_forget_if_lost();

@@ -4,7 +4,9 @@
  * The index relation is just a metapage, so the planner's page count says
  * nothing. We model the remote tree instead: ~50 entries per 1 KiB leaf
  * (59 slots, fillfactor 90), each leaf visited costs a random page fetch
- * (a network round trip), and the descent costs CPU like btree's.
+ * (a network round trip), and the descent costs CPU like btree's, with a
+ * fan-out of ~40 (39 entries per inner node). The node capacities come from
+ * the core's layout (src/tree/node_capacity.h).
  */
 #include "dex.h"
 
@@ -19,8 +21,17 @@
 #include "utils/selfuncs.h"
 #include "utils/syscache.h"
 
-#define DEX_ENTRIES_PER_LEAF 50.0
-#define DEX_INNER_FANOUT	40.0
+#include "tree/node_capacity.h"
+
+/*
+ * The model's round figures, to the nearest ten: a leaf as a bulk load fills
+ * it (59 slots at fillfactor 90: 53 -> 50 entries), an inner node full (39
+ * -> 40 children).
+ */
+#define DEX_ROUND10(n)		((((n) + 5) / 10) * 10)
+#define DEX_ENTRIES_PER_LEAF \
+	((double) DEX_ROUND10(DEX_LEAF_CAPACITY * DEX_DEFAULT_FILLFACTOR / 100))
+#define DEX_INNER_FANOUT	((double) DEX_ROUND10(DEX_INNER_CAPACITY))
 
 static double
 dex_column_correlation(PlannerInfo *root, IndexOptInfo *index)

@@ -1,39 +1,29 @@
 /*
- * dexguc.c — _PG_init, GUCs, shared memory for the core's counters and the
- * node cache, the interrupt hook, and lazy (re)configuration of the core.
+ * dexguc.c — the GUCs (dex.*) and the dex worker (a background worker: the
+ * cluster registry's beat, on a primary also the write-back flushes).
+ *
+ * The variables of the settings that configure the core (dex.memnodes,
+ * dex.token_file, the timeouts) live in dexsession.c, which applies them;
+ * dex.standby_wait_timeout's in dexcluster.c. The node-cache policy and
+ * dex.offload are per backend and applied to the core by their assign hooks.
  */
 #include "dex.h"
 
 #include <errno.h>
-#include <stdio.h>
-#include <string.h>
 
-#include "fmgr.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
 #include "postmaster/interrupt.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
-#include "storage/shmem.h"
-#include "storage/lwlock.h"
 #include "utils/guc.h"
 #include "utils/timestamp.h"
 #include "access/xlog.h"
 
-PG_MODULE_MAGIC;
-
-void		_PG_init(void);
 PGDLLEXPORT void dex_writeback_main(Datum arg);
 
-bool		dex_preloaded = false;
-bool		dex_interrupts_suppressed = false;
-
-char	   *dex_memnodes_guc = NULL;
-static char *dex_token_file = NULL;
 static int	dex_cache_size_kb = 64 * 1024;
-static int	dex_connect_timeout_ms = 5000;
-static int	dex_op_timeout_ms = 30000;
 static double dex_leaf_admission = 0.1;
 static bool dex_cache_leaves = true;
 static int	dex_writeback_interval_ms = 1000;
@@ -46,45 +36,19 @@ static const struct config_enum_entry dex_offload_options[] = {
 	{NULL, 0, false}
 };
 
-static bool dex_config_dirty = true;
-
 #define DEX_WORKER_TICK_MS 200	/* the dex worker's beat (dexcluster.c DEX_BEAT_MS) */
 
-/*
- * This compute server's life: a random id chosen whenever shared memory is
- * initialized (postmaster start, crash restart). An index's insert journal
- * records the life that last recovered it (dexjournal.c).
- */
-typedef struct DexLifeShared
-{
-	uint64		life;
-} DexLifeShared;
-static DexLifeShared *dex_life_shared = NULL;
-
-uint64
-dex_life(void)
-{
-	dex_require_preload();
-	if (dex_life_shared == NULL || dex_life_shared->life == 0)
-		elog(ERROR, "dex: shared memory is not set up");
-	return dex_life_shared->life;
-}
-
-#if PG_VERSION_NUM >= 150000
-static shmem_request_hook_type prev_shmem_request_hook = NULL;
-#endif
-static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
-
+/* The configuration of the core changed: applied at its next use (dexsession.c). */
 static void
 dex_guc_assign_string(const char *newval, void *extra)
 {
-	dex_config_dirty = true;
+	dex_config_changed();
 }
 
 static void
 dex_guc_assign_int(int newval, void *extra)
 {
-	dex_config_dirty = true;
+	dex_config_changed();
 }
 
 /* Admission policy: per backend, applied to this process's cache handle. */
@@ -107,215 +71,16 @@ dex_guc_assign_offload(int newval, void *extra)
 	dex_set_offload_mode(newval);
 }
 
-static uint64
+/* dex.cache_size in bytes (0: no node cache). */
+uint64
 dex_cache_bytes(void)
 {
 	return (uint64) dex_cache_size_kb * 1024;
 }
 
-/*
- * Called by the core while it waits on the network. Must not ereport or
- * longjmp: it only looks at the flags.
- */
-static int
-dex_interrupt_check(void)
-{
-	if (dex_interrupts_suppressed)
-		return 0;
-	return (InterruptPending && (QueryCancelPending || ProcDiePending)) ? 1 : 0;
-}
-
+/* _PG_init: define every dex.* setting. */
 void
-dex_require_preload(void)
-{
-	if (!dex_preloaded)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("dex must be loaded via shared_preload_libraries"),
-				 errhint("Add dex to shared_preload_libraries in postgresql.conf and restart the server.")));
-}
-
-/*
- * Read the token file with plain libc (no ereport), so this can also run in
- * transaction callbacks. Returns malloc'ed string or NULL with err set.
- */
-static char *
-dex_read_token(DexError *err)
-{
-	FILE	   *f;
-	char	   *buf;
-	size_t		n;
-	size_t		cap = 4096;
-
-	if (dex_token_file == NULL || dex_token_file[0] == '\0')
-	{
-		buf = malloc(1);
-		if (buf)
-			buf[0] = '\0';
-		return buf;
-	}
-	f = fopen(dex_token_file, "r");
-	if (f == NULL)
-	{
-		err->code = DEX_ERR_INVALID;
-		snprintf(err->message, sizeof(err->message),
-				 "could not open dex.token_file \"%s\": %s",
-				 dex_token_file, strerror(errno));
-		snprintf(err->hint, sizeof(err->hint),
-				 "Check the setting of dex.token_file.");
-		return NULL;
-	}
-	buf = malloc(cap + 1);
-	if (buf == NULL)
-	{
-		fclose(f);
-		err->code = DEX_ERR_INVALID;
-		snprintf(err->message, sizeof(err->message), "out of memory");
-		err->hint[0] = '\0';
-		return NULL;
-	}
-	n = fread(buf, 1, cap, f);
-	fclose(f);
-	buf[n] = '\0';
-	/* strip trailing whitespace / newline */
-	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' ||
-					 buf[n - 1] == ' ' || buf[n - 1] == '\t'))
-		buf[--n] = '\0';
-	return buf;
-}
-
-static void dex_before_shmem_exit(int code, Datum arg);
-static void dex_on_shmem_exit(int code, Datum arg);
-static bool exit_callback_registered = false;
-
-/* Configure the core if the GUCs changed; never ereports. */
-int
-dex_try_configure(DexError *err)
-{
-	char	   *token;
-	int			rc;
-
-	if (!dex_config_dirty)
-		return DEX_OK;
-
-	token = dex_read_token(err);
-	if (token == NULL)
-		return err->code;
-
-	if (!exit_callback_registered)
-	{
-		before_shmem_exit(dex_before_shmem_exit, (Datum) 0);
-		/* runs after the before_shmem_exit callbacks closed our trees */
-		on_shmem_exit(dex_on_shmem_exit, (Datum) 0);
-		exit_callback_registered = true;
-	}
-
-	/* node numbering may change: cached tree handles are invalid */
-	dex_forget_all_trees();
-
-	rc = dex_configure(dex_memnodes_guc ? dex_memnodes_guc : "",
-					   token, dex_connect_timeout_ms, dex_op_timeout_ms, err);
-	memset(token, 0, strlen(token));
-	free(token);
-	if (rc == DEX_OK)
-		dex_config_dirty = false;
-	return rc;
-}
-
-void
-dex_ensure_configured(void)
-{
-	DexError	err;
-	int			rc;
-
-	dex_require_preload();
-	memset(&err, 0, sizeof(err));
-	rc = dex_try_configure(&err);
-	if (rc != DEX_OK)
-		dex_report_error(rc, &err, NULL);
-}
-
-static void
-dex_shmem_request(void)
-{
-#if PG_VERSION_NUM >= 150000
-	if (prev_shmem_request_hook)
-		prev_shmem_request_hook();
-#endif
-	RequestAddinShmemSpace(MAXALIGN(dex_stats_shmem_size()));
-	RequestAddinShmemSpace(MAXALIGN(sizeof(DexLifeShared)));
-	RequestAddinShmemSpace(dex_cluster_shmem_size());
-	/* dex.cache_size = 0: no cache, trees run uncached */
-	if (dex_cache_bytes() > 0)
-		RequestAddinShmemSpace(MAXALIGN(dex_cache_shmem_size(dex_cache_bytes())));
-}
-
-static void
-dex_shmem_startup(void)
-{
-	bool		found;
-	void	   *mem;
-
-	if (prev_shmem_startup_hook)
-		prev_shmem_startup_hook();
-
-	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-	mem = ShmemInitStruct("dex stats", MAXALIGN(dex_stats_shmem_size()), &found);
-	dex_stats_attach(mem, found ? 0 : 1);
-
-	dex_life_shared = ShmemInitStruct("dex life", MAXALIGN(sizeof(DexLifeShared)), &found);
-	if (!found)
-	{
-		uint64		life = 0;
-
-		while (life == 0)
-			if (!pg_strong_random(&life, sizeof(life)))
-				elog(FATAL, "dex: could not generate a random life id");
-		dex_life_shared->life = life;
-	}
-	mem = ShmemInitStruct("dex cluster", dex_cluster_shmem_size(), &found);
-	dex_cluster_shmem_init(mem, found, dex_life_shared->life);
-
-	/*
-	 * The node cache, in the main segment so every backend (forked from the
-	 * postmaster) sees it at the same address. Built when the segment is
-	 * created, i.e. also after a crash re-initialized shared memory: the cache
-	 * then starts empty (remote memory is complete: writes are write-through).
-	 */
-	if (dex_cache_bytes() > 0)
-	{
-		size_t		size = MAXALIGN(dex_cache_shmem_size(dex_cache_bytes()));
-		DexError	err;
-
-		mem = ShmemInitStruct("dex node cache", size, &found);
-		memset(&err, 0, sizeof(err));
-		if (dex_cache_attach(mem, dex_cache_bytes(), found ? 0 : 1, &err) != DEX_OK)
-		{
-			LWLockRelease(AddinShmemInitLock);
-			ereport(FATAL,
-					(errmsg("could not set up the dex node cache: %s", err.message)));
-		}
-	}
-	else
-		dex_cache_attach(NULL, 0, 0, NULL);
-	LWLockRelease(AddinShmemInitLock);
-}
-
-static void
-dex_before_shmem_exit(int code, Datum arg)
-{
-	dex_forget_all_trees();
-	dex_disconnect_all();
-}
-
-static void
-dex_on_shmem_exit(int code, Datum arg)
-{
-	dex_cache_detach();			/* our free frames go back to the shared stack */
-}
-
-void
-_PG_init(void)
+dex_define_gucs(void)
 {
 	DefineCustomStringVariable("dex.memnodes",
 							   "Memory nodes holding dex indexes (comma-separated tcp://host:port).",
@@ -416,45 +181,27 @@ _PG_init(void)
 							PGC_SIGHUP,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
+}
 
-	dex_init_reloptions();
+/*
+ * _PG_init, when preloaded: register the dex worker. It beats in the cluster
+ * registry (dexcluster.c), on hot standbys too; on a primary it also does
+ * the write-back flushes.
+ */
+void
+dex_register_worker(void)
+{
+	BackgroundWorker worker;
 
-	if (!process_shared_preload_libraries_in_progress)
-		return;
-
-	dex_preloaded = true;
-
-	/*
-	 * The dex worker: beats in the cluster registry (dexcluster.c), on hot
-	 * standbys too; on a primary also the write-back flushes.
-	 */
-	{
-		BackgroundWorker worker;
-
-		memset(&worker, 0, sizeof(worker));
-		worker.bgw_flags = BGWORKER_SHMEM_ACCESS;
-		worker.bgw_start_time = BgWorkerStart_ConsistentState;
-		worker.bgw_restart_time = 1;
-		snprintf(worker.bgw_library_name, BGW_MAXLEN, "dex");
-		snprintf(worker.bgw_function_name, BGW_MAXLEN, "dex_writeback_main");
-		snprintf(worker.bgw_name, BGW_MAXLEN, "dex worker");
-		snprintf(worker.bgw_type, BGW_MAXLEN, "dex worker");
-		RegisterBackgroundWorker(&worker);
-	}
-
-#if PG_VERSION_NUM >= 150000
-	prev_shmem_request_hook = shmem_request_hook;
-	shmem_request_hook = dex_shmem_request;
-#else
-	dex_shmem_request();
-#endif
-	prev_shmem_startup_hook = shmem_startup_hook;
-	shmem_startup_hook = dex_shmem_startup;
-
-	dex_set_interrupt_check(dex_interrupt_check);
-	dex_journal_init();
-	dex_wal_init();
-	dex_xact_init();
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS;
+	worker.bgw_start_time = BgWorkerStart_ConsistentState;
+	worker.bgw_restart_time = 1;
+	snprintf(worker.bgw_library_name, BGW_MAXLEN, "dex");
+	snprintf(worker.bgw_function_name, BGW_MAXLEN, "dex_writeback_main");
+	snprintf(worker.bgw_name, BGW_MAXLEN, "dex worker");
+	snprintf(worker.bgw_type, BGW_MAXLEN, "dex worker");
+	RegisterBackgroundWorker(&worker);
 }
 
 /* ---------------------------------------------------------------------
@@ -498,6 +245,22 @@ dex_wb_flush_once(bool quiet)
 	return (uint64) written;
 }
 
+/*
+ * One beat in the cluster registry, every DEX_WORKER_TICK_MS: with the core
+ * configured first (a failure is the beat's problem to report).
+ */
+static void
+dex_worker_beat(void)
+{
+	DexError	err;
+
+	memset(&err, 0, sizeof(err));
+	if (dex_try_configure(&err) != DEX_OK)
+		dex_cluster_beat(&err);
+	else
+		dex_cluster_beat(NULL);
+}
+
 void
 dex_writeback_main(Datum arg)
 {
@@ -520,7 +283,7 @@ dex_writeback_main(Datum arg)
 		if (dex_wb_stop)
 			break;
 		/* the cluster registry: writer role / standby lease (dexcluster.c) */
-		dex_cluster_beat();
+		dex_worker_beat();
 		if (!RecoveryInProgress() && dex_cache_size_kb > 0 &&
 			TimestampDifferenceExceeds(last_flush, GetCurrentTimestamp(), dex_writeback_interval_ms))
 		{

@@ -38,19 +38,6 @@
  * ---------------------------------------------------------------------
  */
 
-/* How far WAL is durable (flushed) on this primary; 0 on a standby. */
-uint64
-dex_wal_durable(void)
-{
-	if (RecoveryInProgress())
-		return 0;
-#if PG_VERSION_NUM >= 150000
-	return (uint64) GetFlushRecPtr(NULL);
-#else
-	return (uint64) GetFlushRecPtr();
-#endif
-}
-
 /*
  * The core's durable-LSN source (dirty write-back leaves wait for it): WAL
  * flushed and published as the trees' high-water mark in the cluster

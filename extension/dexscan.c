@@ -21,8 +21,11 @@
 #include "utils/memutils.h"
 #include "utils/rel.h"
 
-#define DEX_MAX_BLOCK	0xFFFFFFFFU
-#define DEX_MAX_OFF		0xFFFF
+#include "tree/key_encoding.h"
+
+/* (v, 0, 0) .. (v, DEX_MAX_BLOCK, DEX_MAX_OFF) brackets every entry of value v */
+#define DEX_MAX_BLOCK	DEX_KEY_BLOCK_MAX
+#define DEX_MAX_OFF		DEX_KEY_OFFNUM_MAX
 
 static void
 dex_scan_release(void *arg)

@@ -1,134 +1,89 @@
 /*
- * dexutils.c — AM handler, reloptions, metapage, key conversion, namespace
- * tags and the per-backend cache of open remote trees.
+ * dexutils.c — utilities without state of their own: whether dex was
+ * preloaded, key conversion (the encoding is src/tree/key_encoding.h, shared
+ * with the core), namespace tags, the metapage, WAL positions.
  */
 #include "dex.h"
 
-#include "access/generic_xlog.h"
-#include "access/reloptions.h"
-#include "access/xact.h"
+#include <stddef.h>
+
 #include "access/xlog.h"
 #include "access/xloginsert.h"
 #include "catalog/pg_type.h"
-#include "commands/vacuum.h"
 #include "miscadmin.h"
 #include "storage/bufmgr.h"
 #include "storage/lmgr.h"
 #include "utils/builtins.h"
 #include "utils/date.h"
-#include "utils/hsearch.h"
 #include "utils/lsyscache.h"
-#include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/timestamp.h"
 
-PG_FUNCTION_INFO_V1(dexhandler);
-
-static relopt_kind dex_relopt_kind;
+#include "tree/key_encoding.h"
 
 /* ---------------------------------------------------------------------
- * handler
+ * preloading
  * ---------------------------------------------------------------------
  */
-Datum
-dexhandler(PG_FUNCTION_ARGS)
-{
-	IndexAmRoutine *amroutine = makeNode(IndexAmRoutine);
 
-	amroutine->amstrategies = BTMaxStrategyNumber;
-	amroutine->amsupport = 1;
-	amroutine->amoptsprocnum = 0;
-	amroutine->amcanorder = true;
-	amroutine->amcanorderbyop = false;
-	amroutine->amcanbackward = true;
-	amroutine->amcanunique = false;
-	amroutine->amcanmulticol = false;
-	amroutine->amoptionalkey = true;
-	amroutine->amsearcharray = true;
-	amroutine->amsearchnulls = true;
-	amroutine->amstorage = false;
-	amroutine->amclusterable = false;
-	amroutine->ampredlocks = false;
-	amroutine->amcanparallel = false;
-#if PG_VERSION_NUM >= 170000
-	amroutine->amcanbuildparallel = false;
-#endif
-	amroutine->amcaninclude = false;
-	amroutine->amusemaintenanceworkmem = false;
-#if PG_VERSION_NUM >= 160000
-	amroutine->amsummarizing = false;
-#endif
-	amroutine->amparallelvacuumoptions = 0;
-	amroutine->amkeytype = InvalidOid;
+/* set by _PG_init when loaded via shared_preload_libraries */
+bool		dex_preloaded = false;
 
-	amroutine->ambuild = dexbuild;
-	amroutine->ambuildempty = dexbuildempty;
-	amroutine->aminsert = dexinsert;
-#if PG_VERSION_NUM >= 170000
-	amroutine->aminsertcleanup = NULL;
-#endif
-	amroutine->ambulkdelete = dexbulkdelete;
-	amroutine->amvacuumcleanup = dexvacuumcleanup;
-	amroutine->amcanreturn = NULL;
-	amroutine->amcostestimate = dexcostestimate;
-	amroutine->amoptions = dexoptions;
-	amroutine->amproperty = NULL;
-	amroutine->ambuildphasename = dexbuildphasename;
-	amroutine->amvalidate = dexvalidate;
-	amroutine->amadjustmembers = NULL;
-	amroutine->ambeginscan = dexbeginscan;
-	amroutine->amrescan = dexrescan;
-	amroutine->amgettuple = dexgettuple;
-	amroutine->amgetbitmap = dexgetbitmap;
-	amroutine->amendscan = dexendscan;
-	amroutine->ammarkpos = NULL;
-	amroutine->amrestrpos = NULL;
-	amroutine->amestimateparallelscan = NULL;
-	amroutine->aminitparallelscan = NULL;
-	amroutine->amparallelrescan = NULL;
-
-	PG_RETURN_POINTER(amroutine);
-}
-
-/* ---------------------------------------------------------------------
- * reloptions
- * ---------------------------------------------------------------------
- */
 void
-dex_init_reloptions(void)
+dex_require_preload(void)
 {
-	dex_relopt_kind = add_reloption_kind();
-	add_int_reloption(dex_relopt_kind, "fillfactor",
-					  "Packs dex leaf nodes only this full during CREATE INDEX",
-					  DEX_DEFAULT_FILLFACTOR, DEX_MIN_FILLFACTOR, 100,
-					  AccessExclusiveLock);
-	add_bool_reloption(dex_relopt_kind, "write_back",
-					   "Keeps in-place leaf changes in the node cache and writes them back "
-					   "later (requires that no other compute server writes the index)",
-					   false, AccessExclusiveLock);
-	add_int_reloption(dex_relopt_kind, "placement_level",
-					  "Every subtree rooted at this tree level lies on one memory node "
-					  "(takes effect at the next build: CREATE INDEX / REINDEX)",
-					  2, 1, 8, AccessExclusiveLock);
+	if (!dex_preloaded)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("dex must be loaded via shared_preload_libraries"),
+				 errhint("Add dex to shared_preload_libraries in postgresql.conf and restart the server.")));
 }
 
-bytea *
-dexoptions(Datum reloptions, bool validate)
-{
-	static const relopt_parse_elt tab[] = {
-		{"fillfactor", RELOPT_TYPE_INT, offsetof(DexOptions, fillfactor)},
-		{"write_back", RELOPT_TYPE_BOOL, offsetof(DexOptions, write_back)},
-		{"placement_level", RELOPT_TYPE_INT, offsetof(DexOptions, placement_level)},
-	};
+/* ---------------------------------------------------------------------
+ * WAL positions
+ * ---------------------------------------------------------------------
+ */
 
-	return (bytea *) build_reloptions(reloptions, validate, dex_relopt_kind,
-									  sizeof(DexOptions), tab, lengthof(tab));
+/* How far WAL is durable (flushed) on this primary; 0 on a standby. */
+uint64
+dex_wal_durable(void)
+{
+	if (RecoveryInProgress())
+		return 0;
+#if PG_VERSION_NUM >= 150000
+	return (uint64) GetFlushRecPtr(NULL);
+#else
+	return (uint64) GetFlushRecPtr();
+#endif
 }
 
 /* ---------------------------------------------------------------------
  * keys
  * ---------------------------------------------------------------------
  */
+
+/*
+ * DexKey (src/capi/dex_capi.h) must be the key of src/tree/key_encoding.h,
+ * as dex::EntryKey is (src/tree/key.h asserts the same on the C++ side).
+ */
+StaticAssertDecl(sizeof(DexKey) == DEX_KEY_BYTES, "DexKey must be a key_encoding.h key");
+StaticAssertDecl(offsetof(DexKey, value) == DEX_KEY_OFFSET_VALUE &&
+				 sizeof(((DexKey *) 0)->value) == 8, "DexKey.value");
+StaticAssertDecl(offsetof(DexKey, block) == DEX_KEY_OFFSET_BLOCK &&
+				 sizeof(((DexKey *) 0)->block) == 4, "DexKey.block");
+StaticAssertDecl(offsetof(DexKey, offnum) == DEX_KEY_OFFSET_OFFNUM &&
+				 sizeof(((DexKey *) 0)->offnum) == 2, "DexKey.offnum");
+StaticAssertDecl(offsetof(DexKey, cls) == DEX_KEY_OFFSET_CLS &&
+				 sizeof(((DexKey *) 0)->cls) == 1, "DexKey.cls");
+StaticAssertDecl(offsetof(DexKey, pad) == DEX_KEY_OFFSET_PAD &&
+				 sizeof(((DexKey *) 0)->pad) == 1, "DexKey.pad");
+StaticAssertDecl(DEX_KEY_NEG_INF == DEX_KEYCLASS_NEG_INF && DEX_KEY_VALUE == DEX_KEYCLASS_VALUE &&
+				 DEX_KEY_NULL == DEX_KEYCLASS_NULL && DEX_KEY_POS_INF == DEX_KEYCLASS_POS_INF,
+				 "DEX_KEY_* classes must be key_encoding.h's");
+/* a heap TID fits the key's TID fields, and the largest one is no real heap TID */
+StaticAssertDecl(sizeof(BlockNumber) == sizeof(((DexKey *) 0)->block) &&
+				 sizeof(OffsetNumber) == sizeof(((DexKey *) 0)->offnum) &&
+				 DEX_KEY_BLOCK_MAX == InvalidBlockNumber, "heap TIDs in keys");
 Oid
 dex_column_basetype(Relation index)
 {
@@ -187,20 +142,20 @@ dex_datum_to_int64(Datum d, Oid typid)
 void
 dex_make_value_key(DexKey *key, int64 v, uint32 block, uint16 off)
 {
-	key->value = ((uint64) v) ^ (UINT64CONST(1) << 63);
+	key->value = DEX_KEY_FROM_INT64(v);
 	key->block = block;
 	key->offnum = off;
-	key->cls = DEX_KEY_VALUE;
+	key->cls = DEX_KEYCLASS_VALUE;
 	key->pad = 0;
 }
 
 void
 dex_make_null_key(DexKey *key, uint32 block, uint16 off)
 {
-	key->value = 0;
+	key->value = DEX_KEY_NO_VALUE;
 	key->block = block;
 	key->offnum = off;
-	key->cls = DEX_KEY_NULL;
+	key->cls = DEX_KEYCLASS_NULL;
 	key->pad = 0;
 }
 
@@ -218,21 +173,17 @@ dex_make_key(DexKey *key, Relation index, Datum value, bool isnull,
 						   block, off);
 }
 
+/* The core's key order (key_encoding.h). */
 int
 dex_key_cmp(const DexKey *a, const DexKey *b)
 {
-	if (a->cls != b->cls)
-		return a->cls < b->cls ? -1 : 1;
-	if (a->value != b->value)
-		return a->value < b->value ? -1 : 1;
-	if (a->block != b->block)
-		return a->block < b->block ? -1 : 1;
-	if (a->offnum != b->offnum)
-		return a->offnum < b->offnum ? -1 : 1;
-	return 0;
+	return DEX_KEY_COMPARE(a, b);
 }
 
-/* Largest key strictly smaller than *k; false if none. */
+/*
+ * Largest key strictly smaller than *k; false if none. Steps the fields in
+ * reverse order of DEX_KEY_COMPARE, each over its whole range.
+ */
 bool
 dex_key_prev(DexKey *k)
 {
@@ -241,20 +192,20 @@ dex_key_prev(DexKey *k)
 		k->offnum--;
 		return true;
 	}
-	k->offnum = 0xFFFF;
+	k->offnum = DEX_KEY_OFFNUM_MAX;
 	if (k->block > 0)
 	{
 		k->block--;
 		return true;
 	}
-	k->block = 0xFFFFFFFF;
+	k->block = DEX_KEY_BLOCK_MAX;
 	if (k->value > 0)
 	{
 		k->value--;
 		return true;
 	}
-	k->value = PG_UINT64_MAX;
-	if (k->cls > DEX_KEY_NEG_INF)
+	k->value = DEX_KEY_VALUE_MAX;
+	if (k->cls > DEX_KEYCLASS_NEG_INF)
 	{
 		k->cls--;
 		return true;
@@ -266,25 +217,25 @@ dex_key_prev(DexKey *k)
 bool
 dex_key_next(DexKey *k)
 {
-	if (k->offnum < 0xFFFF)
+	if (k->offnum < DEX_KEY_OFFNUM_MAX)
 	{
 		k->offnum++;
 		return true;
 	}
 	k->offnum = 0;
-	if (k->block < 0xFFFFFFFF)
+	if (k->block < DEX_KEY_BLOCK_MAX)
 	{
 		k->block++;
 		return true;
 	}
 	k->block = 0;
-	if (k->value < PG_UINT64_MAX)
+	if (k->value < DEX_KEY_VALUE_MAX)
 	{
 		k->value++;
 		return true;
 	}
 	k->value = 0;
-	if (k->cls < DEX_KEY_POS_INF)
+	if (k->cls < DEX_KEYCLASS_POS_INF)
 	{
 		k->cls++;
 		return true;
@@ -472,262 +423,4 @@ dex_meta_owns_ns(const DexMetaPageData *meta, int node, uint64 ns)
 			addr && strcmp(meta->parts[node].address, addr) == 0;
 	return meta->ns == ns &&
 		((addr && strcmp(meta->address, addr) == 0) || meta->node == node);
-}
-
-/* Is this relation an index of the dex access method? */
-void
-dex_check_index_relation(Relation index)
-{
-	if (index->rd_rel->relkind != RELKIND_INDEX ||
-		index->rd_indam == NULL || index->rd_indam->ambuild != dexbuild)
-		ereport(ERROR,
-				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-				 errmsg("\"%s\" is not a dex index",
-						RelationGetRelationName(index))));
-}
-
-/* ---------------------------------------------------------------------
- * per-backend cache of open trees, keyed by relfilenode
- * ---------------------------------------------------------------------
- */
-typedef struct DexTreeCacheKey
-{
-	Oid			spcoid;
-	Oid			relnumber;
-} DexTreeCacheKey;
-
-typedef struct DexTreeCacheEntry
-{
-	DexTreeCacheKey key;
-	int			node;
-	uint64		ns;
-	uint64		incarnation;
-	DexTree    *tree;
-	uint64		verified_life;	/* journal found recovered in this life (dexjournal.c) */
-} DexTreeCacheEntry;
-
-static HTAB *dex_tree_cache = NULL;
-
-static void
-dex_tree_cache_init(void)
-{
-	HASHCTL		ctl;
-
-	if (dex_tree_cache)
-		return;
-	memset(&ctl, 0, sizeof(ctl));
-	ctl.keysize = sizeof(DexTreeCacheKey);
-	ctl.entrysize = sizeof(DexTreeCacheEntry);
-	ctl.hcxt = TopMemoryContext;
-	dex_tree_cache = hash_create("dex open trees", 32, &ctl,
-								 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-}
-
-/* Close cached trees of one namespace (it was dropped). */
-void
-dex_forget_tree(int node, uint64 ns)
-{
-	HASH_SEQ_STATUS status;
-	DexTreeCacheEntry *e;
-
-	if (!dex_tree_cache)
-		return;
-	hash_seq_init(&status, dex_tree_cache);
-	while ((e = hash_seq_search(&status)) != NULL)
-	{
-		if (e->node == node && e->ns == ns)
-		{
-			if (e->tree)
-				dex_tree_close(e->tree);
-			e->tree = NULL;
-			hash_search(dex_tree_cache, &e->key, HASH_REMOVE, NULL);
-		}
-	}
-}
-
-void
-dex_forget_all_trees(void)
-{
-	HASH_SEQ_STATUS status;
-	DexTreeCacheEntry *e;
-
-	if (!dex_tree_cache)
-		return;
-	hash_seq_init(&status, dex_tree_cache);
-	while ((e = hash_seq_search(&status)) != NULL)
-	{
-		if (e->tree)
-			dex_tree_close(e->tree);
-		e->tree = NULL;
-		hash_search(dex_tree_cache, &e->key, HASH_REMOVE, NULL);
-	}
-}
-
-/* Which configured memory node holds this index's tree? */
-static int
-dex_resolve_node(Relation index, const DexMetaPageData *meta)
-{
-	int			count = dex_memnode_count();
-	int			i;
-
-	/* prefer the node with the recorded address (the list may be reordered) */
-	for (i = 0; i < count; i++)
-	{
-		const char *addr = dex_memnode_address(i);
-
-		if (addr && strcmp(addr, meta->address) == 0)
-			return i;
-	}
-	/* else the same position: the incarnation check catches a wrong node */
-	if (meta->node >= 0 && meta->node < count)
-		return meta->node;
-
-	ereport(ERROR,
-			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-			 errmsg("memory node \"%s\" of index \"%s\" is not configured",
-					meta->address, RelationGetRelationName(index)),
-			 errhint("Add it to dex.memnodes.")));
-	return -1;					/* keep compiler quiet */
-}
-
-/*
- * Open (or find in the cache) the remote tree of a dex index. Reads the
- * metapage every time (a shared buffer), so REINDEX/TRUNCATE (new
- * relfilenode, new namespace) are noticed.
- */
-DexTree *
-dex_get_tree(Relation index)
-{
-	DexMetaPageData meta;
-	DexTreeCacheKey key;
-	DexTreeCacheEntry *e;
-	bool		found;
-	int			node;
-	DexError	err;
-	int			rc;
-
-	dex_ensure_configured();
-	dex_cluster_check(index);	/* writer role / standby lease (dexcluster.c) */
-	dex_read_metapage(index, &meta);
-
-	if ((meta.flags & DEX_META_INIT_FORK) || meta.ns == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("index \"%s\" lost its remote memory",
-						RelationGetRelationName(index)),
-				 errdetail("The unlogged index was reset by crash recovery."),
-				 errhint("REINDEX INDEX %s",
-						 quote_identifier(RelationGetRelationName(index)))));
-
-	if (meta.nparts > 0)
-	{
-		/*
-		 * Addresses embed the memory node's position in dex.memnodes. As for
-		 * single-node indexes, a node that moved to another address is used
-		 * at the same position; each node's incarnation check catches a
-		 * different node there (src/README.md "Placement over several
-		 * memory nodes").
-		 */
-		node = meta.node;
-	}
-	else
-		node = dex_resolve_node(index, &meta);
-
-	dex_tree_cache_init();
-	memset(&key, 0, sizeof(key));
-	key.spcoid = DEX_REL_SPC(index);
-	key.relnumber = DEX_REL_NUMBER(index);
-	e = hash_search(dex_tree_cache, &key, HASH_ENTER, &found);
-	if (found && e->tree &&
-		(e->node != node || e->ns != meta.ns || e->incarnation != meta.incarnation))
-	{
-		dex_tree_close(e->tree);
-		e->tree = NULL;
-	}
-	if (!found)
-		e->tree = NULL;
-
-	memset(&err, 0, sizeof(err));
-	if (e->tree == NULL)
-	{
-		DexTree    *tree = NULL;
-
-		e->node = node;
-		e->ns = meta.ns;
-		e->incarnation = meta.incarnation;
-		if (meta.nparts > 0)
-		{
-			uint64		ns[DEX_MAX_MEMNODES];
-			uint64		inc[DEX_MAX_MEMNODES];
-
-			for (int i = 0; i < meta.nparts; i++)
-			{
-				ns[i] = meta.parts[i].ns;
-				inc[i] = meta.parts[i].incarnation;
-			}
-			rc = dex_tree_open_parts(node, meta.nparts, ns, inc, meta.placement_level,
-									 RelationGetRelationName(index), &tree, &err);
-		}
-		else
-			rc = dex_tree_open(node, meta.ns, meta.incarnation,
-							   RelationGetRelationName(index), &tree, &err);
-		if (rc != DEX_OK)
-		{
-			hash_search(dex_tree_cache, &key, HASH_REMOVE, NULL);
-			dex_report_error(rc, &err, index);
-		}
-		e->tree = tree;
-		e->verified_life = 0;
-	}
-	else
-	{
-		rc = dex_tree_validate(e->tree, &err);
-		if (rc != DEX_OK)
-		{
-			if (rc == DEX_ERR_LOST_MEMORY)
-			{
-				dex_tree_close(e->tree);
-				hash_search(dex_tree_cache, &key, HASH_REMOVE, NULL);
-			}
-			dex_report_error(rc, &err, index);
-		}
-	}
-
-	/*
-	 * Write-back mode (reloption write_back): checks the remote dirty-owner
-	 * word once per handle (an instance that crashed holding dirty nodes of
-	 * this index -> "lost its remote memory"), then sets the mode.
-	 */
-	{
-		DexOptions *opts = (DexOptions *) index->rd_options;
-		bool		wb = opts ? opts->write_back : false;
-
-		rc = dex_tree_set_write_back(e->tree, wb ? 1 : 0, meta.owner_word, &err);
-		while (rc == DEX_ERR_NEED_WAL_FLUSH)
-		{
-			/* dirty leaves left by write-back mode wait for their WAL */
-			dex_wal_flush_for_retry(&err, index);
-			rc = dex_tree_set_write_back(e->tree, wb ? 1 : 0, meta.owner_word, &err);
-		}
-		if (rc != DEX_OK)
-		{
-			if (rc == DEX_ERR_LOST_MEMORY)
-			{
-				dex_tree_close(e->tree);
-				hash_search(dex_tree_cache, &key, HASH_REMOVE, NULL);
-			}
-			dex_report_error(rc, &err, index);
-		}
-	}
-
-	/*
-	 * Crash consistency (dexjournal.c): inserts journal themselves in this
-	 * process's lane; a new primary life recovers the journal before the
-	 * index is used.
-	 */
-	rc = dex_tree_set_journal(e->tree, meta.journal, dex_journal_lane(), &err);
-	if (rc != DEX_OK)
-		dex_report_error(rc, &err, index);
-	dex_journal_gate(index, e->tree, meta.journal, &e->verified_life);
-	return e->tree;
 }

@@ -1,5 +1,7 @@
-// THE definition of an index key. Key width and ordering live here and
-// nowhere else; node_layout.h builds on it.
+// THE definition of an index key for the C++ core. The encoding itself (classes,
+// layout, value image, order) is tree/key_encoding.h, a plain C header the
+// PostgreSQL glue includes too; this file builds the C++ API on it and
+// static_asserts that EntryKey has exactly that layout. node_layout.h builds on it.
 //
 // An entry key is (class, value, heap TID). `class` orders -inf < values <
 // NULL < +inf, which gives btree's default NULLS LAST. `value` is the indexed
@@ -7,16 +9,19 @@
 // flip the sign bit). The heap TID makes every entry unique, so duplicates of
 // a value are ordinary distinct entries (nbtree's "heap TID as tie-breaker").
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
+
+#include "tree/key_encoding.h"
 
 namespace dex {
 
 enum KeyClass : uint8_t {
-    kNegInf = 0,   // only in fences / search bounds
-    kValue = 1,
-    kNull = 2,     // SQL NULL: sorts after every value (NULLS LAST)
-    kPosInf = 3,   // only in fences / search bounds
+    kNegInf = DEX_KEYCLASS_NEG_INF,  // only in fences / search bounds
+    kValue = DEX_KEYCLASS_VALUE,
+    kNull = DEX_KEYCLASS_NULL,       // SQL NULL: sorts after every value (NULLS LAST)
+    kPosInf = DEX_KEYCLASS_POS_INF,  // only in fences / search bounds
 };
 
 #pragma pack(push, 1)
@@ -29,28 +34,32 @@ struct EntryKey {
 };
 #pragma pack(pop)
 static_assert(sizeof(EntryKey) == 16, "EntryKey is 16 bytes; node_layout.h depends on it");
+// The layout of key_encoding.h, field by field (the glue asserts the same of DexKey).
+static_assert(sizeof(EntryKey) == DEX_KEY_BYTES);
+static_assert(offsetof(EntryKey, value) == DEX_KEY_OFFSET_VALUE && sizeof(EntryKey::value) == 8);
+static_assert(offsetof(EntryKey, block) == DEX_KEY_OFFSET_BLOCK && sizeof(EntryKey::block) == 4);
+static_assert(offsetof(EntryKey, offnum) == DEX_KEY_OFFSET_OFFNUM && sizeof(EntryKey::offnum) == 2);
+static_assert(offsetof(EntryKey, cls) == DEX_KEY_OFFSET_CLS && sizeof(EntryKey::cls) == 1);
+static_assert(offsetof(EntryKey, pad) == DEX_KEY_OFFSET_PAD && sizeof(EntryKey::pad) == 1);
+static_assert(DEX_KEY_BLOCK_MAX == UINT32_MAX && DEX_KEY_OFFNUM_MAX == UINT16_MAX);
 
-// Order-preserving images of signed / unsigned 64-bit values.
-constexpr uint64_t key_from_int64(int64_t v) { return static_cast<uint64_t>(v) ^ (1ull << 63); }
-constexpr int64_t key_to_int64(uint64_t k) { return static_cast<int64_t>(k ^ (1ull << 63)); }
+// Order-preserving images of signed / unsigned 64-bit values (key_encoding.h).
+constexpr uint64_t key_from_int64(int64_t v) { return DEX_KEY_FROM_INT64(v); }
+constexpr int64_t key_to_int64(uint64_t k) { return DEX_KEY_TO_INT64(k); }
+static_assert(key_from_int64(INT64_MIN) == 0 && key_from_int64(-1) < key_from_int64(0) &&
+              key_from_int64(INT64_MAX) == UINT64_MAX && key_to_int64(key_from_int64(-42)) == -42);
 
 inline EntryKey make_key(uint64_t value, uint32_t block, uint16_t offnum) {
     return EntryKey{value, block, offnum, kValue, 0};
 }
 inline EntryKey make_null_key(uint32_t block, uint16_t offnum) {
-    return EntryKey{0, block, offnum, kNull, 0};
+    return EntryKey{DEX_KEY_NO_VALUE, block, offnum, kNull, 0};
 }
-inline EntryKey neg_inf_key() { return EntryKey{0, 0, 0, kNegInf, 0}; }
-inline EntryKey pos_inf_key() { return EntryKey{0, 0, 0, kPosInf, 0}; }
+inline EntryKey neg_inf_key() { return EntryKey{DEX_KEY_NO_VALUE, 0, 0, kNegInf, 0}; }
+inline EntryKey pos_inf_key() { return EntryKey{DEX_KEY_NO_VALUE, 0, 0, kPosInf, 0}; }
 
-// Total order: class, value, block, offnum.
-inline int compare_keys(const EntryKey& a, const EntryKey& b) {
-    if (a.cls != b.cls) return a.cls < b.cls ? -1 : 1;
-    if (a.value != b.value) return a.value < b.value ? -1 : 1;
-    if (a.block != b.block) return a.block < b.block ? -1 : 1;
-    if (a.offnum != b.offnum) return a.offnum < b.offnum ? -1 : 1;
-    return 0;
-}
+// Total order: class, value, block, offnum (key_encoding.h).
+inline int compare_keys(const EntryKey& a, const EntryKey& b) { return DEX_KEY_COMPARE(&a, &b); }
 inline bool operator<(const EntryKey& a, const EntryKey& b) { return compare_keys(a, b) < 0; }
 inline bool operator==(const EntryKey& a, const EntryKey& b) { return compare_keys(a, b) == 0; }
 inline bool operator<=(const EntryKey& a, const EntryKey& b) { return compare_keys(a, b) <= 0; }

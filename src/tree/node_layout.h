@@ -1,5 +1,8 @@
 // THE definition of a remote tree node (1 KiB). See src/README.md, "Node layout"
-// and "Synchronization", for why each field exists.
+// and "Synchronization", for why each field exists. The node and header sizes
+// and the capacities are plain C constants in tree/node_capacity.h (read by the
+// PostgreSQL glue's cost model too); this file takes them from there and
+// static_asserts that the layout below agrees.
 //
 //  off  size
 //    0     8  lock word   bit 0 locked | bits 1..39 owner client id | bits 40..63 version
@@ -24,11 +27,12 @@
 
 #include "common/gaddr.h"
 #include "tree/key.h"
+#include "tree/node_capacity.h"
 
 namespace dex {
 
-constexpr size_t kNodeSize = 1024;
-constexpr size_t kNodeHeaderBytes = 72;
+constexpr size_t kNodeSize = DEX_NODE_BYTES;
+constexpr size_t kNodeHeaderBytes = DEX_NODE_HEADER_BYTES;
 
 // Lock word. The owner is the memory node's client id of the holder's
 // connection, whole: ids are 39 bits and never reused within one memory-node
@@ -55,9 +59,12 @@ struct InnerEntry {
 };
 #pragma pack(pop)
 static_assert(sizeof(InnerEntry) == 24);
+static_assert(sizeof(InnerEntry) == DEX_INNER_ENTRY_BYTES && sizeof(GAddr) == DEX_GADDR_BYTES);
 
 constexpr size_t kLeafCapacity = (kNodeSize - kNodeHeaderBytes) / sizeof(EntryKey);    // 59
 constexpr size_t kInnerCapacity = (kNodeSize - kNodeHeaderBytes) / sizeof(InnerEntry); // 39
+static_assert(kLeafCapacity == DEX_LEAF_CAPACITY && kInnerCapacity == DEX_INNER_CAPACITY,
+              "tree/node_capacity.h must state the capacities of this layout");
 
 struct alignas(8) Node {
     uint64_t lock;
