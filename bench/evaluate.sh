@@ -148,8 +148,8 @@ P --csv -c "select pg_relation_size('ycsb_btree_k') as btree_index_bytes, pg_rel
 # The index size the cache ratios refer to: its nodes x node size (what cache
 # frames hold; dex-ycsb's --cache-ratio uses the same definition).
 # dex_index_info().bytes is what the memory node's allocator reserved (larger).
-NODE_SIZE=$(sed -n 's/^constexpr size_t kNodeSize = \([0-9]*\);.*/\1/p' "$DEX_ROOT/src/tree/node_layout.h")
-[ -n "$NODE_SIZE" ] || die "cannot read kNodeSize from src/tree/node_layout.h"
+NODE_SIZE=$(sed -n 's/^#define DEX_NODE_BYTES[[:space:]]*\([0-9]*\).*/\1/p' "$DEX_ROOT/src/tree/node_capacity.h")
+[ -n "$NODE_SIZE" ] || die "cannot read DEX_NODE_BYTES from src/tree/node_capacity.h"
 index_bytes() { PQ "select (leaves + inner_nodes) * $NODE_SIZE from dex_index_info('ycsb_dex_k')"; }
 cache_frames() { PQ "select coalesce(sum(frames), 0) from dex_cache_stats() where index = 'ycsb_dex_k'::regclass"; }
 

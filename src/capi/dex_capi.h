@@ -45,13 +45,14 @@ typedef struct DexError
 	uint64_t	need_lsn;		/* DEX_ERR_NEED_WAL_FLUSH: flush up to here */
 } DexError;
 
-/* Key classes: same as dex::KeyClass (src/tree/key.h). */
-#define DEX_KEY_NEG_INF 0
-#define DEX_KEY_VALUE 1
-#define DEX_KEY_NULL 2
-#define DEX_KEY_POS_INF 3
+/* Key classes and layout: src/tree/key_encoding.h, the one definition (dex::KeyClass builds on it too). */
+#include "../tree/key_encoding.h"
+#define DEX_KEY_NEG_INF DEX_KEYCLASS_NEG_INF
+#define DEX_KEY_VALUE DEX_KEYCLASS_VALUE
+#define DEX_KEY_NULL DEX_KEYCLASS_NULL
+#define DEX_KEY_POS_INF DEX_KEYCLASS_POS_INF
 
-/* Byte-for-byte the same as dex::EntryKey. Order: cls, value, block, offnum. */
+/* The key of src/tree/key_encoding.h (value = DEX_KEY_FROM_INT64(v)), byte-for-byte dex::EntryKey. */
 typedef struct DexKey
 {
 	uint64_t	value;			/* order-preserving image: int64 v -> v ^ (1<<63) */
