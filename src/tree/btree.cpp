@@ -81,16 +81,6 @@ bool BTree::valid_node(const Node& n, int level) const {
 
 // ---- traversal -----------------------------------------------------------
 
-BTree::Descent BTree::descend_op(const EntryKey& k, int level, Node& out, Path* path, const Deadline& dl, bool lt,
-                                 uint8_t offload_kind) {
-    if (cache_) return descend_cached(k, level, out, path, dl, lt, offload_kind);
-    // Without a cache nothing is offloaded: every node is read anyway (the
-    // offloading decision is made on cache misses).
-    Descent d;
-    d.addr = descend_remote(k, level, out, path, dl, lt);
-    return d;
-}
-
 // Remote reads only (no cache): read, validate, follow the B-link protocol
 // (deleted nodes forward right, a key above the high fence moves right);
 // anything unexpected restarts from the root.

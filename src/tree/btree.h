@@ -234,7 +234,15 @@ private:
         return descend_op(k, 0, out, path, dl, false, offload_kind);
     }
     Descent descend_op(const EntryKey& k, int level, Node& out, Path* path, const Deadline& dl, bool lt,
-                       uint8_t offload_kind);
+                       uint8_t offload_kind) {
+        if (cache_) return descend_cached(k, level, out, path, dl, lt, offload_kind);
+        // Without a cache nothing is offloaded: every node is read anyway (the
+        // offloading decision is made on cache misses).
+        Descent d;
+        d.addr = descend_remote(k, level, out, path, dl, lt);
+        return d;
+    }
+    // Remote reads only (no cache).
     GAddr descend_remote(const EntryKey& k, int level, Node& out, Path* path, const Deadline& dl, bool lt);
     // descend() through the node cache: optimistic lock coupling over cached
     // frames, swizzled child pointers, admission on misses (src/README.md

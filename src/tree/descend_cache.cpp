@@ -52,18 +52,19 @@ public:
           leaves_(t.wb_ || t.cache_->policy().cache_leaves),
           refresh_(t.refresh_next_) {}
 
-    // Walks from the root until one walk finds the node (restarting, with
-    // backoff, as often as the deadline allows).
-    Descent run();
-
-private:
     // How one walk from the root ended.
     enum class Walk {
-        kFound,          // *d filled (found at the level, or the memory node finished the operation)
-        kRootBelow,      // the tree's root is below the requested level
-        kRestart,        // a frame changed under us, a fetch in progress, a bad read: walk again
-        kStale,          // a node did not cover the key: walk again, re-reading the path remotely
+        kFound,      // *d filled (found at the level, or the memory node finished the operation)
+        kRootBelow,  // the tree's root is below the requested level
+        kRestart,    // a frame changed under us, a fetch in progress, a bad read: walk again
+        kStale,      // a node did not cover the key: walk again, re-reading the path remotely
     };
+    // One walk from the root.
+    Walk walk(Descent& d);
+    // After a walk that met a stale node: walk again re-reading the path remotely.
+    void refresh_path() { refresh_ = t_.refresh_next_ = true; }
+
+private:
     // The node the walk stands on: read from frame f at version v, or, if f
     // is kNoFrame, from tmp_ (a remote read).
     struct Current {
@@ -80,7 +81,6 @@ private:
     };
     enum class Fetch { kOk, kRestart, kFinished };
 
-    Walk walk(Descent& d);
     // `g` was not reached through a usable swizzled pointer: its frame
     // through the mapping table, else offload or read it remotely.
     Fetch fetch(GAddr g, int expect, Parent& parent, Current& cur, Descent& d);
@@ -103,30 +103,29 @@ private:
     Node tmp_;  // the node read remotely
 };
 
+// Walks from the root until one walk finds the node (restarting, with
+// backoff, as often as the deadline allows).
 BTree::Descent BTree::descend_cached(const EntryKey& k, int level, Node& out, Path* path, const Deadline& dl,
                                      bool lt, uint8_t offload_kind) {
-    return CachedDescent(*this, k, level, out, path, dl, lt, offload_kind).run();
-}
-
-BTree::Descent BTree::CachedDescent::run() {
+    CachedDescent cd(*this, k, level, out, path, dl, lt, offload_kind);
     int attempt = 0;
     for (;;) {
         Descent d;
-        switch (walk(d)) {
-            case Walk::kFound:
-                t_.refresh_next_ = false;
+        switch (cd.walk(d)) {
+            case CachedDescent::Walk::kFound:
+                refresh_next_ = false;
                 return d;
-            case Walk::kRootBelow:
+            case CachedDescent::Walk::kRootBelow:
                 return d;
-            case Walk::kStale:
-                refresh_ = t_.refresh_next_ = true;
+            case CachedDescent::Walk::kStale:
+                cd.refresh_path();
                 break;
-            case Walk::kRestart:
+            case CachedDescent::Walk::kRestart:
                 break;
         }
         Stats::add(stats().restarts);
-        t_.root_ = 0;
-        dl_.check();
+        root_ = 0;
+        dl.check();
         backoff(attempt++);
     }
 }
