@@ -251,8 +251,9 @@ private:
                            uint8_t offload_kind);
     class CachedDescent;
     // A validated copy of the node at `a` (from its cached frame if there is
-    // one, else a remote read; no admission). False: no valid image. Only
-    // used for leaves: with cache_leaves = false it always reads remotely.
+    // one, else a remote read, admitted like a leaf reached by descent).
+    // False: no valid image. Only used for leaves (a scan walking right):
+    // with cache_leaves = false it always reads remotely.
     bool read_node(GAddr a, Node& out, const Deadline& dl);
     bool valid_node(const Node& n, int level) const;
 
@@ -308,7 +309,8 @@ private:
 
     // ---- write-back mode (writeback.cpp) ----
     // Is this node possibly read or written by another compute server (a
-    // process that does not share our CacheRegion)? See btree.cpp.
+    // process that does not share our CacheRegion)? See btree.cpp, where it
+    // is defined.
     bool node_is_shared(const Node& n) const;
     bool write_back() const { return wb_; }
     // Write-back mode, fast path: apply an insert (n == 1) or deletes of
@@ -370,9 +372,9 @@ private:
     // The RPC of offload() without its cache invalidation (descend_cached()
     // holds an I/O marker while it runs and invalidates after letting go).
     uint8_t offload_rpc(uint8_t kind, GAddr start, int level, const EntryKey& key, Node* leaf_out, GAddr* leaf_addr);
-    // A cache miss at node `g` (expected at `level`, reached from the cached
-    // frame `parent`, or kNoFrame) during a descent to the leaf: should the
-    // memory node finish operation `kind` from there (DEX 6.1 policy)?
+    // A cache miss at node `g` (expected at `level`; -1: the root) during a
+    // descent to the leaf: should the memory node finish operation `kind`
+    // from there (at or below the placement level; DEX 6.1 cost model)?
     bool should_offload_at_miss(uint8_t kind, GAddr g, int level);
     // What offload_at_miss() did.
     enum class MissOffload {
@@ -382,7 +384,8 @@ private:
     };
     // Offload operation `kind` at the missed node `g` (should_offload_at_miss()
     // said yes): holds g's I/O marker (nobody fetches it meanwhile) and pins
-    // the parent frame while the RPC runs.
+    // `parent` (the cached frame the descent came from, or kNoFrame) while
+    // the RPC runs.
     MissOffload offload_at_miss(uint8_t kind, GAddr g, int level, uint32_t parent, const EntryKey& k, Node& out,
                                 const Deadline& dl, Descent* d);
 
