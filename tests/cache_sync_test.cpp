@@ -27,16 +27,6 @@ namespace {
 
 using tree::BTree;
 
-struct Region {
-    std::unique_ptr<char[]> mem;
-    cache::CacheRegion* region;
-    explicit Region(uint32_t frames) {
-        size_t bytes = cache::CacheRegion::bytes_for(size_t(frames) * kNodeSize);
-        mem.reset(new char[bytes]);
-        region = cache::CacheRegion::init(mem.get(), bytes, {true, 1.0});
-    }
-};
-
 // One backend: its own connection, its own cache handle on the shared region.
 struct Backend {
     std::unique_ptr<RemoteMemory> mem;

@@ -33,18 +33,6 @@ struct Client {
     InProcTransport& transport() { return dynamic_cast<InProcTransport&>(mem->node(0)); }
 };
 
-GAddr leaf_for(RemoteMemory& mem, GAddr root, const EntryKey& k) {
-    GAddr a = root;
-    Node n;
-    for (;;) {
-        mem.read(a, &n, kNodeSize);
-        if (n.is_leaf()) return a;
-        size_t i = 0;
-        while (i + 1 < n.count && n.inner[i + 1].sep <= k) i++;
-        a = n.inner[i].child;
-    }
-}
-
 // Lock the leaf covering k through `c`'s connection, by the protocol (CAS on a
 // validated snapshot). Returns the leaf and its pre-lock word.
 GAddr lock_leaf(Client& c, GAddr root, const EntryKey& k, uint64_t* word) {

@@ -36,6 +36,7 @@
 #include "transport/inproc_transport.h"
 #include "transport/tcp_transport.h"
 #include "wire_test_util.h"
+#include "test_util.h"
 
 using namespace dex;
 using dex::testing::append;
@@ -45,9 +46,7 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-long ms_since(Clock::time_point t0) {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
-}
+using dex::testing::ms_since;
 
 // A dex-memnode child process on a free loopback port; its stderr is kept.
 class MemnodeChild {
@@ -115,13 +114,7 @@ private:
     std::thread drain_;
 };
 
-TransportOptions opts(std::string token = {}) {
-    TransportOptions o;
-    o.connect_timeout_ms = 2000;
-    o.op_timeout_ms = 5000;
-    o.token = std::move(token);
-    return o;
-}
+using dex::testing::opts;
 
 // Resident set of a process in KiB (VmRSS in /proc/<pid>/status), -1 if unknown.
 long vm_rss_kib(pid_t pid) {
@@ -134,18 +127,7 @@ long vm_rss_kib(pid_t pid) {
 
 // ---- raw sockets -------------------------------------------------------------
 
-int raw_connect(int port) {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(static_cast<uint16_t>(port));
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
+using dex::testing::raw_connect;
 
 bool recv_exact(int fd, void* dst, size_t n, int timeout_ms) {
     auto* p = static_cast<uint8_t*>(dst);

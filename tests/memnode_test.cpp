@@ -16,6 +16,7 @@
 #include "engine/engine.h"
 #include "net/protocol.h"
 #include "wire_test_util.h"
+#include "test_util.h"
 #include "transport/inproc_transport.h"
 
 using namespace dex;
@@ -29,24 +30,9 @@ namespace {
 
 constexpr uint64_t kPool = 8ull << 20;
 
-EngineOptions small_pool(uint64_t bytes = kPool, std::string token = {}) {
-    EngineOptions o;
-    o.pool_bytes = bytes;
-    o.try_hugepages = false;
-    o.token = std::move(token);
-    return o;
-}
-
-
-ErrorCode code_of(const std::function<void()>& f, std::string* msg = nullptr) {
-    try {
-        f();
-    } catch (const Error& e) {
-        if (msg) *msg = e.what();
-        return e.code();
-    }
-    return ErrorCode::kOk;
-}
+using dex::testing::code_of;
+using dex::testing::small_pool;  // default pool: kPool
+static_assert(kPool == 8ull << 20, "small_pool()'s default pool size");
 
 class EngineTest : public ::testing::Test {
 protected:

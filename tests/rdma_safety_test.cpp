@@ -52,6 +52,7 @@
 #include "tree/btree.h"
 #include "tree/offload_policy.h"
 #include "wire_test_util.h"
+#include "test_util.h"
 
 using namespace dex;
 using dex::testing::append;
@@ -64,21 +65,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-long ms_since(Clock::time_point t0) {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
-}
+using dex::testing::ms_since;
 
 EntryKey K(int64_t v) { return make_key(key_from_int64(v), 1, 1); }
 
-ErrorCode code_of(const std::function<void()>& f, std::string* msg = nullptr) {
-    try {
-        f();
-    } catch (const Error& e) {
-        if (msg) *msg = e.what();
-        return e.code();
-    }
-    return ErrorCode::kOk;
-}
+using dex::testing::code_of;
 
 TransportOptions topts(int op_ms = 5000, bool token = true) {
     TransportOptions o;

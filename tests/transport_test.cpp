@@ -39,6 +39,7 @@
 #include "net/protocol.h"
 #include "net/rdma_wire.h"
 #include "wire_test_util.h"
+#include "test_util.h"
 #include "rdma_test_util.h"
 #include "transport/rdma_transport.h"
 #include "transport/tcp_transport.h"
@@ -56,9 +57,7 @@ namespace {
 
 constexpr uint64_t kPool = 64ull << 20;
 
-long ms_since(Clock::time_point t0) {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
-}
+using dex::testing::ms_since;
 
 // A dex-memnode child process. Its stderr is collected; the port is read from
 // the "listening on" line (the server is started on port 0 unless told).
@@ -171,40 +170,12 @@ private:
     std::thread drain_;
 };
 
-TransportOptions opts(int connect_ms = 2000, int op_ms = 5000, std::string token = {}) {
-    TransportOptions o;
-    o.connect_timeout_ms = connect_ms;
-    o.op_timeout_ms = op_ms;
-    o.token = std::move(token);
-    return o;
-}
-
-
-
-ErrorCode code_of(const std::function<void()>& f, std::string* msg = nullptr) {
-    try {
-        f();
-    } catch (const Error& e) {
-        if (msg) *msg = e.what();
-        return e.code();
-    }
-    return ErrorCode::kOk;
-}
+using dex::testing::code_of;
+using dex::testing::opts;
 
 // ---- raw socket client ------------------------------------------------------
 
-int raw_connect(int port) {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(static_cast<uint16_t>(port));
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
+using dex::testing::raw_connect;
 
 bool recv_exact(int fd, void* dst, size_t n, int timeout_ms = 3000) {
     auto* p = static_cast<uint8_t*>(dst);

@@ -1,5 +1,7 @@
 // B-link tree under concurrency: several clients (each with its own connection)
-// on one memory node, and remote locks left behind by dead clients.
+// on one memory node -- without a cache, or as backends of one compute server
+// sharing a node cache (src/README.md "Node cache") -- and remote locks left
+// behind by dead clients.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,6 +12,8 @@
 #include <cstdio>
 #include <thread>
 
+#include "cache/cache.h"
+#include "cache/region.h"
 #include "common/stats.h"
 #include "tree_test_util.h"
 
@@ -27,32 +31,53 @@ struct Client {
     }
 };
 
-GAddr leaf_for(RemoteMemory& mem, GAddr root, const EntryKey& k) {
-    GAddr a = root;
-    Node n;
-    for (;;) {
-        mem.read(a, &n, kNodeSize);
-        if (n.is_leaf()) return a;
-        size_t i = 0;
-        while (i + 1 < n.count && n.inner[i + 1].sep <= k) i++;
-        a = n.inner[i].child;
-    }
-}
+// ---- writers, a deleter and readers at once, per cache configuration ---------------
 
-TEST(TreeConcurrency, InsertsDeletesAndScans) {
+struct ConcurrencyConfig {
+    const char* name;
+    uint32_t frames;  // 0: no cache (every backend reads remote memory)
+};
+
+void PrintTo(const ConcurrencyConfig& c, std::ostream* os) { *os << c.name; }
+
+class ConcurrentTreeTest : public ::testing::TestWithParam<ConcurrencyConfig> {};
+
+// One "backend": own transport, own Cache handle on the shared region (if
+// there is one), own BTree.
+struct Backend {
+    std::unique_ptr<RemoteMemory> mem;
+    std::unique_ptr<cache::Cache> cache;
+    std::unique_ptr<BTree> tree;
+    Backend(memnode::Engine& e, Region* r, uint64_t ns, uint64_t seed) : mem(make_mem(e)) {
+        tree::TreeOptions o;
+        if (r) {
+            cache = std::make_unique<cache::Cache>(*r->region, seed);
+            o.cache = cache.get();
+        }
+        tree = std::make_unique<BTree>(*mem, 0, ns, o);
+    }
+};
+
+TEST_P(ConcurrentTreeTest, InsertsDeletesAndScans) {
+    const ConcurrencyConfig& cfg = GetParam();
     auto engine = make_engine(256ull << 20);
     auto setup = make_mem(*engine);
     uint64_t ns = ns_create(setup->node(0));
-    BTree base(*setup, 0, ns);
-    base.init_empty();
+    std::unique_ptr<Region> reg;
+    if (cfg.frames) reg = std::make_unique<Region>(cfg.frames, cache::AdmissionPolicy{true, 0.5});
+    stats().reset();
 
     // Pre-existing keys: block 0. Odd values are never deleted; even values in
     // [0, 6000) are deleted by one thread (making leaves empty -> merges).
     std::set<EntryKey> keep, doomed;
-    for (int v = 0; v < 12000; v++) {
-        EntryKey k = K(v * 10, 0, 1);
-        base.insert(k);
-        (v % 2 == 1 || v >= 6000 ? keep : doomed).insert(k);
+    {
+        Backend base(*engine, reg.get(), ns, 7);
+        base.tree->init_empty();
+        for (int v = 0; v < 12000; v++) {
+            EntryKey k = K(v * 10, 0, 1);
+            base.tree->insert(k);
+            (v % 2 == 1 || v >= 6000 ? keep : doomed).insert(k);
+        }
     }
     // Make whole leaves empty: doom a contiguous stretch too.
     for (int v = 8000; v < 9000; v++) {
@@ -69,7 +94,7 @@ TEST(TreeConcurrency, InsertsDeletesAndScans) {
     std::vector<std::thread> th;
     for (int w = 0; w < kWriters; w++) {
         th.emplace_back([&, w] {
-            Client c(*engine, ns);
+            Backend b(*engine, reg.get(), ns, 100 + w);
             std::mt19937_64 rng(100 + w);
             auto& mine = inserted[w];
             for (int i = 0; i < 6000; i++) {
@@ -77,31 +102,37 @@ TEST(TreeConcurrency, InsertsDeletesAndScans) {
                 EntryKey k = K(static_cast<int64_t>(rng() % 130000), static_cast<uint32_t>(w + 1),
                                static_cast<uint16_t>(1 + rng() % 1000));
                 bool fresh = mine.insert(k).second;
-                if (c.tree->insert(k) != fresh) failures++;
+                if (b.tree->insert(k) != fresh) failures++;
+                if (i % 7 == 0 && !b.tree->contains(k)) failures++;  // own key, through the shared cache
                 if (i % 500 == 499) {  // delete a sorted batch of our own keys
                     std::vector<EntryKey> del;
                     for (auto it = mine.begin(); it != mine.end() && del.size() < 100; ++it)
                         if (rng() % 3 == 0) del.push_back(*it);
-                    if (c.tree->remove(del.data(), del.size()) != del.size()) failures++;
-                    for (auto& d : del) mine.erase(d);
+                    if (b.tree->remove(del.data(), del.size()) != del.size()) failures++;
+                    for (auto& d : del) {
+                        mine.erase(d);
+                        if (b.tree->contains(d)) failures++;
+                    }
                 }
             }
         });
     }
     th.emplace_back([&] {  // deleter of pre-existing keys, in sorted batches
-        Client c(*engine, ns);
+        Backend b(*engine, reg.get(), ns, 55);
         std::vector<EntryKey> all(doomed.begin(), doomed.end());
-        for (size_t b = 0; b < all.size(); b += 250) {
-            size_t e = std::min(all.size(), b + 250);
-            if (c.tree->remove(all.data() + b, e - b) != e - b) failures++;
+        for (size_t i = 0; i < all.size(); i += 250) {
+            size_t e = std::min(all.size(), i + 250);
+            if (b.tree->remove(all.data() + i, e - i) != e - i) failures++;
         }
     });
-    for (int s = 0; s < 2; s++) {
+    for (int s = 0; s < 2; s++) {  // readers: full scans (one forward, one backward) and point lookups
         th.emplace_back([&, s] {
-            Client c(*engine, ns);
+            Backend b(*engine, reg.get(), ns, 77 + s);
+            std::vector<EntryKey> kv(keep.begin(), keep.end());
+            std::mt19937_64 rng(9 + s);
             while (!stop.load()) {
                 bool backward = s == 1;
-                auto got = scan_all(*c.tree, neg_inf_key(), pos_inf_key(), backward);
+                auto got = scan_all(*b.tree, neg_inf_key(), pos_inf_key(), backward);
                 if (backward) std::reverse(got.begin(), got.end());
                 for (size_t i = 1; i < got.size(); i++)
                     if (!(got[i - 1] < got[i])) {
@@ -115,6 +146,12 @@ TEST(TreeConcurrency, InsertsDeletesAndScans) {
                         ADD_FAILURE() << "scan missed pre-existing " << tree::key_str(k);
                         break;
                     }
+                for (int q = 0; q < 500; q++)
+                    if (!b.tree->contains(kv[rng() % kv.size()])) {
+                        failures++;
+                        ADD_FAILURE() << "lookup missed a kept key";
+                        break;
+                    }
                 scans_done++;
             }
         });
@@ -125,17 +162,40 @@ TEST(TreeConcurrency, InsertsDeletesAndScans) {
 
     EXPECT_EQ(failures.load(), 0);
     EXPECT_GT(scans_done.load(), 0u);
-    std::printf("[ info     ] scans %llu, restarts so far %llu\n", (unsigned long long)scans_done.load(),
-                (unsigned long long)stats().restarts.load());
     std::set<EntryKey> model = keep;
     for (auto& m : inserted) model.insert(m.begin(), m.end());
-    auto info = base.check();
+    BTree plain(*setup, 0, ns);  // remote memory itself
+    auto info = plain.check();
     EXPECT_EQ(info.entries, model.size());
-    auto all = scan_all(base, neg_inf_key(), pos_inf_key(), false);
+    EXPECT_GE(info.height, 3u);
+    auto all = scan_all(plain, neg_inf_key(), pos_inf_key(), false);
     ASSERT_EQ(all.size(), model.size());
     EXPECT_TRUE(std::equal(all.begin(), all.end(), model.begin()));
-    EXPECT_GE(info.height, 3u);
+    if (reg) {  // and through the (shared) cache
+        Backend b(*engine, reg.get(), ns, 8);
+        auto got = scan_all(*b.tree, neg_inf_key(), pos_inf_key(), false);
+        ASSERT_EQ(got.size(), model.size());
+        EXPECT_TRUE(std::equal(got.begin(), got.end(), model.begin()));
+        for (auto& k : model) ASSERT_TRUE(b.tree->contains(k));
+        expect_cache_coherent(*reg->region, *setup);
+        EXPECT_GT(stats().cache_hits.load(), 0u);
+        if (cfg.frames <= 64) {
+            EXPECT_GT(stats().evictions.load(), 0u);
+        }
+    }
+    std::printf("[ info     ] %s: scans %llu, hits %llu misses %llu evictions %llu restarts %llu\n", cfg.name,
+                (unsigned long long)scans_done.load(), (unsigned long long)stats().cache_hits.load(),
+                (unsigned long long)stats().cache_misses.load(), (unsigned long long)stats().evictions.load(),
+                (unsigned long long)stats().restarts.load());
 }
+
+INSTANTIATE_TEST_SUITE_P(Configs, ConcurrentTreeTest,
+                         ::testing::Values(ConcurrencyConfig{"uncached", 0}, ConcurrencyConfig{"frames16", 16},
+                                           ConcurrencyConfig{"frames256", 256},
+                                           ConcurrencyConfig{"frames8192", 8192}),
+                         [](const ::testing::TestParamInfo<ConcurrencyConfig>& i) { return std::string(i.param.name); });
+
+// ---- root splits, dead lock holders ------------------------------------------------
 
 TEST(TreeConcurrency, ConcurrentAscendingInsertsSplitRoot) {
     // Everyone hammers the right edge from an empty tree: root splits race.

@@ -1,11 +1,21 @@
-// B-link tree over remote memory: single-threaded behaviour, against a std::set model.
+// B-link tree over remote memory: single-threaded behaviour against a
+// std::set model. TreeModelTest runs every model scenario once per tree
+// configuration -- without a cache, and through caches of several sizes and
+// admission policies (src/README.md "Node cache"): a large one, a tiny one
+// that evicts all the time, DEX's default leaf admission, inner nodes only.
+// TreeTest holds the scenarios that need no cache variants (empty trees,
+// check() on corrupted nodes, compact()).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <limits>
 #include <random>
 #include <set>
 
+#include "cache/cache.h"
+#include "cache/region.h"
 #include "common/stats.h"
 #include "tree_test_util.h"
 
@@ -15,33 +25,29 @@ using dex::tree::BTree;
 
 namespace {
 
-class TreeTest : public ::testing::Test {
+// One in-process memory node, one namespace, one tree (with or without a cache).
+class TreeFixture {
 protected:
-    void SetUp() override {
-        engine = make_engine(128ull << 20);
+    void make_tree(uint64_t pool_bytes, cache::Cache* cache) {
+        engine = make_engine(pool_bytes);
         mem = make_mem(*engine);
         ns = ns_create(mem->node(0));
-        tree = std::make_unique<BTree>(*mem, 0, ns);
+        tree::TreeOptions o;
+        o.cache = cache;
+        tree = std::make_unique<BTree>(*mem, 0, ns, o);
     }
+    // Forward and backward scans and check() agree with the model.
     void expect_same(const std::set<EntryKey>& model) {
         auto all = scan_all(*tree, neg_inf_key(), pos_inf_key(), false);
         ASSERT_EQ(all.size(), model.size());
         EXPECT_TRUE(std::equal(all.begin(), all.end(), model.begin()));
-        auto info = tree->check();
-        EXPECT_EQ(info.entries, model.size());
+        auto back = scan_all(*tree, neg_inf_key(), pos_inf_key(), true);
+        ASSERT_EQ(back.size(), model.size());
+        EXPECT_TRUE(std::equal(back.begin(), back.end(), model.rbegin()));
+        EXPECT_EQ(tree->check().entries, model.size());
     }
-    // Address of the leftmost leaf and of the leaf holding `k`.
-    GAddr leaf_for(const EntryKey& k) {
-        GAddr a = tree->root();
-        Node n;
-        for (;;) {
-            mem->read(a, &n, kNodeSize);
-            if (n.is_leaf()) return a;
-            size_t i = 0;
-            while (i + 1 < n.count && n.inner[i + 1].sep <= k) i++;
-            a = n.inner[i].child;
-        }
-    }
+    // The leaf holding `k`, read raw.
+    GAddr leaf_for(const EntryKey& k) { return dex::testing::leaf_for(*mem, tree->root(), k); }
 
     std::unique_ptr<memnode::Engine> engine;
     std::unique_ptr<RemoteMemory> mem;
@@ -49,21 +55,48 @@ protected:
     std::unique_ptr<BTree> tree;
 };
 
-TEST_F(TreeTest, EmptyTree) {
-    tree->init_empty();
-    auto info = tree->check();
-    EXPECT_EQ(info.entries, 0u);
-    EXPECT_EQ(info.height, 1u);
-    EXPECT_EQ(info.leaves, 1u);
-    EXPECT_NE(info.root, 0u);
-    EXPECT_TRUE(scan_all(*tree, neg_inf_key(), pos_inf_key(), false).empty());
-    EXPECT_TRUE(scan_all(*tree, neg_inf_key(), pos_inf_key(), true).empty());
-    EXPECT_FALSE(tree->contains(K(1, 1, 1)));
-    EntryKey k = K(1, 1, 1);
-    EXPECT_EQ(tree->remove(&k, 1), 0u);
-}
+// ---- model scenarios, once per tree configuration --------------------------------
 
-TEST_F(TreeTest, RandomInsertsDuplicatesAndNulls) {
+struct TreeConfig {
+    const char* name;
+    uint32_t frames;  // 0: no cache
+    bool cache_leaves;
+    double leaf_admission;
+};
+
+void PrintTo(const TreeConfig& c, std::ostream* os) { *os << c.name; }
+
+class TreeModelTest : public TreeFixture, public ::testing::TestWithParam<TreeConfig> {
+protected:
+    void SetUp() override {
+        const TreeConfig& c = GetParam();
+        if (c.frames) {
+            reg = std::make_unique<Region>(c.frames, cache::AdmissionPolicy{c.cache_leaves, c.leaf_admission});
+            handle = std::make_unique<cache::Cache>(*reg->region, 12345);
+        }
+        make_tree(256ull << 20, handle.get());
+        stats().reset();
+    }
+    void TearDown() override {
+        const TreeConfig& c = GetParam();
+        if (!c.frames) return;
+        if (tree) expect_cache_coherent(*reg->region, *mem);
+        // Every scenario must actually have used the cache.
+        EXPECT_GT(stats().cache_hits.load(), 0u);
+        if (c.frames <= 64) {
+            EXPECT_GT(stats().evictions.load(), 0u) << "tiny cache never evicted";
+        }
+        std::printf("[ info     ] %s: hits %llu misses %llu admissions %llu evictions %llu restarts %llu\n", c.name,
+                    (unsigned long long)stats().cache_hits.load(), (unsigned long long)stats().cache_misses.load(),
+                    (unsigned long long)stats().admissions.load(), (unsigned long long)stats().evictions.load(),
+                    (unsigned long long)stats().restarts.load());
+    }
+
+    std::unique_ptr<Region> reg;
+    std::unique_ptr<cache::Cache> handle;
+};
+
+TEST_P(TreeModelTest, RandomInsertsDuplicatesAndNulls) {
     tree->init_empty();
     std::mt19937_64 rng(42);
     std::set<EntryKey> model;
@@ -72,7 +105,7 @@ TEST_F(TreeTest, RandomInsertsDuplicatesAndNulls) {
                                        : K(static_cast<int64_t>(rng() % 600) - 300, static_cast<uint32_t>(rng() % 1000),
                                            static_cast<uint16_t>(1 + rng() % 50));
         bool fresh = model.insert(k).second;
-        EXPECT_EQ(tree->insert(k), fresh);
+        ASSERT_EQ(tree->insert(k), fresh) << i;
     }
     // Re-inserting an exact entry is a no-op.
     EXPECT_FALSE(tree->insert(*model.begin()));
@@ -81,18 +114,19 @@ TEST_F(TreeTest, RandomInsertsDuplicatesAndNulls) {
     auto info = tree->check();
     EXPECT_GE(info.height, 2u);
     EXPECT_EQ(info.missing_downlinks, 0u);
-    for (int i = 0; i < 2000; i++) {
+    for (int i = 0; i < 4000; i++) {
         EntryKey k = K(static_cast<int64_t>(rng() % 600) - 300, static_cast<uint32_t>(rng() % 1000),
                        static_cast<uint16_t>(1 + rng() % 50));
-        EXPECT_EQ(tree->contains(k), model.count(k) == 1) << tree::key_str(k);
+        ASSERT_EQ(tree->contains(k), model.count(k) == 1) << tree::key_str(k);
     }
+    for (auto& k : model) ASSERT_TRUE(tree->contains(k)) << tree::key_str(k);
     // NULLs sort last.
     auto all = scan_all(*tree, neg_inf_key(), pos_inf_key(), false);
     EXPECT_EQ(all.back().cls, kNull);
     EXPECT_EQ(all.front().cls, kValue);
 }
 
-TEST_F(TreeTest, RangeScansForwardBackward) {
+TEST_P(TreeModelTest, RangeScansForwardBackward) {
     tree->init_empty();
     std::mt19937_64 rng(7);
     std::set<EntryKey> model;
@@ -134,7 +168,7 @@ TEST_F(TreeTest, RangeScansForwardBackward) {
     EXPECT_GT(batches, 100u);
 }
 
-TEST_F(TreeTest, AscendingAndDescendingToHeightThree) {
+TEST_P(TreeModelTest, AscendingAndDescendingToHeightThree) {
     tree->init_empty();
     std::set<EntryKey> model;
     for (int i = 0; i < 50000; i++) {
@@ -151,13 +185,12 @@ TEST_F(TreeTest, AscendingAndDescendingToHeightThree) {
     EXPECT_GE(info.height, 3u);
     EXPECT_EQ(info.entries, model.size());
     expect_same(model);
-    auto back = scan_all(*tree, neg_inf_key(), pos_inf_key(), true);
-    ASSERT_EQ(back.size(), model.size());
-    EXPECT_TRUE(std::equal(back.begin(), back.end(), model.rbegin()));
 }
 
-TEST_F(TreeTest, BulkLoadThenInsertsAndDeletes) {
+TEST_P(TreeModelTest, BulkLoadThenInsertsAndDeletes) {
     tree->init_empty();
+    // Cache the empty tree's root first (if there is a cache): the bulk load replaces it.
+    EXPECT_FALSE(tree->contains(K(1, 1, 1)));
     const int n = 1000000;
     auto t0 = std::chrono::steady_clock::now();
     {
@@ -175,45 +208,36 @@ TEST_F(TreeTest, BulkLoadThenInsertsAndDeletes) {
     EXPECT_TRUE(tree->contains(K(0, 1, 1)));
     EXPECT_TRUE(tree->contains(K(2 * (n - 1), 1, 1)));
     EXPECT_FALSE(tree->contains(K(1, 1, 1)));
-    // Inserts into the bulk-loaded tree split its full-ish leaves.
+    // Inserts into the bulk-loaded tree split its full-ish leaves; deletes of
+    // existing keys and lookups in between.
+    std::set<EntryKey> model;
+    for (int i = 0; i < n; i++) model.insert(model.end(), K(2 * i, 1, 1));
     std::mt19937_64 rng(3);
-    std::set<EntryKey> extra;
     for (int i = 0; i < 20000; i++) {
         EntryKey k = K(2 * static_cast<int64_t>(rng() % n) + 1, 1, 1);
-        EXPECT_EQ(tree->insert(k), extra.insert(k).second);
-    }
-    info = tree->check();
-    EXPECT_EQ(info.entries, n + extra.size());
-    auto got = scan_all(*tree, KMin(1000), KMax(3000), false);
-    std::vector<EntryKey> want;
-    for (int v = 1000; v <= 3000; v++)
-        if (v % 2 == 0 || extra.count(K(v, 1, 1))) {
-            want.push_back(K(v, 1, 1));
+        ASSERT_EQ(tree->insert(k), model.insert(k).second);
+        if (i % 4 == 0) {  // and delete a random existing key
+            EntryKey d = K(2 * static_cast<int64_t>(rng() % n), 1, 1);
+            ASSERT_EQ(tree->remove(&d, 1), model.erase(d));
         }
+        if (i % 16 == 0) {
+            EntryKey q = K(static_cast<int64_t>(rng() % (2 * n)), 1, 1);
+            ASSERT_EQ(tree->contains(q), model.count(q) == 1) << tree::key_str(q);
+        }
+    }
+    EXPECT_EQ(tree->check().entries, model.size());
+    auto got = scan_all(*tree, KMin(1000), KMax(3000), false);
+    auto want = model_range(model, KMin(1000), KMax(3000), false);
     EXPECT_EQ(got.size(), want.size());
     EXPECT_TRUE(std::equal(got.begin(), got.end(), want.begin()));
+    expect_same(model);
     // Bulk keys must be strictly ascending.
     BTree::BulkLoader bad(*tree, 0.9);
     bad.add(K(5, 1, 1));
     EXPECT_THROW(bad.add(K(5, 1, 1)), Error);
 }
 
-TEST_F(TreeTest, BulkLoadEmptyAndSmall) {
-    {
-        BTree::BulkLoader bl(*tree, 0.5);
-        bl.finish();
-    }
-    EXPECT_EQ(tree->check().entries, 0u);
-    std::set<EntryKey> model;
-    for (int i = 0; i < 100; i++) {
-        EntryKey k = K(i, 0, 1);
-        model.insert(k);
-        tree->insert(k);
-    }
-    expect_same(model);
-}
-
-TEST_F(TreeTest, DeleteToEmptyGivesMemoryBack) {
+TEST_P(TreeModelTest, DeleteToEmptyGivesMemoryBackAndRefills) {
     tree->init_empty();
     std::mt19937_64 rng(11);
     std::set<EntryKey> model;
@@ -243,9 +267,15 @@ TEST_F(TreeTest, DeleteToEmptyGivesMemoryBack) {
         batch.push_back(K(100000 + static_cast<int64_t>(b), 9, 9));  // absent
         std::sort(batch.begin(), batch.end());
         uint64_t d = tree->remove(batch.data(), batch.size());
-        EXPECT_EQ(d, batch.size() - 1);
+        ASSERT_EQ(d, batch.size() - 1);
         removed += d;
         for (auto& k : batch) model.erase(k);
+        // Lookups between merges (freed leaves must not be found, also not
+        // through the cache).
+        for (int q = 0; q < 50; q++) {
+            const EntryKey& k = keys[rng() % keys.size()];
+            ASSERT_EQ(tree->contains(k), model.count(k) == 1) << tree::key_str(k);
+        }
         if (++round % 10 == 0) expect_same(model);
     }
     EXPECT_EQ(removed, keys.size());
@@ -255,13 +285,61 @@ TEST_F(TreeTest, DeleteToEmptyGivesMemoryBack) {
     EXPECT_LT(empty.leaves, full.leaves / 10) << "leaves full " << full.leaves << " empty " << empty.leaves;
     EXPECT_LE(empty.leaves, full.inner_nodes);
 
-    // The freed nodes are reused: refilling does not grow the namespace much.
+    // The freed nodes are reused (cached copies of their old lives must not
+    // matter): refilling does not grow the namespace much.
     std::shuffle(keys.begin(), keys.end(), rng);  // same kind of (random) order as the first fill
-    for (auto& k : keys) tree->insert(k);
-    EXPECT_EQ(tree->check().entries, keys.size());
+    for (auto& k : keys) {
+        ASSERT_TRUE(tree->insert(k));
+        model.insert(k);
+    }
+    expect_same(model);
     uint64_t bytes_refill = ns_bytes(mem->node(0), ns);
     EXPECT_LE(bytes_refill, bytes_full + 64 * kNodeSize)
         << "namespace grew from " << bytes_full << " to " << bytes_refill;
+}
+
+INSTANTIATE_TEST_SUITE_P(Configs, TreeModelTest,
+                         ::testing::Values(TreeConfig{"uncached", 0, false, 0.0},
+                                           TreeConfig{"large", 1u << 16, true, 1.0},
+                                           TreeConfig{"tiny16", 16, true, 1.0},
+                                           TreeConfig{"dex", 512, true, 0.1},
+                                           TreeConfig{"inner_only", 512, false, 0.1}),
+                         [](const ::testing::TestParamInfo<TreeConfig>& i) { return std::string(i.param.name); });
+
+// ---- scenarios without cache variants -----------------------------------------------
+
+class TreeTest : public TreeFixture, public ::testing::Test {
+protected:
+    void SetUp() override { make_tree(128ull << 20, nullptr); }
+};
+
+TEST_F(TreeTest, EmptyTree) {
+    tree->init_empty();
+    auto info = tree->check();
+    EXPECT_EQ(info.entries, 0u);
+    EXPECT_EQ(info.height, 1u);
+    EXPECT_EQ(info.leaves, 1u);
+    EXPECT_NE(info.root, 0u);
+    EXPECT_TRUE(scan_all(*tree, neg_inf_key(), pos_inf_key(), false).empty());
+    EXPECT_TRUE(scan_all(*tree, neg_inf_key(), pos_inf_key(), true).empty());
+    EXPECT_FALSE(tree->contains(K(1, 1, 1)));
+    EntryKey k = K(1, 1, 1);
+    EXPECT_EQ(tree->remove(&k, 1), 0u);
+}
+
+TEST_F(TreeTest, BulkLoadEmptyAndSmall) {
+    {
+        BTree::BulkLoader bl(*tree, 0.5);
+        bl.finish();
+    }
+    EXPECT_EQ(tree->check().entries, 0u);
+    std::set<EntryKey> model;
+    for (int i = 0; i < 100; i++) {
+        EntryKey k = K(i, 0, 1);
+        model.insert(k);
+        tree->insert(k);
+    }
+    expect_same(model);
 }
 
 TEST_F(TreeTest, CheckDetectsUnsortedEntries) {

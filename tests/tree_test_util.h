@@ -1,15 +1,25 @@
-// Shared helpers for the tree tests: an in-process memory node + namespace.
+// Shared helpers for the tree tests: an in-process memory node + namespace,
+// keys, model comparisons, raw leaf lookups, a cache region in heap memory,
+// remote-operation counters and the cache coherence check.
 #pragma once
+#include <gtest/gtest.h>
+
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <set>
+#include <utility>
 #include <vector>
 
+#include "cache/cache.h"
+#include "cache/region.h"
 #include "common/error.h"
+#include "common/stats.h"
 #include "engine/engine.h"
 #include "transport/inproc_transport.h"
 #include "transport/remote_memory.h"
 #include "tree/btree.h"
+#include "test_util.h"
 #include "wire_test_util.h"
 
 namespace dex::testing {
@@ -20,9 +30,7 @@ inline EntryKey KMin(int64_t v) { return K(v, 0, 0); }
 inline EntryKey KMax(int64_t v) { return K(v, 0xFFFFFFFFu, 0xFFFF); }
 
 inline std::unique_ptr<memnode::Engine> make_engine(uint64_t pool_bytes) {
-    memnode::EngineOptions o;
-    o.pool_bytes = pool_bytes;
-    o.try_hugepages = false;
+    memnode::EngineOptions o = small_pool(pool_bytes);
     o.touch_pool = false;
     return std::make_unique<memnode::Engine>(o);
 }
@@ -61,6 +69,80 @@ inline std::vector<EntryKey> model_range(const std::set<EntryKey>& m, const Entr
     for (auto it = m.lower_bound(lo); it != m.end() && *it <= hi; ++it) r.push_back(*it);
     if (backward) std::reverse(r.begin(), r.end());
     return r;
+}
+
+// The leaf whose range holds k, read raw (locks ignored) along downlinks
+// only: for a quiet tree.
+inline GAddr leaf_for(RemoteMemory& mem, GAddr root, const EntryKey& k) {
+    GAddr a = root;
+    Node n;
+    for (;;) {
+        mem.read(a, &n, kNodeSize);
+        if (n.is_leaf()) return a;
+        size_t i = 0;
+        while (i + 1 < n.count && n.inner[i + 1].sep <= k) i++;
+        a = n.inner[i].child;
+    }
+}
+
+// A compute server's node cache: one CacheRegion in (here: heap) memory.
+// Each backend of that server opens its own cache::Cache handle on it.
+struct Region {
+    std::unique_ptr<char[]> mem;
+    cache::CacheRegion* region;
+    explicit Region(uint32_t frames, cache::AdmissionPolicy p = {true, 1.0}) {
+        size_t bytes = cache::CacheRegion::bytes_for(size_t(frames) * kNodeSize);
+        mem.reset(new char[bytes]);
+        region = cache::CacheRegion::init(mem.get(), bytes, p);
+    }
+};
+
+// The process-wide remote-operation and cache counters (dex::stats()) at one
+// moment, to count what an operation cost.
+struct Snapshot {
+    uint64_t reads, writes, atomics, rpcs, trips, hits, misses, restarts;
+    static Snapshot take() {
+        auto& s = stats();
+        return {s.remote_reads.load(), s.remote_writes.load(), s.remote_atomics.load(), s.remote_rpcs.load(),
+                s.round_trips.load(),  s.cache_hits.load(),    s.cache_misses.load(),   s.restarts.load()};
+    }
+    uint64_t remote_ops() const { return reads + writes + atomics + rpcs + trips; }
+};
+
+// Every mapped frame must hold exactly the remote node (write-through keeps
+// them equal once nobody is writing), with child pointers unswizzled.
+// Returns the number of frames compared; adds a failure per mismatch.
+inline size_t expect_cache_coherent(cache::CacheRegion& r, RemoteMemory& mem) {
+    std::vector<std::pair<GAddr, uint32_t>> mapped;
+    r.table().for_each([&](GAddr g, uint32_t f) {
+        if (f != cache::MappingTable::kIoInProgress) mapped.emplace_back(g, f);
+    });
+    size_t bad = 0;
+    for (auto [g, f] : mapped) {
+        // The swizzle count is the number of swizzled child pointers in use
+        // (an undercount that wrapped below zero made the frame impossible to
+        // drop, and every descent that needed to drop it spun).
+        const Node* img = r.node(f);
+        if (img->level > 0) {
+            uint32_t swizzled = 0;
+            for (uint32_t i = 0; i < img->count && i < kInnerCapacity; i++)
+                if (gaddr_is_swizzled(cache::CacheRegion::load_child(img, i))) swizzled++;
+            EXPECT_EQ(r.header(f).swizzled_children.load(), swizzled) << "frame " << f << " level " << int(img->level);
+        }
+        Node cached, remote;
+        r.copy_unswizzled(f, cached);
+        mem.read(g, &remote, kNodeSize);
+        EXPECT_EQ(r.header(f).gaddr.load(), g);
+        size_t used = tree::used_bytes(remote);
+        if (cached.body_version != remote.body_version ||
+            std::memcmp(reinterpret_cast<char*>(&cached) + 8, reinterpret_cast<char*>(&remote) + 8, used - 8) != 0) {
+            if (bad++ < 5)
+                ADD_FAILURE() << "frame " << f << " holding " << tree::hex_addr(g) << " differs from remote memory: "
+                              << "cached version " << cached.body_version << " count " << cached.count
+                              << ", remote version " << remote.body_version << " count " << remote.count;
+        }
+    }
+    return mapped.size();
 }
 
 }  // namespace dex::testing

@@ -182,9 +182,31 @@ private:
     friend class Scan;
     friend class BulkLoader;
     using Path = std::array<GAddr, 40>;  // node visited at each level during descent
+    // Descent::offloaded: no memory node finished the operation.
+    static constexpr uint8_t kNoOffload = 0xff;
+
+    // What a descent found. Per call: the caller decides from it whether to
+    // finish its operation itself (btree.cpp) or whether it is already done.
+    struct Descent {
+        // The node at the requested level covering the key (its image in the
+        // caller's `out`); 0: the tree's root is below the requested level.
+        GAddr addr = kNullGAddr;
+        // `out` was copied from a cache frame (the node is cached). A write to
+        // it done one-sided still re-reads, locks and publishes the leaf, so
+        // the offload policy may send it to the memory node instead
+        // (offload_cached_write).
+        bool cached = false;
+        // A memory node finished the operation during the descent (DEX 6):
+        // kOffloadDone (lookup / scan: `out` is the leaf; write: done, `out` is
+        // the changed leaf) or kOffloadNoop (write: entry already there /
+        // absent). kNoOffload: the descent went on one-sided.
+        uint8_t offloaded = kNoOffload;
+    };
 
     Deadline deadline() const { return Deadline(opts_.op_timeout_ms); }
     bool set_root(GAddr expected, GAddr desired);
+
+    // ---- memory for nodes (placement.cpp) ----
     // One node on memory node `node` (in the tree's namespace there). Out of
     // space: Error(kOutOfSpace) "memory nodes out of space" with every node's sizes.
     GAddr alloc_node(uint32_t node);
@@ -199,17 +221,43 @@ private:
     Error out_of_space(const std::string& what);
     uint64_t fresh_version(GAddr a);
 
+    // ---- descent (btree.cpp; through the cache: descend_cache.cpp) ----
     // Node at `level` covering k (lt: covering "keys < k"). Fills out/path.
-    // Returns 0 if the tree's root is below `level`.
-    GAddr descend(const EntryKey& k, int level, Node& out, Path* path, const Deadline& dl, bool lt = false);
+    Descent descend(const EntryKey& k, int level, Node& out, Path* path, const Deadline& dl, bool lt = false) {
+        return descend_op(k, level, out, path, dl, lt, 0);
+    }
+    // descend() to the leaf covering k for an operation whose rest a memory
+    // node may finish if the descent misses the cache low enough (DEX 6):
+    // net::kOffloadLeaf (lookup, forward scan), kOffloadInsert / kOffloadDelete
+    // (single-entry writes); 0: never.
+    Descent descend_leaf(const EntryKey& k, uint8_t offload_kind, Node& out, Path* path, const Deadline& dl) {
+        return descend_op(k, 0, out, path, dl, false, offload_kind);
+    }
+    Descent descend_op(const EntryKey& k, int level, Node& out, Path* path, const Deadline& dl, bool lt,
+                       uint8_t offload_kind) {
+        if (cache_) return descend_cached(k, level, out, path, dl, lt, offload_kind);
+        // Without a cache nothing is offloaded: every node is read anyway (the
+        // offloading decision is made on cache misses).
+        Descent d;
+        d.addr = descend_remote(k, level, out, path, dl, lt);
+        return d;
+    }
+    // Remote reads only (no cache).
     GAddr descend_remote(const EntryKey& k, int level, Node& out, Path* path, const Deadline& dl, bool lt);
     // descend() through the node cache: optimistic lock coupling over cached
-    // frames, swizzled child pointers, admission on misses (src/README.md "Node cache").
-    GAddr descend_cached(const EntryKey& k, int level, Node& out, Path* path, const Deadline& dl, bool lt);
+    // frames, swizzled child pointers, admission on misses (src/README.md
+    // "Node cache"). One call = one CachedDescent (descend_cache.cpp).
+    Descent descend_cached(const EntryKey& k, int level, Node& out, Path* path, const Deadline& dl, bool lt,
+                           uint8_t offload_kind);
+    class CachedDescent;
     // A validated copy of the node at `a` (from its cached frame if there is
-    // one, else a remote read; no admission). False: no valid image. Only
-    // used for leaves: with cache_leaves = false it always reads remotely.
+    // one, else a remote read, admitted like a leaf reached by descent).
+    // False: no valid image. Only used for leaves (a scan walking right):
+    // with cache_leaves = false it always reads remotely.
     bool read_node(GAddr a, Node& out, const Deadline& dl);
+    bool valid_node(const Node& n, int level) const;
+
+    // ---- cached copies of changed nodes (cache_sync.cpp) ----
     // After a remote publish of `fresh` at `a`: bring a cached copy up to date
     // (under the frame lock; never goes backwards in body_version). An
     // admission of `a` in progress is marked stale (its read may predate the
@@ -253,8 +301,16 @@ private:
     friend class FrameHold;
     // Remove `a` from the cache (unswizzling its children first if needed).
     void cache_drop(GAddr a);
+    // A memory node changed leaf `a` and returned its new image `img`: the
+    // cached copy (if any) is replaced by it; waits for a concurrent admission
+    // of `a` (its read may predate the change) to finish first, so no outdated
+    // image can be installed after we return.
+    void cache_refresh_changed(GAddr a, const Node& img, const Deadline& dl);
+
+    // ---- write-back mode (writeback.cpp) ----
     // Is this node possibly read or written by another compute server (a
-    // process that does not share our CacheRegion)? See btree.cpp.
+    // process that does not share our CacheRegion)? See btree.cpp, where it
+    // is defined.
     bool node_is_shared(const Node& n) const;
     bool write_back() const { return wb_; }
     // Write-back mode, fast path: apply an insert (n == 1) or deletes of
@@ -277,22 +333,71 @@ private:
         void release(const Node* published);
     };
     void wb_acquire(GAddr a, WbGuard& g, const Deadline& dl);
+
+    // ---- writes and structure modifications (btree.cpp, split_merge.cpp) ----
     // Lock the node at `level` covering k starting at `a` (moving right).
     // nullptr: restart from the root.
     LockedNode* lock_covering(GAddr a, int level, const EntryKey& k, Locks& locks, const Deadline& dl);
+    void split_leaf(Locks& locks, LockedNode* ln, size_t pos, const EntryKey& key, Path& path, const Deadline& dl,
+                    WbGuard* guard = nullptr);
+    // Step 3 of a split: the downlink (sep -> child) into the level above,
+    // splitting that node in turn if it is full.
     void insert_parent(int level, const EntryKey& sep, GAddr child, Path& path, const Deadline& dl);
+    // insert_parent() found no node at `level`: a new root over the old root
+    // `old_root` and `child`. False: the root changed meanwhile (retry).
+    bool grow_root(int level, GAddr old_root, const EntryKey& sep, GAddr child);
+    // The full inner node `ln` at `level` takes entry (sep, child) at `pos`:
+    // split it (or migrate its right half) and go on with the level above.
+    void split_inner(Locks& locks, LockedNode* ln, int level, size_t pos, const EntryKey& sep, GAddr child,
+                     Path& path, const Deadline& dl);
     // Split of a node at the placement level (locked: ln; entries all[0..total),
     // the right half from `mid`): if another memory node has clearly more free
     // space, copy the right half's whole subtree there instead of keeping it
     // here (src/README.md "Placement over several memory nodes"). Best effort:
     // false (nothing changed, ln still locked) if any node of it is busy.
+    // One call = one SubtreeMigration (migration.cpp).
     bool migrate_split(Locks& locks, LockedNode* ln, const InnerEntry* all, size_t total, size_t mid, Path& path,
                        const Deadline& dl);
-    void split_leaf(Locks& locks, LockedNode* ln, size_t pos, const EntryKey& key, Path& path, const Deadline& dl,
-                    WbGuard* guard = nullptr);
+    class SubtreeMigration;
     // Returns the survivor if it is still empty (caller may merge again), else 0.
     GAddr try_merge(GAddr leaf, const Path& path, const Deadline& dl, bool* merged = nullptr);
-    bool valid_node(const Node& n, int level) const;
+
+    // ---- offloading (offload_path.cpp) ----
+    // A single-entry write whose leaf the descent found in the cache: done
+    // one-sided it still costs a re-read, a lock CAS and a publish batch, so
+    // the policy may send it to the memory node instead. True (and *st set)
+    // if the memory node finished it.
+    bool offload_cached_write(uint8_t kind, const Descent& d, const Node& snap, const EntryKey& key,
+                              const Deadline& dl, uint8_t* st);
+    // The RPC of offload() without its cache invalidation (descend_cached()
+    // holds an I/O marker while it runs and invalidates after letting go).
+    uint8_t offload_rpc(uint8_t kind, GAddr start, int level, const EntryKey& key, Node* leaf_out, GAddr* leaf_addr);
+    // A cache miss at node `g` (expected at `level`; -1: the root) during a
+    // descent to the leaf: should the memory node finish operation `kind`
+    // from there (at or below the placement level; DEX 6.1 cost model)?
+    bool should_offload_at_miss(uint8_t kind, GAddr g, int level);
+    // What offload_at_miss() did.
+    enum class MissOffload {
+        kNotDone,   // needs a split / merge, or the path left the node: go on one-sided
+        kRestart,   // another process is fetching `g`: restart the descent
+        kFinished,  // the memory node finished the operation (*d filled)
+    };
+    // Offload operation `kind` at the missed node `g` (should_offload_at_miss()
+    // said yes): holds g's I/O marker (nobody fetches it meanwhile) and pins
+    // `parent` (the cached frame the descent came from, or kNoFrame) while
+    // the RPC runs.
+    MissOffload offload_at_miss(uint8_t kind, GAddr g, int level, uint32_t parent, const EntryKey& k, Node& out,
+                                const Deadline& dl, Descent* d);
+
+    // One check_once() call (check.cpp).
+    class TreeCheck;
+
+    // ---- crash consistency (btree.cpp) ----
+    // The journal record WRITE (for a batch on the memory node of `a`), or none.
+    std::vector<RemoteOp> journal_ops(GAddr a);
+    // A node written outside Locks::publish (a new root, a migrated copy, a
+    // leaf an offloaded write changed): tell TreeOptions::log_changes.
+    void log_changed(GAddr a);
 
     RemoteMemory& mem_;
     uint32_t node_id_;
@@ -308,29 +413,16 @@ private:
     // Set when a node reached through the cache did not cover the search key
     // (stale cached copy, or freed/reused memory): the next descent re-reads
     // its whole path from remote memory, starting at the remote root, and
-    // replaces the cached copies on it.
+    // replaces the cached copies on it. Tree state, not per call: it is set by
+    // lock_covering() for the descent that follows, which may belong to the
+    // next operation (insert_parent() can finish by installing a new root
+    // without descending again).
     bool refresh_next_ = false;
-    // Set while an operation descends whose rest a memory node may finish
-    // (DEX 6): net::kOffloadLeaf for lookups and forward scans,
-    // kOffloadInsert / kOffloadDelete for single-entry writes; 0 = never.
-    uint8_t offload_kind_ = 0;
-    // Outcome of an offloaded write in the current descent: kOffloadDone or
-    // kOffloadNoop when the memory node finished it (descend() then returns
-    // the leaf's address without reading it); kNoOffload otherwise (the
-    // descent went on one-sided and the caller writes as usual).
-    static constexpr uint8_t kNoOffload = 0xff;
-    // descend_cached() found the node it returned in a cache frame.
-    bool found_cached_ = false;
-    // A single-entry write whose leaf the descent found in the cache: done
-    // one-sided it still costs a re-read, a lock CAS and a publish batch, so
-    // the policy may send it to the memory node instead. True (and *st set)
-    // if the memory node finished it.
-    bool offload_cached_write(uint8_t kind, GAddr leaf, const Node& snap, const EntryKey& key, const Deadline& dl,
-                              uint8_t* st);
-    uint8_t offload_result_ = kNoOffload;
     JournalWriter* journal_ = nullptr;
     // The insert in progress and whether it must write a journal record before
     // any publish that makes its entry exist (src/README.md "Crash survival").
+    // Per operation, but needed deep inside it (journal_ops() of a split's
+    // publish, offload_rpc() of an offloaded insert), hence a member.
     struct Intent {
         bool journal = false;
         EntryKey key{};
@@ -345,27 +437,6 @@ private:
         }
         ~IntentScope() { t.intent_ = Intent{}; }
     };
-    // The journal record WRITE (for a batch on the memory node of `a`), or none.
-    std::vector<RemoteOp> journal_ops(GAddr a);
-    // A node written outside Locks::publish (a new root, a migrated copy, a
-    // leaf an offloaded write changed): tell TreeOptions::log_changes.
-    void log_changed(GAddr a);
-    struct OffloadScope {
-        BTree& t;
-        OffloadScope(BTree& tree, uint8_t kind) : t(tree) {
-            t.offload_kind_ = kind;
-            t.offload_result_ = kNoOffload;
-        }
-        ~OffloadScope() { t.offload_kind_ = 0; }
-    };
-    // The RPC of offload() without its cache invalidation (descend_cached()
-    // holds an I/O marker while it runs and invalidates after letting go).
-    uint8_t offload_rpc(uint8_t kind, GAddr start, int level, const EntryKey& key, Node* leaf_out, GAddr* leaf_addr);
-    // A memory node changed leaf `a` and returned its new image `img`: the
-    // cached copy (if any) is replaced by it; waits for a concurrent admission
-    // of `a` (its read may predate the change) to finish first, so no outdated
-    // image can be installed after we return.
-    void cache_refresh_changed(GAddr a, const Node& img, const Deadline& dl);
 };
 
 // Write-back mode: publish `img` (the image of a dirty cached leaf; no swizzled

@@ -1,0 +1,140 @@
+// Offloading (DEX 6, src/README.md "Offloading"): the memory node that holds
+// a subtree finishes a lookup, forward scan or single-entry write there with
+// its own CPU. Entered three ways: offload() (tests, tools), a descent that
+// misses the cache at or below the placement level (offload_at_miss, called
+// by descend_cache.cpp), and a single-entry write whose leaf the descent
+// found cached (offload_cached_write).
+#include <chrono>
+#include <cstring>
+
+#include "cache/cache.h"
+#include "common/stats.h"
+#include "tree/btree.h"
+#include "tree/btree_internal.h"
+#include "tree/offload_policy.h"
+
+namespace dex::tree {
+
+uint8_t BTree::offload(uint8_t kind, GAddr start, int level, const EntryKey& key, Node* leaf_out, GAddr* leaf_addr) {
+    GAddr leaf = 0;
+    Node img;
+    uint8_t st = offload_rpc(kind, start, level, key, &img, &leaf);
+    if (leaf_addr) *leaf_addr = leaf;
+    if (st == net::kOffloadDone && leaf_out) std::memcpy(static_cast<void*>(leaf_out), &img, kNodeSize);
+    // DEX 6.2: no outdated cached copy of a node the memory node changed survives
+    if (st == net::kOffloadDone && kind != net::kOffloadLeaf) cache_refresh_changed(leaf, img, deadline());
+    return st;
+}
+
+uint8_t BTree::offload_rpc(uint8_t kind, GAddr start, int level, const EntryKey& key, Node* leaf_out,
+                           GAddr* leaf_addr) {
+    if (gaddr_is_swizzled(start) || level < 0 || level > place_level_)
+        throw Error(ErrorCode::kInvalid, "offload: start node must be a remote address at or below the placement level");
+    net::OffloadRequest req{};
+    req.start = gaddr_offset(start);
+    req.tree_id = tree_id_;
+    req.node = static_cast<uint16_t>(gaddr_node(start));
+    req.kind = kind;
+    req.start_level = static_cast<uint8_t>(level);
+    std::memcpy(req.key, &key, sizeof req.key);
+    if (kind == net::kOffloadInsert && intent_.journal) {
+        // The memory node writes the journal record before it changes the leaf.
+        req.journal = journal_->take(gaddr_node(start), key, intent_.lsn);
+        std::memcpy(req.record, &journal_->record(), sizeof req.record);
+    }
+    auto t0 = std::chrono::steady_clock::now();
+    std::vector<uint8_t> r = mem_.node(gaddr_node(start)).rpc(net::kOpOffload, &req, sizeof req);
+    if (opts_.offload)  // every offload round trip prices the next decisions (DEX 6.1)
+        opts_.offload->record_offload(detail::micros_since(t0));
+    net::OffloadReply rep{};
+    if (r.size() < sizeof rep) throw Error(ErrorCode::kProtocol, "OFFLOAD: short response from memory node");
+    std::memcpy(&rep, r.data(), sizeof rep);
+    Stats::add(stats().offloads);
+    if (rep.status > net::kOffloadRestart) throw Error(ErrorCode::kProtocol, "OFFLOAD: unknown status from memory node");
+    if ((rep.status == net::kOffloadDone || rep.status == net::kOffloadNoop) && kind != net::kOffloadLeaf &&
+        (gaddr_node(rep.leaf) != gaddr_node(start) || gaddr_is_swizzled(rep.leaf)))
+        throw Error(ErrorCode::kProtocol, "OFFLOAD: memory node named a leaf outside its own pool");
+    if (leaf_addr) *leaf_addr = rep.leaf;
+    if (rep.status == net::kOffloadDone) {
+        if (r.size() < sizeof rep + kNodeSize) throw Error(ErrorCode::kProtocol, "OFFLOAD: leaf image missing");
+        if (leaf_out) std::memcpy(static_cast<void*>(leaf_out), r.data() + sizeof rep, kNodeSize);
+    }
+    return rep.status;
+}
+
+bool BTree::offload_cached_write(uint8_t kind, const Descent& d, const Node& snap, const EntryKey& key,
+                                 const Deadline& dl, uint8_t* st) {
+    const GAddr leaf = d.addr;
+    if (!cache_ || !opts_.offload || wb_ || !d.cached || !leaf || gaddr_is_swizzled(leaf) ||
+        !mem_.node(gaddr_node(leaf)).offload_writes_allowed())
+        return false;
+    // A split or a merge is done here anyway: don't ask the memory node first.
+    if (kind == net::kOffloadInsert ? snap.count >= kLeafCapacity : snap.count <= 1) return false;
+    if (!opts_.offload->should_offload(0, OffloadPolicy::kWriteRoundTrips)) return false;
+    GAddr at = 0;
+    Node img;
+    uint8_t r = offload_rpc(kind, leaf, 0, key, &img, &at);
+    if (r == net::kOffloadDone) cache_refresh_changed(at, img, dl);
+    if (r != net::kOffloadDone && r != net::kOffloadNoop) return false;  // split / merge / restart: one-sided
+    *st = r;
+    return true;
+}
+
+// DEX 6: a miss at a subtree root at or below the placement level; the memory
+// node may finish the operation. For a read, a miss at the leaf itself saves
+// nothing (and the leaf would not be admitted): offloaded only when forced
+// on. A write done one-sided still re-reads, locks and publishes the leaf, so
+// its leaf misses count too.
+bool BTree::should_offload_at_miss(uint8_t kind, GAddr g, int level) {
+    const bool write = kind == net::kOffloadInsert || kind == net::kOffloadDelete;
+    return opts_.offload && !wb_ &&
+           (level >= 1 || (level == 0 && (write || opts_.offload->mode() == OffloadMode::kOn))) &&
+           level <= place_level_ && (!write || mem_.node(gaddr_node(g)).offload_writes_allowed()) &&
+           // auto: while the cache still has room, a fetched node costs no
+           // eviction and serves later hits (DEX's cache factor is the cost
+           // of provisioning a frame): fetch.
+           !(opts_.offload->mode() == OffloadMode::kAuto && cache_->has_room()) &&
+           opts_.offload->should_offload(level + 1, write ? OffloadPolicy::kWriteRoundTrips : 0);
+}
+
+BTree::MissOffload BTree::offload_at_miss(uint8_t kind, GAddr g, int level, uint32_t parent, const EntryKey& k,
+                                          Node& out, const Deadline& dl, Descent* d) {
+    cache::CacheRegion& R = cache_->region();
+    const bool write = kind == net::kOffloadInsert || kind == net::kOffloadDelete;
+    auto b = cache_->try_begin_io(g);
+    if (b == cache::MappingTable::Begin::kIoInProgress || b == cache::MappingTable::Begin::kCached)
+        return MissOffload::kRestart;
+    const bool owner = b == cache::MappingTable::Begin::kOwner;  // marker: nobody fetches g meanwhile
+    const bool pinned =
+        parent != cache::kNoFrame && R.pin(parent, R.header(parent).gaddr.load(std::memory_order_acquire));
+    auto release = [&] {
+        if (pinned) R.unpin(parent);
+        if (owner) cache_->abort_io(g);
+    };
+    uint8_t st;
+    GAddr leaf = 0;
+    try {
+        st = offload_rpc(kind, g, level, k, &out, &leaf);
+    } catch (...) {
+        release();
+        throw;
+    }
+    release();
+    if (st == net::kOffloadDone && !write) {  // `out` is the leaf
+        d->addr = leaf;
+        d->offloaded = st;
+        return MissOffload::kFinished;
+    }
+    if (write && (st == net::kOffloadDone || st == net::kOffloadNoop)) {
+        // DEX 6.2: the leaf changed under any cached copy; invalidated only
+        // now that our own marker is gone.
+        if (st == net::kOffloadDone) cache_refresh_changed(leaf, out, dl);
+        d->addr = leaf;
+        d->offloaded = st;
+        return MissOffload::kFinished;
+    }
+    // needs a split / merge, or the path left the node: go on one-sided
+    return MissOffload::kNotDone;
+}
+
+}  // namespace dex::tree

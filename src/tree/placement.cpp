@@ -1,0 +1,120 @@
+// Where a tree's nodes live (src/README.md "Placement over several memory
+// nodes"): the tree's namespace on each memory node, allocating a node on a
+// given memory node (or, above the placement level, on whichever has room),
+// freeing it, and the version a reused block starts at.
+#include <algorithm>
+#include <cstring>
+
+#include "tree/btree.h"
+#include "tree/btree_internal.h"
+
+namespace dex::tree {
+
+void BTree::set_placement(std::vector<uint64_t> ns_by_node, int level) {
+    if (ns_by_node.size() <= node_id_) ns_by_node.resize(node_id_ + 1, 0);
+    if (ns_by_node[node_id_] != ns_)
+        throw Error(ErrorCode::kInvalid, "placement: the home memory node's namespace must be the tree's");
+    if (level < 1 || level > kMaxPlacementLevel)
+        throw Error(ErrorCode::kInvalid, "placement level " + std::to_string(level) + " is out of range 1.." +
+                                             std::to_string(kMaxPlacementLevel));
+    part_ns_ = std::move(ns_by_node);
+    place_level_ = level;
+}
+
+std::vector<std::pair<int64_t, uint32_t>> BTree::nodes_by_free(uint32_t must_answer) {
+    std::vector<std::pair<int64_t, uint32_t>> v;
+    for (uint32_t i = 0; i < part_ns_.size(); i++) {
+        if (!part_ns_[i]) continue;
+        int64_t free_bytes = -1;
+        try {
+            std::vector<uint8_t> r = mem_.node(i).rpc(net::kOpStats, nullptr, 0);
+            if (r.size() >= sizeof(net::NodeStats)) {
+                net::NodeStats st;
+                std::memcpy(&st, r.data(), sizeof st);
+                free_bytes = static_cast<int64_t>(st.pool_bytes - std::min(st.pool_bytes, st.used_bytes));
+            }
+        } catch (const Error& e) {
+            // Another node that does not answer is just not a candidate; the
+            // node whose connection holds the caller's locks must answer.
+            if (e.code() == ErrorCode::kInterrupted || e.code() == ErrorCode::kLostMemory || i == must_answer) throw;
+        }
+        v.emplace_back(free_bytes, i);
+    }
+    std::stable_sort(v.begin(), v.end(), [](auto& a, auto& b) { return a.first > b.first; });
+    return v;
+}
+
+Error BTree::out_of_space(const std::string& what) {
+    std::string sizes;
+    for (uint32_t i = 0; i < part_ns_.size(); i++) {
+        if (!part_ns_[i]) continue;
+        if (!sizes.empty()) sizes += ", ";
+        std::string addr;
+        try {
+            Transport& t = mem_.node(i);
+            addr = t.address();
+            std::vector<uint8_t> r = t.rpc(net::kOpStats, nullptr, 0);
+            net::NodeStats st{};
+            if (r.size() >= sizeof st) std::memcpy(&st, r.data(), sizeof st);
+            sizes += addr + " " + std::to_string(st.used_bytes) + " of " + std::to_string(st.pool_bytes) + " bytes used";
+        } catch (const std::exception&) {
+            sizes += (addr.empty() ? "memory node " + std::to_string(i) : addr) + " unreachable";
+        }
+    }
+    return Error(ErrorCode::kOutOfSpace, "memory nodes out of space (" + what + "; " + sizes + ")",
+                 "Give the memory nodes more --memory, add memory nodes to dex.memnodes and REINDEX, or drop "
+                 "unused dex indexes.");
+}
+
+GAddr BTree::alloc_node(uint32_t node) {
+    if (node >= part_ns_.size() || !part_ns_[node])
+        throw Error(ErrorCode::kCorrupt, "memory node " + std::to_string(node) + " holds no namespace of tree " +
+                                             std::to_string(tree_id_));
+    uint64_t req[2] = {part_ns_[node], kNodeSize};
+    std::vector<uint8_t> r;
+    try {
+        r = mem_.node(node).rpc(net::kOpAlloc, req, sizeof req);
+    } catch (const Error& e) {
+        if (e.code() != ErrorCode::kOutOfSpace) throw;
+        throw out_of_space("the subtree's memory node " + mem_.node(node).address() + " is full");
+    }
+    return make_gaddr(node, detail::get_u64(r, "ALLOC"));
+}
+
+GAddr BTree::alloc_anywhere() {
+    try {
+        return alloc_node(node_id_);
+    } catch (const Error& e) {
+        if (e.code() != ErrorCode::kOutOfSpace) throw;
+    }
+    for (auto& [free_bytes, i] : nodes_by_free()) {
+        if (i == node_id_ || free_bytes < static_cast<int64_t>(kNodeSize)) continue;
+        try {
+            return alloc_node(i);
+        } catch (const Error& e) {
+            if (e.code() != ErrorCode::kOutOfSpace) throw;
+        }
+    }
+    throw out_of_space("no memory node has room for a new node");
+}
+
+void BTree::free_node(GAddr a) {
+    uint32_t node = gaddr_node(a);
+    if (node >= part_ns_.size() || !part_ns_[node]) return;  // not ours: leave it (check() reports strays)
+    uint64_t req[3] = {part_ns_[node], gaddr_offset(a), kNodeSize};
+    mem_.node(node).rpc(net::kOpFree, req, sizeof req);
+}
+
+// A reused block keeps versions increasing, so a CAS prepared from a read of the
+// block's previous life can never succeed on its new life (no ABA).
+uint64_t BTree::fresh_version(GAddr a) {
+    uint64_t w[3] = {0, 0, 0};  // lock word, checksum, body_version of the previous life (or any bytes)
+    mem_.read(a, w, sizeof w);
+    // Above the previous life's lock version (a CAS prepared from it cannot
+    // succeed) and, if it was a node, above its full body version (a cached
+    // copy of it can never look newer).
+    uint64_t v = std::max(lock_version(w[0]), w[2]) + 1;
+    return v < (1ull << 62) ? v : lock_version(w[0]) + 1;
+}
+
+}  // namespace dex::tree

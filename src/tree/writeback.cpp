@@ -1,0 +1,194 @@
+// Write-back mode (src/README.md "Write-back mode"): in-place leaf changes
+// kept in a dirty cached frame (wb_modify), the exclusive right to change a
+// leaf while writing through (wb_acquire, WbGuard), and writing a dirty
+// frame back with the remote-lock protocol (write_back_node).
+#include <cstring>
+#include <exception>
+
+#include "cache/cache.h"
+#include "common/stats.h"
+#include "tree/btree.h"
+#include "tree/btree_internal.h"
+
+namespace dex::tree {
+
+using detail::leaf_lower_bound;
+
+// The cache's WriteBack callback (set by the C API) and the write-back slow
+// path use this. It runs under the frame's lock, which is safe because nobody
+// waits for a frame lock while holding a remote lock (cache_update runs only
+// after the publish released them; the write-back slow path takes the frame
+// lock before the remote one).
+uint64_t write_back_node(NodeIO& io, GAddr a, const Node& img, const Deadline& dl) {
+    Node snap;
+    int attempt = 0;
+    for (;;) {
+        dl.check("writing back a dirty cached node");
+        if (io.read(a, snap, dl) != NodeIO::Read::kOk)
+            throw Error(ErrorCode::kCorrupt, "write-back: node " + hex_addr(a) + " is not a valid node image");
+        if (snap.tree_id != img.tree_id || snap.level != img.level)
+            throw Error(ErrorCode::kCorrupt, "write-back: node " + hex_addr(a) + " belongs to another tree now");
+        Locks locks(io);
+        LockedNode* ln = locks.try_lock(a, snap);
+        if (!ln) {
+            backoff(attempt++);
+            continue;
+        }
+        std::memcpy(static_cast<void*>(&ln->node), &img, kNodeSize);
+        locks.publish({ln});
+        Stats::add(stats().write_backs);
+        return ln->version + 1;
+    }
+}
+
+// ---- the leaf's frame -----------------------------------------------------------
+
+int BTree::wb_modify(GAddr a, const EntryKey* keys, size_t n, bool insert, size_t* used, uint64_t* deleted) {
+    cache::CacheRegion& R = cache_->region();
+    uint32_t f = R.table().lookup(a);
+    if (f == cache::kNoFrame || f == cache::MappingTable::kIoInProgress) return 0;
+    cache::FrameHeader& h = R.header(f);
+    h.lock();  // we hold no other frame lock
+    if (h.gaddr.load(std::memory_order_relaxed) != a || h.get_state() == cache::FrameState::kFree) {
+        h.unlock_unchanged();
+        return 0;
+    }
+    Node* nd = R.node(f);
+    if (nd->tree_id != tree_id_ || nd->level != 0 || nd->is_deleted() || nd->count > kLeafCapacity ||
+        compare_keys(nd->low, keys[0]) > 0 || !key_below_high(keys[0], *nd)) {
+        h.unlock_unchanged();
+        return 0;
+    }
+    if (insert) {
+        size_t pos = leaf_lower_bound(*nd, keys[0]);
+        if (pos < nd->count && nd->leaf[pos] == keys[0]) {
+            h.unlock_unchanged();
+            return -1;
+        }
+        if (nd->count >= kLeafCapacity) {  // needs a split: write through
+            h.unlock_unchanged();
+            return 0;
+        }
+    }
+    if (!h.dirty.load(std::memory_order_relaxed)) {
+        bool ok;
+        try {
+            ok = opts_.register_dirty ? opts_.register_dirty() : false;
+        } catch (...) {
+            h.unlock_unchanged();
+            throw;
+        }
+        if (!ok) {
+            h.unlock_unchanged();
+            return 0;
+        }
+    }
+    if (insert) {
+        size_t pos = leaf_lower_bound(*nd, keys[0]);
+        std::memmove(&nd->leaf[pos + 1], &nd->leaf[pos], (nd->count - pos) * sizeof(EntryKey));
+        nd->leaf[pos] = keys[0];
+        nd->count++;
+        if (used) *used = 1;
+        // Not written back before the row's heap WAL is durable (no stray
+        // entry can reach remote memory; src/README.md "Crash survival").
+        if (intent_.lsn > h.lsn.load(std::memory_order_relaxed)) h.lsn.store(intent_.lsn, std::memory_order_relaxed);
+    } else {
+        size_t j = 0;
+        while (j < n && compare_keys(nd->low, keys[j]) <= 0 && key_below_high(keys[j], *nd)) {
+            size_t pos = leaf_lower_bound(*nd, keys[j]);
+            if (pos < nd->count && nd->leaf[pos] == keys[j]) {
+                std::memmove(&nd->leaf[pos], &nd->leaf[pos + 1], (nd->count - pos - 1) * sizeof(EntryKey));
+                nd->count--;
+                if (deleted) (*deleted)++;
+            }
+            j++;
+        }
+        if (used) *used = j;
+    }
+    R.mark_dirty(f);
+    h.unlock();
+    Stats::add(stats().dirty_updates);
+    return 1;
+}
+
+void BTree::wb_acquire(GAddr a, WbGuard& g, const Deadline& dl) {
+    cache::CacheRegion& R = cache_->region();
+    int attempt = 0;
+    for (;;) {
+        dl.check("waiting for a cached leaf in write-back mode");
+        uint32_t f = R.table().lookup(a);
+        if (f == cache::MappingTable::kIoInProgress) {
+            backoff(attempt++);
+            continue;
+        }
+        if (f == cache::kNoFrame) {
+            auto b = cache_->try_begin_io(a);
+            if (b == cache::MappingTable::Begin::kOwner) {
+                g.t = this;
+                g.a = a;
+                g.marker = true;
+                return;
+            }
+            if (b != cache::MappingTable::Begin::kCached) backoff(attempt++);
+            continue;
+        }
+        cache::FrameHeader& h = R.header(f);
+        h.lock();  // we hold no other frame lock
+        if (h.gaddr.load(std::memory_order_relaxed) != a || h.get_state() == cache::FrameState::kFree) {
+            h.unlock_unchanged();
+            continue;
+        }
+        if (h.dirty.load(std::memory_order_relaxed)) {
+            uint64_t need = h.lsn.load(std::memory_order_relaxed);
+            if (need > durable_lsn()) {  // its entries' heap WAL first (the caller flushes and retries)
+                h.unlock_unchanged();
+                throw NeedDurable(need);
+            }
+        }
+        g.t = this;
+        g.a = a;
+        g.frame = f;  // from here on the guard unlocks it
+        if (h.dirty.load(std::memory_order_relaxed)) {
+            Node img;
+            R.copy_unswizzled(f, img);
+            write_back_node(io_, a, img, dl);
+            h.dirty.store(0, std::memory_order_relaxed);
+            h.lsn.store(0, std::memory_order_relaxed);
+        }
+        return;
+    }
+}
+
+BTree::WbGuard::~WbGuard() {
+    BTree* owner = t;
+    GAddr addr = a;
+    bool had_frame = t && frame != cache::kNoFrame;
+    release(nullptr);
+    if (had_frame && std::uncaught_exceptions() > 0) {
+        try {
+            owner->cache_drop(addr);
+        } catch (...) {
+        }
+    }
+}
+
+void BTree::WbGuard::release(const Node* published) {
+    if (!t) return;
+    cache::CacheRegion& R = t->cache_->region();
+    if (frame != cache::kNoFrame) {
+        cache::FrameHeader& h = R.header(frame);
+        if (published) {
+            std::memcpy(static_cast<void*>(R.node(frame)), published, kNodeSize);
+            h.unlock();
+        } else {
+            h.unlock_unchanged();
+        }
+    } else if (marker) {
+        t->cache_->abort_io(a);
+    }
+    t = nullptr;
+    frame = cache::kNoFrame;
+    marker = false;
+}
+
+}  // namespace dex::tree
