@@ -19,7 +19,7 @@ REGRESS = dex_build dex_cache dex_writeback dex_dml dex_lifecycle dex_errors dex
 REGRESS_OPTS =
 
 DEX_BUILD_DIR ?= build
-DEX_CORE_LIB = $(DEX_BUILD_DIR)/libdexcore.a
+DEX_CORE_LIB = $(DEX_BUILD_DIR)/libdexcore.a $(DEX_BUILD_DIR)/libdexwire.a
 DEX_MEMNODE = $(DEX_BUILD_DIR)/memnode/dex-memnode
 CMAKE_BUILD_TYPE ?= RelWithDebInfo
 

@@ -7,7 +7,7 @@
 
 #include "common/gaddr.h"
 #include "tree/key.h"
-#include "tree/node_io.h"
+#include "tree/node_format.h"
 #include "tree/node_layout.h"
 
 namespace dex::memnode {

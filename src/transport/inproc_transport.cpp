@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "common/error.h"
-#include "net/frame_client.h"
+#include "transport/frame_client.h"
 
 namespace dex {
 

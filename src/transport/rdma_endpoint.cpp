@@ -12,8 +12,8 @@
 #include <cstring>
 
 #include "common/error.h"
-#include "net/frame_client.h"
 #include "net/rdma_wire.h"
+#include "transport/frame_client.h"
 #include "transport/transport.h"
 
 namespace dex::rdma {

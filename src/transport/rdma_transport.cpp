@@ -23,8 +23,8 @@
 
 #include "common/error.h"
 #include "common/stats.h"
-#include "net/frame_client.h"
 #include "net/rdma_wire.h"
+#include "transport/frame_client.h"
 #include "transport/rdma_endpoint.h"
 
 namespace dex {

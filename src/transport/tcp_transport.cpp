@@ -17,7 +17,7 @@
 #include <cstring>
 
 #include "common/error.h"
-#include "net/frame_client.h"
+#include "transport/frame_client.h"
 
 namespace dex {
 

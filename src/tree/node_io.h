@@ -1,6 +1,7 @@
-// Node I/O over remote memory: checksums, optimistic (validated) reads, remote
-// locks with dead-owner stealing, and publish+unlock in one batch. Implements
-// the "Synchronization (remote)" section of src/README.md.
+// Node I/O over remote memory: optimistic (validated) reads, remote locks
+// with dead-owner stealing, and publish+unlock in one batch. Implements the
+// "Synchronization (remote)" section of src/README.md. Checksums, validation
+// and sealing of a node image are in tree/node_format.h (included here).
 #pragma once
 #include <chrono>
 #include <cstddef>
@@ -14,6 +15,7 @@
 
 #include "common/error.h"
 #include "transport/remote_memory.h"
+#include "tree/node_format.h"
 #include "tree/node_layout.h"
 
 namespace dex::cache {
@@ -54,20 +56,8 @@ struct TreeOptions {
     ChangeLog log_changes = nullptr;
 };
 
-inline size_t entry_size(uint8_t level) { return level == 0 ? sizeof(EntryKey) : sizeof(InnerEntry); }
-inline size_t capacity_of(uint8_t level) { return level == 0 ? kLeafCapacity : kInnerCapacity; }
-// Bytes [0, used) of the node carry information (header + entries in use).
-inline size_t used_bytes(const Node& n) {
-    size_t c = n.count > capacity_of(n.level) ? capacity_of(n.level) : n.count;
-    return kNodeHeaderBytes + c * entry_size(n.level);
-}
-
-// 64-bit hash over bytes [16, 72 + count * entry size).
-uint64_t node_checksum(const Node& n);
-// Snapshot is acceptable: unlocked, body_version == lock version, sane count, checksum ok.
-bool snapshot_valid(const Node& n);
-// Set body_version = version, the checksum, and an unlocked lock word (v, 0, 0).
-void seal_node(Node& n, uint64_t version);
+// entry_size, capacity_of, used_bytes, node_checksum, snapshot_valid and
+// seal_node: tree/node_format.h.
 
 std::string hex_addr(GAddr a);
 std::string key_str(const EntryKey& k);

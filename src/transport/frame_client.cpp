@@ -1,4 +1,4 @@
-#include "net/frame_client.h"
+#include "transport/frame_client.h"
 
 #include <cstring>
 

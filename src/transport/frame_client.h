@@ -1,7 +1,9 @@
 // Client side of the wire protocol, shared by every frame-based transport
-// (TCP, in-process): request encoding, response decoding, remote-error to
-// dex::Error mapping and dex::stats() accounting. A transport subclasses
-// FrameClient and supplies the exchange of one frame.
+// (TCP, in-process; RDMA for its RPCs): request encoding, response
+// decoding, remote-error to dex::Error mapping and dex::stats() accounting. A
+// transport subclasses FrameClient and supplies the exchange of one frame.
+// Compute side only (dex-memnode never links it); it keeps the namespace of
+// the protocol it speaks, net/protocol.h.
 #pragma once
 #include <cstddef>
 #include <cstdint>
