@@ -7,11 +7,20 @@
 # the packages it needs, builds, installs into the system PostgreSQL 15, and
 # runs PostgreSQL and dex-memnode as the unprivileged `postgres` user.
 #
+# Two tiers:
+#   bash scripts/test-all.sh           the full run (CI): every part below
+#   bash scripts/test-all.sh --quick   everyday work: ctest + pg_regress only
 # DEX_ONLY="ctest pg_regress t_crash" runs only the named parts (for development;
 # CI runs everything). REGRESS="dex_build dex_dml" narrows the pg_regress suites.
+# The summary prints how long each part took.
 # The whole run holds /tmp/dex-pg-install.lock: it installs into the system
 # PostgreSQL, so two runs from two checkouts must not interleave.
 set -uo pipefail
+case "${1:-}" in
+    --quick) [ -n "${DEX_ONLY:-}" ] || export DEX_ONLY="ctest pg_regress"; shift ;;
+    --full|"") ;;
+    *) echo "usage: $0 [--quick|--full]" >&2; exit 2 ;;
+esac
 if [ -z "${DEX_INSTALL_LOCKED:-}" ]; then
     export DEX_INSTALL_LOCKED=1
     exec flock /tmp/dex-pg-install.lock bash "$0" "$@"
@@ -20,8 +29,11 @@ source "$(dirname "$0")/lib.sh"
 
 DEX_WORK=${DEX_WORK:-$(mktemp -d /tmp/dex-test.XXXXXX)}
 export DEX_WORK
-passed=0; failed=0; failures=(); skipped=0; skips=()
+passed=0; failed=0; failures=(); skipped=0; skips=(); timings=()
+run_started=$SECONDS; part_started=$SECONDS
+start_part() { part_started=$SECONDS; log "$1"; }
 record() {  # record NAME STATUS  (status 77 = skipped: could not run here; never counted as passed)
+    timings+=("$(printf '%-24s %5ds' "$1" $((SECONDS - part_started)))")
     if [ "$2" = 0 ]; then passed=$((passed + 1)); echo "ok: $1";
     elif [ "$2" = 77 ]; then skipped=$((skipped + 1)); skips+=("$1"); echo "SKIPPED: $1";
     else failed=$((failed + 1)); failures+=("$1"); echo "FAILED: $1"; fi
@@ -38,7 +50,7 @@ install_deps
 build_install
 
 if want ctest; then
-    log "C++ unit tests (ctest)"
+    start_part "C++ unit tests (ctest)"
     cmake --build "$DEX_ROOT/build" -j"$(nproc)" >/dev/null || die "unit test build failed"
     (cd "$DEX_ROOT/build" && ctest --output-on-failure --timeout 300)
     record "ctest" $?
@@ -46,7 +58,7 @@ fi
 
 if want pg_regress; then
     # Three memory nodes: every suite runs with indexes spread over all of them.
-    log "pg_regress suites (three memory nodes)"
+    start_part "pg_regress suites (three memory nodes)"
     mport=$(free_port); start_memnode regress-mem "$mport" 1GB --threads 2
     mport2=$(free_port); start_memnode regress-mem2 "$mport2" 1GB --threads 2
     mport3=$(free_port); start_memnode regress-mem3 "$mport3" 1GB --threads 2
@@ -65,7 +77,7 @@ for t in "$DEX_ROOT"/scripts/tests/t_*.sh; do
     [ -e "$t" ] || continue
     name=$(basename "$t" .sh)
     want "$name" || continue
-    log "shell test $name"
+    start_part "shell test $name"
     DEX_WORK="$DEX_WORK/$name" bash "$t"
     record "$name" $?
 done
@@ -73,12 +85,14 @@ done
 if want check-rdma; then
     # rdma:// for real: transport tests, pg_regress and failure cases inside a
     # Soft-RoCE VM (scripts/check-rdma.sh); exit 77 when no VM can run here.
-    log "check-rdma (rdma:// in a Soft-RoCE VM)"
+    start_part "check-rdma (rdma:// in a Soft-RoCE VM)"
     bash "$DEX_ROOT/scripts/check-rdma.sh"
     record "check-rdma" $?
 fi
 
 log "summary"
+for t in "${timings[@]+"${timings[@]}"}"; do echo "  $t"; done
+echo "  total (with build)       $((SECONDS - run_started))s"
 for f in "${failures[@]+"${failures[@]}"}"; do echo "failed: $f"; done
 for f in "${skips[@]+"${skips[@]}"}"; do echo "SKIPPED (not tested): $f"; done
 echo "$passed passed, $failed failed, $skipped skipped"
