@@ -39,37 +39,46 @@
 // on failure -- standard OLC).
 //
 // ---------------------------------------------------------------------------
-// How the tree will use this (next step)
+// How the tree uses this (tree/descend_cache.cpp, cache_sync.cpp,
+// writeback.cpp, offload_path.cpp). The rules are src/README.md "Node cache"
+// (invariants C1..) and "Write-back mode" (W1..).
 //
-//  * Descent: root GAddr -> region.lookup(); at each node, v = begin_read(f, g)
-//    (or header(f).begin_read() when reached via a swizzled pointer); read the
-//    entry; for a child pointer c: if gaddr_is_swizzled(c), the child frame is
-//    swizzled_frame(c): read the child's version, then validate the parent's v
-//    (lock coupling) -- restart on any failed validation (stats().restarts).
-//    Otherwise lookup(c):
-//      - frame (maybe COOLING: touch() first; false -> treat as miss):
-//        begin_read(child, c), then swizzle_optimistic(parent, v, slot, child);
-//      - kIoInProgress: restart from the cached root (do not re-read remotely);
-//      - miss: if should_admit(level - 1) and try_begin_io(c) == kOwner: read the
-//        node remotely (NodeIO::read), admit(c, node) (which publishes the frame
-//        or drops the marker), swizzle_optimistic into the parent; if not
-//        admitted, use the local copy and discard it.
-//    Validity of a cached node is still judged by tree_id / level / fences
-//    (src/README.md): a cached copy can be stale w.r.t. another compute node.
-//  * Write-through (current remote locking stays): lock the remote node as
-//    today, lock the frame (try_upgrade), build the new image from
-//    copy_unswizzled() (remote memory never sees swizzled pointers), publish
-//    remotely, then update the cached image (keeping swizzled entries) and
-//    unlock the frame. Inner splits: unswizzle_all(parent) first (children move
-//    to the new sibling). Freed / merged-away nodes: invalidate(gaddr).
-//  * Write-back mode (done, src/README.md "Write-back mode"): modify under the
-//    frame lock, mark_dirty(); the WriteBack callback writes copy_unswizzled
+//  * Descent (descend_cache.cpp): root GAddr -> region.lookup(); at each node
+//    v = begin_read(f, g) (header(f).begin_read() when reached through a
+//    swizzled pointer), copy the header, check tree id / level / fences as for
+//    a remote node, pick the child, validate(v). A swizzled child: read the
+//    child's version, then re-validate the parent (lock coupling). Otherwise
+//    lookup(c):
+//      - a frame (COOLING: touch() first; false -> restart): begin_read(), then
+//        swizzle_optimistic(parent, v, slot, child);
+//      - kIoInProgress: restart from the cached root (no second remote read);
+//      - a miss: if should_admit(level) and try_begin_io(c) == kOwner,
+//        allocate_frame(), read the node straight into it (zero copy) and
+//        admit_filled() it (admit() of a local copy if no frame could be had),
+//        then swizzle it into the parent; otherwise read a local copy.
+//    A node that fails its checks makes the next walk re-read the path
+//    remotely, dropping the cached copies (not in write-back mode). Scans
+//    walking right read leaves through BTree::read_node (frame, or admission
+//    on a miss).
+//  * Write-through (cache_sync.cpp): the remote lock is taken on a fresh
+//    remote read and the new image built from it (never from a frame), then
+//    published; cache_update() then installs it under the frame's lock if its
+//    body_version is higher (an inner node is unswizzle_all()ed first), or
+//    turns a pending admission's marker stale. Structure modifications hold
+//    the frames of the nodes whose entries move (FrameHold) from before the
+//    publish until their new images are installed. Freed nodes are
+//    invalidate()d before their memory goes back (drop_cached_node).
+//  * Write-back mode (writeback.cpp): in-place leaf changes under the frame
+//    lock, mark_dirty(); the WriteBack callback writes copy_unswizzled()
 //    images when frames cool / are evicted / invalidated / flush_frame()d.
-//  * Offloading (DEX 6.2): pin() the parent of the offloaded subtree, insert an
-//    I/O marker for the subtree root with try_begin_io(), invalidate() nodes the
-//    memory side reports as updated, then abort_io() and unpin().
-//  * dex_cache_stats(): region.for_each_frame() and aggregate per (tree_id,
-//    level, state); counters are in dex::stats().
+//  * Offloading (offload_path.cpp, DEX 6.2): try_begin_io() for the missed
+//    node, pin() the cached parent, the RPC, then abort_io() and unpin(); a
+//    leaf the memory node changed gets the returned image (cache_update()).
+//  * Purges: invalidate_if() for a restarted memory node
+//    (cache/incarnations.h) and a dropped tree (cache/shared_cache.h); on a
+//    hot standby, WAL replay drops the nodes the primary changed.
+//  * dex_cache_stats(): region.for_each_frame() aggregated per (memory node,
+//    tree id, level) (SharedCache::census); counters are in dex::stats().
 // ---------------------------------------------------------------------------
 #pragma once
 #include <cstdint>
@@ -101,8 +110,9 @@ public:
     const AdmissionPolicy& policy() const { return admission_.policy(); }
     // Called by admit() right after a frame was installed; false -> the frame
     // is dropped again and admit() returns kNoFrame (the caller keeps using its
-    // local copy). The C API uses it to refuse images read from a memory node
-    // incarnation the region has already been purged of (src/README.md).
+    // local copy). cluster::ComputeProcess installs IncarnationTable::admit_ok
+    // here (cache/incarnations.h) to refuse images read from a memory node
+    // incarnation the region has already been purged of (src/README.md, C11).
     using AdmitCheck = std::function<bool(GAddr)>;
     void set_admit_check(AdmitCheck c) { admit_check_ = std::move(c); }
     Rng& rng() { return admission_.rng(); }

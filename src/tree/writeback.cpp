@@ -14,8 +14,9 @@ namespace dex::tree {
 
 using detail::leaf_lower_bound;
 
-// The cache's WriteBack callback (set by the C API) and the write-back slow
-// path use this. It runs under the frame's lock, which is safe because nobody
+// The cache's WriteBack callback (cluster::ComputeProcess::write_back_frame,
+// installed on every process's cache handle) and the write-back slow path use
+// this. It runs under the frame's lock, which is safe because nobody
 // waits for a frame lock while holding a remote lock (cache_update runs only
 // after the publish released them; the write-back slow path takes the frame
 // lock before the remote one).
