@@ -270,6 +270,7 @@ extern void dex_cluster_beat(const DexError *config_err);
 extern void dex_cluster_release_writer(void);
 extern void dex_cluster_check(Relation index);
 extern uint64 dex_cluster_retention(void);
+extern uint64 dex_cluster_retention_published(void);
 extern void dex_cluster_wait_retention(uint64 lsn, Relation index);
 extern void dex_cluster_wait_standbys(uint64 target, Relation index);
 extern void dex_cluster_require_writer(const char *what);

@@ -640,9 +640,30 @@ dex_cluster_check(Relation index)
 }
 
 /*
+ * How far the trees may depend on WAL (journal slot reuse) without a remote
+ * access: min(flushed WAL, every live standby's replay, what the registry
+ * shows). The registry's value lags (the worker raises it each beat, and
+ * dex_cluster_retention() when a journal lane is full), which only makes an
+ * insert wait for a slot sooner, never reuse one too early. An insert passes
+ * this, not dex_cluster_retention(): raising the registry on every insert
+ * would add a remote round trip per row whenever WAL was flushed since.
+ */
+uint64
+dex_cluster_retention_published(void)
+{
+	uint64		flush = dex_wal_durable();
+	uint64		v;
+
+	SpinLockAcquire(&dcs->mutex);
+	v = Min(Min(flush, dcs->standby_floor), dcs->published_hwm);
+	SpinLockRelease(&dcs->mutex);
+	return v;
+}
+
+/*
  * How far the trees may depend on WAL (journal slot reuse): min(flushed WAL,
  * every live standby's replay), and never beyond what the registry shows
- * (raising it there first if needed). Primary only.
+ * (raising it there first if needed: a remote round trip). Primary only.
  */
 uint64
 dex_cluster_retention(void)

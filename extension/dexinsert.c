@@ -26,8 +26,12 @@ dexinsert(Relation index, Datum *values, bool *isnull,
 	for (;;)
 	{
 		memset(&err, 0, sizeof(err));
-		/* journal slots are reusable up to the retention horizon (dexcluster.c) */
-		rc = dex_tree_insert(tree, &key, dex_row_lsn(heapRel), dex_cluster_retention(), &err);
+		/*
+		 * Journal slots are reusable up to the retention horizon as last
+		 * published (dexcluster.c): no remote access per row. A full lane
+		 * comes back as NEED_WAL_FLUSH, and the retry raises the horizon.
+		 */
+		rc = dex_tree_insert(tree, &key, dex_row_lsn(heapRel), dex_cluster_retention_published(), &err);
 		if (rc != DEX_ERR_NEED_WAL_FLUSH)
 			break;
 		/* nothing was changed: flush WAL / wait for the standbys, then retry */
