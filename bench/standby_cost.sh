@@ -8,6 +8,10 @@
 #   bash bench/standby_cost.sh [ROWS] [SECONDS] [ROUNDS] [CLIENTS]
 # Writes bench/results/<date>-<host>-standby-cost.md.
 set -euo pipefail
+if [ -z "${DEX_INSTALL_LOCKED:-}" ]; then  # installs into the system PostgreSQL: one run at a time
+    export DEX_INSTALL_LOCKED=1
+    exec flock /tmp/dex-pg-install.lock bash "$0" "$@"
+fi
 source "$(dirname "$0")/../scripts/lib.sh"
 ROWS=${1:-1000000}; SECS=${2:-10}; ROUNDS=${3:-3}; CLIENTS=${4:-2}
 DEX_WORK=${DEX_WORK:-/tmp/dex-bench-standby}; export DEX_WORK
