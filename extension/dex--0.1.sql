@@ -90,9 +90,74 @@ ALTER OPERATOR FAMILY integer_ops USING dex ADD
     OPERATOR 5 > (int8, int4),
     FUNCTION 1 (int8, int4) btint84cmp(int8, int4);
 
-CREATE OPERATOR FAMILY date_ops USING dex;
+-- float4 and float8: one family, as btree's float_ops. The index orders
+-- float4 values widened to float8 (what the float48 operators compare):
+-- -Infinity < ... < -0.0 = 0.0 < ... < +Infinity < NaN.
+CREATE OPERATOR FAMILY float_ops USING dex;
+
+CREATE OPERATOR CLASS float4_ops
+    DEFAULT FOR TYPE float4 USING dex FAMILY float_ops AS
+        OPERATOR 1 <,
+        OPERATOR 2 <=,
+        OPERATOR 3 =,
+        OPERATOR 4 >=,
+        OPERATOR 5 >,
+        FUNCTION 1 (float4, float4) btfloat4cmp(float4, float4);
+
+CREATE OPERATOR CLASS float8_ops
+    DEFAULT FOR TYPE float8 USING dex FAMILY float_ops AS
+        OPERATOR 1 <,
+        OPERATOR 2 <=,
+        OPERATOR 3 =,
+        OPERATOR 4 >=,
+        OPERATOR 5 >,
+        FUNCTION 1 (float8, float8) btfloat8cmp(float8, float8);
+
+ALTER OPERATOR FAMILY float_ops USING dex ADD
+    OPERATOR 1 < (float4, float8),
+    OPERATOR 2 <= (float4, float8),
+    OPERATOR 3 = (float4, float8),
+    OPERATOR 4 >= (float4, float8),
+    OPERATOR 5 > (float4, float8),
+    FUNCTION 1 (float4, float8) btfloat48cmp(float4, float8);
+
+ALTER OPERATOR FAMILY float_ops USING dex ADD
+    OPERATOR 1 < (float8, float4),
+    OPERATOR 2 <= (float8, float4),
+    OPERATOR 3 = (float8, float4),
+    OPERATOR 4 >= (float8, float4),
+    OPERATOR 5 > (float8, float4),
+    FUNCTION 1 (float8, float4) btfloat84cmp(float8, float4);
+
+CREATE OPERATOR FAMILY bool_ops USING dex;
+
+CREATE OPERATOR CLASS bool_ops
+    DEFAULT FOR TYPE bool USING dex FAMILY bool_ops AS
+        OPERATOR 1 <,
+        OPERATOR 2 <=,
+        OPERATOR 3 =,
+        OPERATOR 4 >=,
+        OPERATOR 5 >,
+        FUNCTION 1 (bool, bool) btboolcmp(bool, bool);
+
+CREATE OPERATOR FAMILY time_ops USING dex;
+
+CREATE OPERATOR CLASS time_ops
+    DEFAULT FOR TYPE time USING dex FAMILY time_ops AS
+        OPERATOR 1 <,
+        OPERATOR 2 <=,
+        OPERATOR 3 =,
+        OPERATOR 4 >=,
+        OPERATOR 5 >,
+        FUNCTION 1 (time, time) time_cmp(time, time);
+
+-- date, timestamp and timestamptz: one family, as btree's datetime_ops. A
+-- scan key of another type is converted as its cross-type operator does
+-- (in the session time zone where timestamptz is involved).
+CREATE OPERATOR FAMILY datetime_ops USING dex;
+
 CREATE OPERATOR CLASS date_ops
-    DEFAULT FOR TYPE date USING dex FAMILY date_ops AS
+    DEFAULT FOR TYPE date USING dex FAMILY datetime_ops AS
         OPERATOR 1 <,
         OPERATOR 2 <=,
         OPERATOR 3 =,
@@ -100,9 +165,8 @@ CREATE OPERATOR CLASS date_ops
         OPERATOR 5 >,
         FUNCTION 1 (date, date) date_cmp(date, date);
 
-CREATE OPERATOR FAMILY timestamp_ops USING dex;
 CREATE OPERATOR CLASS timestamp_ops
-    DEFAULT FOR TYPE timestamp USING dex FAMILY timestamp_ops AS
+    DEFAULT FOR TYPE timestamp USING dex FAMILY datetime_ops AS
         OPERATOR 1 <,
         OPERATOR 2 <=,
         OPERATOR 3 =,
@@ -110,15 +174,62 @@ CREATE OPERATOR CLASS timestamp_ops
         OPERATOR 5 >,
         FUNCTION 1 (timestamp, timestamp) timestamp_cmp(timestamp, timestamp);
 
-CREATE OPERATOR FAMILY timestamptz_ops USING dex;
 CREATE OPERATOR CLASS timestamptz_ops
-    DEFAULT FOR TYPE timestamptz USING dex FAMILY timestamptz_ops AS
+    DEFAULT FOR TYPE timestamptz USING dex FAMILY datetime_ops AS
         OPERATOR 1 <,
         OPERATOR 2 <=,
         OPERATOR 3 =,
         OPERATOR 4 >=,
         OPERATOR 5 >,
         FUNCTION 1 (timestamptz, timestamptz) timestamptz_cmp(timestamptz, timestamptz);
+
+ALTER OPERATOR FAMILY datetime_ops USING dex ADD
+    OPERATOR 1 < (date, timestamp),
+    OPERATOR 2 <= (date, timestamp),
+    OPERATOR 3 = (date, timestamp),
+    OPERATOR 4 >= (date, timestamp),
+    OPERATOR 5 > (date, timestamp),
+    FUNCTION 1 (date, timestamp) date_cmp_timestamp(date, timestamp);
+
+ALTER OPERATOR FAMILY datetime_ops USING dex ADD
+    OPERATOR 1 < (date, timestamptz),
+    OPERATOR 2 <= (date, timestamptz),
+    OPERATOR 3 = (date, timestamptz),
+    OPERATOR 4 >= (date, timestamptz),
+    OPERATOR 5 > (date, timestamptz),
+    FUNCTION 1 (date, timestamptz) date_cmp_timestamptz(date, timestamptz);
+
+ALTER OPERATOR FAMILY datetime_ops USING dex ADD
+    OPERATOR 1 < (timestamp, date),
+    OPERATOR 2 <= (timestamp, date),
+    OPERATOR 3 = (timestamp, date),
+    OPERATOR 4 >= (timestamp, date),
+    OPERATOR 5 > (timestamp, date),
+    FUNCTION 1 (timestamp, date) timestamp_cmp_date(timestamp, date);
+
+ALTER OPERATOR FAMILY datetime_ops USING dex ADD
+    OPERATOR 1 < (timestamp, timestamptz),
+    OPERATOR 2 <= (timestamp, timestamptz),
+    OPERATOR 3 = (timestamp, timestamptz),
+    OPERATOR 4 >= (timestamp, timestamptz),
+    OPERATOR 5 > (timestamp, timestamptz),
+    FUNCTION 1 (timestamp, timestamptz) timestamp_cmp_timestamptz(timestamp, timestamptz);
+
+ALTER OPERATOR FAMILY datetime_ops USING dex ADD
+    OPERATOR 1 < (timestamptz, date),
+    OPERATOR 2 <= (timestamptz, date),
+    OPERATOR 3 = (timestamptz, date),
+    OPERATOR 4 >= (timestamptz, date),
+    OPERATOR 5 > (timestamptz, date),
+    FUNCTION 1 (timestamptz, date) timestamptz_cmp_date(timestamptz, date);
+
+ALTER OPERATOR FAMILY datetime_ops USING dex ADD
+    OPERATOR 1 < (timestamptz, timestamp),
+    OPERATOR 2 <= (timestamptz, timestamp),
+    OPERATOR 3 = (timestamptz, timestamp),
+    OPERATOR 4 >= (timestamptz, timestamp),
+    OPERATOR 5 > (timestamptz, timestamp),
+    FUNCTION 1 (timestamptz, timestamp) timestamptz_cmp_timestamp(timestamptz, timestamp);
 
 CREATE OPERATOR FAMILY oid_ops USING dex;
 CREATE OPERATOR CLASS oid_ops

@@ -18,6 +18,7 @@
  *   dexjournal.c   crash consistency: the insert journal, WAL flushes
  *   dexcluster.c   primary and hot standbys: the cluster registry, this life
  *   dexwal.c       dex's WAL resource manager
+ *   dexkeys.c      datums as key images: every type, cross-type scan keys
  *   dexutils.c     keys, metapage, namespace tags, WAL positions, preloading
  *   dexerror.c     DexError -> ereport
  */
@@ -197,6 +198,30 @@ typedef struct DexScanOpaqueData
 
 typedef DexScanOpaqueData *DexScanOpaque;
 
+/* ---- dexkeys.c -------------------------------------------------------- */
+
+/*
+ * A scan-key argument placed among the column type's images (int64 whose
+ * signed order is SQL order). exact: the column values equal to the argument
+ * are exactly the images lo..hi (none when lo = hi + 1: it falls between two
+ * images); smaller images compare less, larger ones greater. Not exact:
+ * lo..hi is a window holding every image whose comparison is uncertain
+ * (rows are rechecked against the operator anyway).
+ */
+typedef struct DexBound
+{
+	int64		lo;
+	int64		hi;
+	bool		exact;
+} DexBound;
+
+extern bool dex_type_supported(Oid typid);
+extern bool dex_types_comparable(Oid coltype, Oid argtype);
+extern void dex_datum_bound(Datum d, Oid argtype, Oid coltype, DexBound *b);
+extern int64 dex_datum_image(Datum d, Oid coltype);
+extern void dex_make_key(DexKey *key, Relation index, Datum value, bool isnull,
+						 ItemPointer tid);
+
 /* ---- dexutils.c ------------------------------------------------------- */
 
 extern bool dex_preloaded;
@@ -204,12 +229,8 @@ extern void dex_require_preload(void);
 extern uint64 dex_wal_durable(void);
 
 extern Oid	dex_column_basetype(Relation index);
-extern bool dex_type_supported(Oid typid);
-extern int64 dex_datum_to_int64(Datum d, Oid typid);
 extern void dex_make_value_key(DexKey *key, int64 v, uint32 block, uint16 off);
 extern void dex_make_null_key(DexKey *key, uint32 block, uint16 off);
-extern void dex_make_key(DexKey *key, Relation index, Datum value, bool isnull,
-						 ItemPointer tid);
 extern int	dex_key_cmp(const DexKey *a, const DexKey *b);
 extern bool dex_key_prev(DexKey *k);
 extern bool dex_key_next(DexKey *k);

@@ -69,7 +69,7 @@ dex_build_callback(Relation index, ItemPointer tid, Datum *values,
 	}
 	else
 	{
-		bs->slot->tts_values[0] = Int64GetDatum(dex_datum_to_int64(values[0], bs->atttype));
+		bs->slot->tts_values[0] = Int64GetDatum(dex_datum_image(values[0], bs->atttype));
 		bs->slot->tts_isnull[0] = false;
 	}
 	bs->slot->tts_values[1] = PointerGetDatum(&tidcopy);

@@ -3,8 +3,10 @@
  *
  * All scan keys on the (single) column are reduced to a list of ascending,
  * disjoint, inclusive [lo, hi] ranges of entry keys: one range, or one per
- * distinct value of "= ANY(array)" keys. Strict bounds use extreme TIDs, so
- * the core returns exactly the matching entries. Every result is flagged
+ * distinct value of "= ANY(array)" keys. Arguments are placed among the
+ * column's images by dexkeys.c (cross-type ones as their operator converts
+ * them). Strict bounds use extreme TIDs, so the core returns exactly the
+ * matching entries. Every result is flagged
  * recheck (an entry may point at a heap slot whose tuple never committed).
  */
 #include "dex.h"
@@ -101,113 +103,189 @@ dexendscan(IndexScanDesc scan)
 	scan->opaque = NULL;
 }
 
-/* ---- key preparation ------------------------------------------------- */
+/* ---- key preparation ------------------------------------------------- *
+ *
+ * Each scan key becomes a sorted list of disjoint inclusive key ranges; the
+ * scan's ranges are the intersection of all of them.
+ */
 
-static inline void
-key_max(DexKey *dst, const DexKey *k)
-{
-	if (dex_key_cmp(k, dst) > 0)
-		*dst = *k;
-}
-
-static inline void
-key_min(DexKey *dst, const DexKey *k)
-{
-	if (dex_key_cmp(k, dst) < 0)
-		*dst = *k;
-}
-
-static void
-apply_bound(DexKey *lo, DexKey *hi, StrategyNumber strat, int64 v)
+static DexKey
+class_key(uint8 cls)
 {
 	DexKey		k;
-	DexKey		nullkey;
 
-	/* an operator never matches NULL */
-	dex_make_null_key(&nullkey, 0, 0);
-	key_min(hi, &nullkey);
+	memset(&k, 0, sizeof(k));
+	k.cls = cls;
+	return k;
+}
+
+/*
+ * Keys of column values x with "x strat argument", the argument placed by
+ * dex_datum_bound. (v, 0, 0) and (v, DEX_MAX_BLOCK, DEX_MAX_OFF) are no real
+ * entries' keys (offset 0 and block 0xFFFFFFFF are never heap TIDs), so as
+ * inclusive bounds they express "below v" and "above v". Empty: lo > hi.
+ */
+static DexRange
+strategy_range(StrategyNumber strat, const DexBound *b)
+{
+	DexRange	r;
+
+	r.lo = class_key(DEX_KEY_NEG_INF);
+	dex_make_null_key(&r.hi, 0, 0);	/* an operator never matches NULL */
 
 	switch (strat)
 	{
 		case BTLessStrategyNumber:
-			dex_make_value_key(&k, v, 0, 0);
-			key_min(hi, &k);
+			if (b->exact)
+				dex_make_value_key(&r.hi, b->lo, 0, 0);	/* x < lo */
+			else
+				dex_make_value_key(&r.hi, b->hi, DEX_MAX_BLOCK, DEX_MAX_OFF);
 			break;
 		case BTLessEqualStrategyNumber:
-			dex_make_value_key(&k, v, DEX_MAX_BLOCK, DEX_MAX_OFF);
-			key_min(hi, &k);
+			dex_make_value_key(&r.hi, b->hi, DEX_MAX_BLOCK, DEX_MAX_OFF);	/* x <= hi */
 			break;
 		case BTEqualStrategyNumber:
-			dex_make_value_key(&k, v, 0, 0);
-			key_max(lo, &k);
-			dex_make_value_key(&k, v, DEX_MAX_BLOCK, DEX_MAX_OFF);
-			key_min(hi, &k);
+			dex_make_value_key(&r.lo, b->lo, 0, 0);
+			dex_make_value_key(&r.hi, b->hi, DEX_MAX_BLOCK, DEX_MAX_OFF);
 			break;
 		case BTGreaterEqualStrategyNumber:
-			dex_make_value_key(&k, v, 0, 0);
-			key_max(lo, &k);
+			dex_make_value_key(&r.lo, b->lo, 0, 0);	/* x >= lo */
 			break;
 		case BTGreaterStrategyNumber:
-			dex_make_value_key(&k, v, DEX_MAX_BLOCK, DEX_MAX_OFF);
-			key_max(lo, &k);
+			if (b->exact)
+				dex_make_value_key(&r.lo, b->hi, DEX_MAX_BLOCK, DEX_MAX_OFF);	/* x > hi */
+			else
+				dex_make_value_key(&r.lo, b->lo, 0, 0);
 			break;
 		default:
 			elog(ERROR, "unrecognized dex strategy number %d", (int) strat);
 	}
+	return r;
 }
 
 static int
-cmp_int64(const void *a, const void *b)
+cmp_range_lo(const void *a, const void *b)
 {
-	int64		x = *(const int64 *) a;
-	int64		y = *(const int64 *) b;
-
-	return (x < y) ? -1 : (x > y) ? 1 : 0;
+	return dex_key_cmp(&((const DexRange *) a)->lo, &((const DexRange *) b)->lo);
 }
 
-/* Non-NULL elements of an array scan key as int64, sorted; returns count. */
+/* Sorts ranges and merges overlapping ones (their union); drops empty ones. */
 static int
-array_key_values(ScanKey sk, int64 **out)
+ranges_union(DexRange *r, int n)
+{
+	int			m = 0;
+
+	qsort(r, n, sizeof(DexRange), cmp_range_lo);
+	for (int i = 0; i < n; i++)
+	{
+		if (dex_key_cmp(&r[i].lo, &r[i].hi) > 0)
+			continue;
+		if (m > 0 && dex_key_cmp(&r[i].lo, &r[m - 1].hi) <= 0)
+		{
+			if (dex_key_cmp(&r[i].hi, &r[m - 1].hi) > 0)
+				r[m - 1].hi = r[i].hi;
+		}
+		else
+			r[m++] = r[i];
+	}
+	return m;
+}
+
+/* Intersection of two sorted disjoint range lists, into out (na + nb slots). */
+static int
+ranges_intersect(const DexRange *a, int na, const DexRange *b, int nb,
+				 DexRange *out)
+{
+	int			i = 0,
+				j = 0,
+				m = 0;
+
+	while (i < na && j < nb)
+	{
+		DexRange	r;
+
+		r.lo = dex_key_cmp(&a[i].lo, &b[j].lo) >= 0 ? a[i].lo : b[j].lo;
+		r.hi = dex_key_cmp(&a[i].hi, &b[j].hi) <= 0 ? a[i].hi : b[j].hi;
+		if (dex_key_cmp(&r.lo, &r.hi) <= 0)
+			out[m++] = r;
+		if (dex_key_cmp(&a[i].hi, &b[j].hi) < 0)
+			i++;
+		else
+			j++;
+	}
+	return m;
+}
+
+/*
+ * "x strat ANY(array)": the union over the non-NULL elements (for < and <=
+ * that is the largest element's range, for = one range per distinct value).
+ */
+static int
+array_key_ranges(ScanKey sk, Oid coltype, DexRange **out)
 {
 	ArrayType  *arr = DatumGetArrayTypeP(sk->sk_argument);
 	Oid			elemtype = ARR_ELEMTYPE(arr);
+	Oid			argtype = getBaseType(elemtype);
 	int16		typlen;
 	bool		typbyval;
 	char		typalign;
 	Datum	   *elems;
 	bool	   *nulls;
 	int			nelems;
-	int			i;
 	int			n = 0;
-	int64	   *vals;
-	Oid			basetype = getBaseType(elemtype);
+	DexRange   *r;
 
 	get_typlenbyvalalign(elemtype, &typlen, &typbyval, &typalign);
 	deconstruct_array(arr, elemtype, typlen, typbyval, typalign,
 					  &elems, &nulls, &nelems);
-	vals = palloc(sizeof(int64) * Max(nelems, 1));
-	for (i = 0; i < nelems; i++)
+	r = palloc(sizeof(DexRange) * Max(nelems, 1));
+	for (int i = 0; i < nelems; i++)
 	{
+		DexBound	b;
+
 		if (nulls[i])
 			continue;
-		vals[n++] = dex_datum_to_int64(elems[i], basetype);
+		dex_datum_bound(elems[i], argtype, coltype, &b);
+		r[n++] = strategy_range(sk->sk_strategy, &b);
 	}
-	if (n > 1)
-		qsort(vals, n, sizeof(int64), cmp_int64);
-	*out = vals;
-	return n;
+	*out = r;
+	return ranges_union(r, n);
 }
 
+/* The key ranges one scan key allows, sorted and disjoint. */
 static int
-dedup_int64(int64 *v, int n)
+scan_key_ranges(ScanKey sk, Oid coltype, DexRange **out)
 {
-	int			i,
-				j = 0;
+	DexRange   *r = palloc(sizeof(DexRange));
 
-	for (i = 0; i < n; i++)
-		if (j == 0 || v[j - 1] != v[i])
-			v[j++] = v[i];
-	return j;
+	*out = r;
+	if (sk->sk_flags & SK_ISNULL)
+	{
+		if (sk->sk_flags & SK_SEARCHNULL)
+		{
+			dex_make_null_key(&r->lo, 0, 0);
+			dex_make_null_key(&r->hi, DEX_MAX_BLOCK, DEX_MAX_OFF);
+			return 1;
+		}
+		if (sk->sk_flags & SK_SEARCHNOTNULL)
+		{
+			r->lo = class_key(DEX_KEY_NEG_INF);
+			dex_make_null_key(&r->hi, 0, 0);
+			return 1;
+		}
+		return 0;				/* comparison with NULL */
+	}
+	if (sk->sk_flags & SK_SEARCHARRAY)
+		return array_key_ranges(sk, coltype, out);
+	{
+		Oid			argtype = OidIsValid(sk->sk_subtype) ?
+			getBaseType(sk->sk_subtype) : coltype;
+		DexBound	b;
+
+		dex_datum_bound(sk->sk_argument, argtype, coltype, &b);
+		*r = strategy_range(sk->sk_strategy, &b);
+		return ranges_union(r, 1);
+	}
 }
 
 static void
@@ -215,150 +293,34 @@ dex_prepare_keys(IndexScanDesc scan)
 {
 	DexScanOpaque so = (DexScanOpaque) scan->opaque;
 	MemoryContext old;
-	DexKey		lo,
-				hi;
-	int64	   *set = NULL;		/* intersection of "= ANY" arrays */
-	int			nset = -1;		/* -1 = no array key */
-	int			i;
+	DexRange   *ranges;
+	int			nranges = 1;
 
 	MemoryContextReset(so->keycxt);
 	old = MemoryContextSwitchTo(so->keycxt);
-	memset(&lo, 0, sizeof(lo));
-	lo.cls = DEX_KEY_NEG_INF;
-	memset(&hi, 0, sizeof(hi));
-	hi.cls = DEX_KEY_POS_INF;
-	so->empty = false;
+	ranges = palloc(sizeof(DexRange));
+	ranges[0].lo = class_key(DEX_KEY_NEG_INF);
+	ranges[0].hi = class_key(DEX_KEY_POS_INF);
 
-	for (i = 0; i < scan->numberOfKeys && !so->empty; i++)
+	for (int i = 0; i < scan->numberOfKeys && nranges > 0; i++)
 	{
 		ScanKey		sk = &scan->keyData[i];
+		DexRange   *kr;
+		DexRange   *both;
+		int			nk;
 
 		if (sk->sk_attno != 1)
 			elog(ERROR, "dex scan key on column %d, only one column is supported",
 				 sk->sk_attno);
-
-		if (sk->sk_flags & SK_ISNULL)
-		{
-			DexKey		k;
-
-			if (sk->sk_flags & SK_SEARCHNULL)
-			{
-				dex_make_null_key(&k, 0, 0);
-				key_max(&lo, &k);
-				dex_make_null_key(&k, DEX_MAX_BLOCK, DEX_MAX_OFF);
-				key_min(&hi, &k);
-			}
-			else if (sk->sk_flags & SK_SEARCHNOTNULL)
-			{
-				dex_make_null_key(&k, 0, 0);
-				key_min(&hi, &k);
-			}
-			else
-				so->empty = true;	/* comparison with NULL */
-			continue;
-		}
-
-		if (sk->sk_flags & SK_SEARCHARRAY)
-		{
-			int64	   *vals;
-			int			n = array_key_values(sk, &vals);
-
-			if (n == 0)
-			{
-				so->empty = true;
-				continue;
-			}
-			switch (sk->sk_strategy)
-			{
-				case BTEqualStrategyNumber:
-					n = dedup_int64(vals, n);
-					if (nset < 0)
-					{
-						set = vals;
-						nset = n;
-					}
-					else
-					{
-						/* intersect two sorted sets */
-						int			a = 0,
-									b = 0,
-									m = 0;
-
-						while (a < nset && b < n)
-						{
-							if (set[a] < vals[b])
-								a++;
-							else if (set[a] > vals[b])
-								b++;
-							else
-							{
-								set[m++] = set[a];
-								a++;
-								b++;
-							}
-						}
-						nset = m;
-						if (nset == 0)
-							so->empty = true;
-					}
-					break;
-				case BTLessStrategyNumber:
-				case BTLessEqualStrategyNumber:
-					/* k < ANY(a)  <=>  k < max(a) */
-					apply_bound(&lo, &hi, sk->sk_strategy, vals[n - 1]);
-					break;
-				case BTGreaterStrategyNumber:
-				case BTGreaterEqualStrategyNumber:
-					apply_bound(&lo, &hi, sk->sk_strategy, vals[0]);
-					break;
-				default:
-					elog(ERROR, "unrecognized dex strategy number %d",
-						 (int) sk->sk_strategy);
-			}
-			continue;
-		}
-
-		{
-			Oid			argtype = OidIsValid(sk->sk_subtype) ?
-				getBaseType(sk->sk_subtype) : so->atttype;
-
-			apply_bound(&lo, &hi, sk->sk_strategy,
-						dex_datum_to_int64(sk->sk_argument, argtype));
-		}
+		nk = scan_key_ranges(sk, so->atttype, &kr);
+		both = palloc(sizeof(DexRange) * (nranges + nk + 1));
+		nranges = ranges_intersect(ranges, nranges, kr, nk, both);
+		ranges = both;
 	}
 
-	so->nranges = 0;
-	so->ranges = NULL;
-	if (!so->empty)
-	{
-		if (nset < 0)
-		{
-			if (dex_key_cmp(&lo, &hi) <= 0)
-			{
-				so->ranges = palloc(sizeof(DexRange));
-				so->ranges[0].lo = lo;
-				so->ranges[0].hi = hi;
-				so->nranges = 1;
-			}
-		}
-		else
-		{
-			so->ranges = palloc(sizeof(DexRange) * Max(nset, 1));
-			for (i = 0; i < nset; i++)
-			{
-				DexRange	r;
-
-				dex_make_value_key(&r.lo, set[i], 0, 0);
-				dex_make_value_key(&r.hi, set[i], DEX_MAX_BLOCK, DEX_MAX_OFF);
-				key_max(&r.lo, &lo);
-				key_min(&r.hi, &hi);
-				if (dex_key_cmp(&r.lo, &r.hi) <= 0)
-					so->ranges[so->nranges++] = r;
-			}
-		}
-		if (so->nranges == 0)
-			so->empty = true;
-	}
+	so->ranges = nranges > 0 ? ranges : NULL;
+	so->nranges = nranges;
+	so->empty = nranges == 0;
 	so->keys_ready = true;
 	MemoryContextSwitchTo(old);
 }

@@ -1,7 +1,8 @@
 /*
  * dexutils.c — utilities without state of their own: whether dex was
- * preloaded, key conversion (the encoding is src/tree/key_encoding.h, shared
- * with the core), namespace tags, the metapage, WAL positions.
+ * preloaded, keys from images (the encoding is src/tree/key_encoding.h,
+ * shared with the core; images of datums are dexkeys.c's), namespace tags,
+ * the metapage, WAL positions.
  */
 #include "dex.h"
 
@@ -9,15 +10,12 @@
 
 #include "access/xlog.h"
 #include "access/xloginsert.h"
-#include "catalog/pg_type.h"
 #include "miscadmin.h"
 #include "storage/bufmgr.h"
 #include "storage/lmgr.h"
 #include "utils/builtins.h"
-#include "utils/date.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
-#include "utils/timestamp.h"
 
 #include "tree/key_encoding.h"
 
@@ -92,53 +90,6 @@ dex_column_basetype(Relation index)
 	return getBaseType(typid);
 }
 
-bool
-dex_type_supported(Oid typid)
-{
-	switch (typid)
-	{
-		case INT2OID:
-		case INT4OID:
-		case INT8OID:
-		case DATEOID:
-		case TIMESTAMPOID:
-		case TIMESTAMPTZOID:
-		case OIDOID:
-			return true;
-		default:
-			return false;
-	}
-}
-
-/* Order-preserving int64 image of a datum of one of the supported types. */
-int64
-dex_datum_to_int64(Datum d, Oid typid)
-{
-	switch (typid)
-	{
-		case INT2OID:
-			return (int64) DatumGetInt16(d);
-		case INT4OID:
-			return (int64) DatumGetInt32(d);
-		case INT8OID:
-			return DatumGetInt64(d);
-		case DATEOID:
-			return (int64) DatumGetDateADT(d);
-		case TIMESTAMPOID:
-			return (int64) DatumGetTimestamp(d);
-		case TIMESTAMPTZOID:
-			return (int64) DatumGetTimestampTz(d);
-		case OIDOID:
-			return (int64) DatumGetObjectId(d);	/* unsigned: 0..2^32-1 */
-		default:
-			ereport(ERROR,
-					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("dex does not support data type %s",
-							format_type_be(typid))));
-	}
-	return 0;					/* keep compiler quiet */
-}
-
 void
 dex_make_value_key(DexKey *key, int64 v, uint32 block, uint16 off)
 {
@@ -157,20 +108,6 @@ dex_make_null_key(DexKey *key, uint32 block, uint16 off)
 	key->offnum = off;
 	key->cls = DEX_KEYCLASS_NULL;
 	key->pad = 0;
-}
-
-void
-dex_make_key(DexKey *key, Relation index, Datum value, bool isnull,
-			 ItemPointer tid)
-{
-	uint32		block = ItemPointerGetBlockNumberNoCheck(tid);
-	uint16		off = ItemPointerGetOffsetNumberNoCheck(tid);
-
-	if (isnull)
-		dex_make_null_key(key, block, off);
-	else
-		dex_make_value_key(key, dex_datum_to_int64(value, dex_column_basetype(index)),
-						   block, off);
 }
 
 /* The core's key order (key_encoding.h). */

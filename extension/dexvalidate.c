@@ -1,7 +1,7 @@
 /*
  * dexvalidate.c — amvalidate: dex operator families follow btree's rules
  * (strategies 1..5 for every type pair, support function 1 = the btree
- * three-way comparison returning int4).
+ * three-way comparison returning int4), over type pairs dexkeys.c converts.
  */
 #include "dex.h"
 
@@ -141,6 +141,17 @@ dexvalidate(Oid opclassoid)
 		if (group->lefttype == opcintype && group->righttype == opcintype)
 			found_own = true;
 
+		/* scan keys of the right type must be placeable among the left's images */
+		if (!dex_types_comparable(group->lefttype, group->righttype))
+		{
+			ereport(INFO,
+					(errcode(ERRCODE_INVALID_OBJECT_DEFINITION),
+					 errmsg("operator family \"%s\" of access method %s has operators for types %s and %s, which dex cannot compare",
+							opfamilyname, "dex",
+							format_type_be(group->lefttype),
+							format_type_be(group->righttype))));
+			result = false;
+		}
 		if ((group->operatorset & DEX_ALL_STRATEGIES) != DEX_ALL_STRATEGIES)
 		{
 			ereport(INFO,

@@ -24,6 +24,7 @@
 #define DEX_TREE_KEY_ENCODING_H
 
 #include <stdint.h>
+#include <string.h>
 
 /* Key classes, in key order: -inf < values < NULL < +inf (btree's NULLS LAST). */
 #define DEX_KEYCLASS_NEG_INF	0	/* only in fences and search bounds */
@@ -53,13 +54,47 @@
 
 /*
  * Order-preserving image of a signed 64-bit integer (every supported SQL
- * type maps to one: int2/4/8, date, timestamp, timestamptz, oid): flip the
+ * type maps to one: see src/README.md "Keys"): flip the
  * sign bit, so that unsigned comparison of images is signed comparison of
  * the integers. Constant expressions (usable in C++ constexpr functions).
  */
 #define DEX_KEY_INT64_SIGN_FLIP	(UINT64_C(1) << 63)
 #define DEX_KEY_FROM_INT64(v)	((uint64_t) (int64_t) (v) ^ DEX_KEY_INT64_SIGN_FLIP)
 #define DEX_KEY_TO_INT64(k)		((int64_t) ((uint64_t) (k) ^ DEX_KEY_INT64_SIGN_FLIP))
+
+/*
+ * Order-preserving image of an IEEE-754 double (float8, and float4 widened
+ * exactly to double, as btree's float48 comparisons do), in the order btree
+ * gives floats: -Infinity < negatives < -0.0 = 0.0 < positives < +Infinity <
+ * NaN, all NaNs equal.
+ *
+ * DEX_KEY_FROM_FLOAT8_BITS is the bit transform on the raw bits: a negative
+ * double inverts all bits (a larger magnitude becomes a smaller image), a
+ * non-negative one sets the sign bit (above every negative). Unsigned order of
+ * the images is then numeric order, for distinct bit patterns.
+ * dex_key_from_float8 first canonicalizes what SQL treats as equal but IEEE
+ * spells differently (-0.0 and 0.0; every NaN payload and sign), so equal SQL
+ * values get one image. DEX_KEY_TO_INT64 of the result is the int64 whose
+ * signed order is the same (what the glue hands around).
+ */
+#define DEX_KEY_FLOAT8_SIGN		(UINT64_C(1) << 63)
+#define DEX_KEY_FLOAT8_NAN_BITS	UINT64_C(0x7FF8000000000000)	/* the one NaN: quiet, positive */
+#define DEX_KEY_FROM_FLOAT8_BITS(b) \
+	(((uint64_t) (b) & DEX_KEY_FLOAT8_SIGN) ? ~(uint64_t) (b) : ((uint64_t) (b) | DEX_KEY_FLOAT8_SIGN))
+
+static inline uint64_t
+dex_key_from_float8(double d)
+{
+	uint64_t	bits;
+
+	if (d != d)					/* NaN: above +Infinity, all equal */
+		bits = DEX_KEY_FLOAT8_NAN_BITS;
+	else if (d == 0.0)			/* -0.0 == 0.0 */
+		bits = 0;
+	else
+		memcpy(&bits, &d, sizeof(bits));
+	return DEX_KEY_FROM_FLOAT8_BITS(bits);
+}
 
 /*
  * The total order of keys: <0, 0, >0 as *a sorts before, equal to, after
