@@ -287,6 +287,15 @@ extern int	dex_standby_wait_timeout_ms;
 extern Size dex_cluster_shmem_size(void);
 extern void dex_cluster_shmem_init(void *mem, bool found);
 extern uint64 dex_life(void);
+/*
+ * The dex worker beats in the cluster registry this often (dexguc.c runs it,
+ * dexcluster.c does it). Short, because the primary's journal horizon follows
+ * the standbys' replay only as fast as they report it and it reads it: a
+ * journal lane (170 records) then refills within one beat or two, not one
+ * every 200 ms (which capped inserts at ~300/s per backend with a standby).
+ * Leases and expiry count milliseconds, not beats.
+ */
+#define DEX_BEAT_MS		20
 extern void dex_cluster_beat(const DexError *config_err);
 extern void dex_cluster_release_writer(void);
 extern void dex_cluster_check(Relation index);

@@ -39,7 +39,6 @@
 #include "utils/rel.h"
 #include "utils/timestamp.h"
 
-#define DEX_BEAT_MS		200
 #define DEX_LEASE_MS	3000
 #define DEX_MARGIN_MS	2000
 

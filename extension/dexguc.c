@@ -36,7 +36,6 @@ static const struct config_enum_entry dex_offload_options[] = {
 	{NULL, 0, false}
 };
 
-#define DEX_WORKER_TICK_MS 200	/* the dex worker's beat (dexcluster.c DEX_BEAT_MS) */
 
 /* The configuration of the core changed: applied at its next use (dexsession.c). */
 static void
@@ -246,7 +245,7 @@ dex_wb_flush_once(bool quiet)
 }
 
 /*
- * One beat in the cluster registry, every DEX_WORKER_TICK_MS: with the core
+ * One beat in the cluster registry, every DEX_BEAT_MS: with the core
  * configured first (a failure is the beat's problem to report).
  */
 static void
@@ -273,7 +272,7 @@ dex_writeback_main(Datum arg)
 	while (!dex_wb_stop)
 	{
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 DEX_WORKER_TICK_MS, PG_WAIT_EXTENSION);
+						 DEX_BEAT_MS, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
 		if (ConfigReloadPending)
 		{
