@@ -58,7 +58,9 @@ raw="$DEX_WORK/raw.txt"; : >"$raw"
 run_round() {  # run_round MODE ROUND
     local mode=$1 r=$2 tps
     if [ "$mode" = standby ]; then
-        as_user "$PG_BIN/pg_ctl" -D "$DEX_WORK/standby" -l "$DEX_WORK/standby.log" -w start >/dev/null
+        # (already running when the previous round was a standby round too)
+        as_user "$PG_BIN/pg_ctl" -D "$DEX_WORK/standby" status >/dev/null 2>&1 ||
+            as_user "$PG_BIN/pg_ctl" -D "$DEX_WORK/standby" -l "$DEX_WORK/standby.log" -w start >/dev/null
         # reading on the standby meanwhile (its cache, its lease)
         pgb "$sport" -T $((SECS * 2 + 4)) -f "$DEX_WORK/sel_dex.sql" >/dev/null 2>&1 &
         reader=$!
