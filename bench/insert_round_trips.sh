@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Remote round trips per single-row INSERT (dex_stats()), the machine-noise-free
+# measure of what an insert costs: a 100k-row table with a cached dex index,
+# pgbench inserting fresh keys from 2 clients, INSERTS rows each (after a 3 s
+# warm-up): a fixed count, so that splits (which cost more) are comparable.
+#
+#   bash bench/insert_round_trips.sh [CHECKOUT] [INSERTS]
+#
+# CHECKOUT (default: this one) must be built (make). It is installed into a
+# private copy of the system PostgreSQL tree (as bench/evaluate.sh does), so it
+# needs no install lock and compares any two checkouts side by side.
+set -euo pipefail
+CO=$(cd "${1:-$(dirname "$0")/..}" && pwd); PER_CLIENT=${2:-30000}
+source "$(dirname "$0")/../scripts/lib.sh"
+DEX_ROOT=$CO
+DEX_WORK=/tmp/dex-insert-rt-$(basename "$CO"); export DEX_WORK
+SYS_BIN=$(pg_config --bindir); SYS_SHARE=$(pg_config --sharedir); SYS_LIB=$(pg_config --pkglibdir)
+PGROOT=$DEX_WORK-pgroot
+rm -rf "$PGROOT" "$DEX_WORK"
+mkdir -p "$PGROOT$(dirname "$SYS_SHARE")" "$PGROOT$(dirname "$(dirname "$SYS_LIB")")"
+cp -a "$SYS_SHARE" "$PGROOT$(dirname "$SYS_SHARE")/"
+cp -a "$(dirname "$SYS_LIB")" "$PGROOT$(dirname "$(dirname "$SYS_LIB")")/"
+make -C "$CO" -s install DESTDIR="$PGROOT" >/dev/null || die "private install failed"
+PG_BIN=$PGROOT$SYS_BIN
+chmod -R a+rX "$PGROOT"
+prepare_workdir
+mport=$(free_port); pport=$(free_port)
+trap 'stop_cluster rt; stop_memnode rt-mem' EXIT
+start_memnode rt-mem "$mport" 512MB --threads 2
+start_cluster rt "$pport" "tcp://127.0.0.1:$mport" "dex.cache_size = '64MB'" "autovacuum = off"
+P() { dpsql "$pport" -d postgres -At "$@"; }
+P -q -c "CREATE EXTENSION dex" -c "CREATE TABLE t (k bigint, v bigint)" \
+    -c "INSERT INTO t SELECT g, g FROM generate_series(1, 100000) g" -c "CREATE INDEX t_k ON t USING dex (k)"
+printf '\\set k random(200000, 100000000)\nINSERT INTO t VALUES (:k, 1);\n' >"$DEX_WORK/ins.sql"
+chmod a+r "$DEX_WORK/ins.sql"
+pgb() { "$PG_BIN/pgbench" -n -h "$DEX_WORK" -p "$pport" -U postgres -c 2 -j 2 -f "$DEX_WORK/ins.sql" "$@" postgres; }
+pgb -T 3 >/dev/null
+P -c "SELECT dex_stats_reset()" >/dev/null
+n0=$(P -c "SELECT count(*) FROM t")
+tps=$(pgb -t "$PER_CLIENT" | sed -n 's/^tps = \([0-9.]*\).*/\1/p')
+n1=$(P -c "SELECT count(*) FROM t")
+echo "checkout $(git -C "$CO" rev-parse --short HEAD): $((n1 - n0)) inserts, $tps tps," \
+    "$(P -c "SELECT round(round_trips::numeric / $((n1 - n0)), 3) FROM dex_stats()") round trips per insert"
