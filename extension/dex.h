@@ -16,6 +16,7 @@
  *   dexsession.c   this backend's configuration of the core, interrupt hook,
  *                  open-tree registry and its invalidation
  *   dexjournal.c   crash consistency: the insert journal, WAL flushes
+ *   dexupgrade.c   pg_upgrade: taking over the trees of the cluster upgraded from
  *   dexcluster.c   primary and hot standbys: the cluster registry, this life
  *   dexwal.c       dex's WAL resource manager
  *   dexkeys.c      datums as key images: every type, cross-type scan keys
@@ -61,6 +62,8 @@
 
 /* meta flags */
 #define DEX_META_INIT_FORK	0x0001	/* written by ambuildempty: no remote tree */
+#define DEX_META_UPGRADE_STUB 0x0002	/* built by pg_upgrade's schema restore: no remote
+										 * tree (the old cluster's metapage replaces it) */
 
 #define DEX_ADDR_LEN		128
 
@@ -96,6 +99,10 @@ typedef struct DexMetaPageData
 	DexMetaPart parts[DEX_MAX_MEMNODES];
 	uint64		journal;		/* GAddr of the insert journal's root on the
 								 * home node (src/README.md "Crash survival") */
+	uint64		sysid;			/* system identifier of the cluster that owns
+								 * the trees; another one's after pg_upgrade
+								 * until adopted (dexupgrade.c); 0: built
+								 * before this field */
 } DexMetaPageData;
 
 StaticAssertDecl(sizeof(DexMetaPageData) <= BLCKSZ - 128, "dex metapage must fit a page");
@@ -244,16 +251,6 @@ extern bool dex_meta_owns_ns(const DexMetaPageData *meta, int node, uint64 ns);
 extern void dex_make_tag(DexNsTag *tag, Oid indexoid, Oid relfilenode, Oid spcoid);
 extern bool dex_parse_tag(const uint8_t *raw, DexNsTag *tag);
 
-/* A namespace this cluster created on a memory node, with its parsed tag. */
-typedef struct DexClusterNs
-{
-	uint64		ns;
-	uint64		bytes;
-	DexNsTag	tag;
-} DexClusterNs;
-extern int	dex_list_cluster_namespaces(int node, DexClusterNs **out, int *n,
-										DexError *err);
-
 /* ---- dex.c ------------------------------------------------------------ */
 
 extern void dex_check_index_relation(Relation index);
@@ -281,6 +278,11 @@ extern DexTree *dex_get_tree(Relation index);
 extern void dex_forget_tree(int node, uint64 ns);
 extern void dex_forget_all_trees(void);
 
+/* ---- dexupgrade.c ----------------------------------------------------- */
+
+extern uint64 dex_upgrade_foreign_owner(Relation index);
+extern bool dex_upgrade_adopt(Relation index, uint64 old_sysid, bool for_drop);
+
 /* ---- dexcluster.c ----------------------------------------------------- */
 
 extern int	dex_standby_wait_timeout_ms;
@@ -306,6 +308,26 @@ extern void dex_cluster_wait_standbys(uint64 target, Relation index);
 extern void dex_cluster_require_writer(const char *what);
 extern bool dex_cluster_is_writer(void);
 extern uint64 dex_cluster_published_hwm(void);
+extern uint64 dex_cluster_registry_lookup(uint64 sysid, bool create, uint64 floor,
+										  DexError *err);
+extern uint64 dex_cluster_registry(void);
+
+/* A namespace this cluster created (or adopted) on a memory node, with its parsed tag. */
+typedef struct DexClusterNs
+{
+	uint64		ns;
+	uint64		bytes;
+	DexNsTag	tag;
+} DexClusterNs;
+extern int	dex_list_cluster_namespaces(int node, DexClusterNs **out, int *n,
+										DexError *err);
+
+/*
+ * A server that holds the writer role beats at least every DEX_LEASE_MS; one
+ * silent for DEX_LEASE_MS + DEX_MARGIN_MS is gone (src/README.md "Hot standbys").
+ */
+#define DEX_LEASE_MS	3000
+#define DEX_MARGIN_MS	2000
 
 /* ---- dexwal.c --------------------------------------------------------- */
 

@@ -150,6 +150,24 @@ dexbuild(Relation heap, Relation index, IndexInfo *indexInfo)
 	DexOptions *opts;
 	double		fillfactor;
 
+	if (IsBinaryUpgrade)
+	{
+		/*
+		 * pg_upgrade restores the schema on empty tables, then copies the
+		 * old cluster's index files over this one: a remote tree built now
+		 * would be thrown away (leaked). The copied metapage names the old
+		 * cluster; the first use adopts its trees (dexupgrade.c).
+		 */
+		memset(&meta, 0, sizeof(meta));
+		meta.magic = DEX_MAGIC;
+		meta.version = DEX_VERSION;
+		meta.flags = DEX_META_UPGRADE_STUB;
+		meta.node = -1;
+		meta.sysid = GetSystemIdentifier();
+		dex_write_metapage(index, MAIN_FORKNUM, &meta);
+		result = (IndexBuildResult *) palloc0(sizeof(IndexBuildResult));
+		return result;
+	}
 	dex_ensure_configured();
 	dex_cluster_check(index);	/* only the writer of dex's remote memory builds */
 
@@ -330,6 +348,7 @@ dexbuild(Relation heap, Relation index, IndexInfo *indexInfo)
 			sizeof(meta.address));
 	meta.owner_word = bs->owner_word;
 	meta.journal = bs->journal;
+	meta.sysid = GetSystemIdentifier();
 	meta.nparts = nnodes;
 	meta.placement_level = placement_level;
 	for (int i = 0; i < nnodes; i++)

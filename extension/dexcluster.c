@@ -39,8 +39,6 @@
 #include "utils/rel.h"
 #include "utils/timestamp.h"
 
-#define DEX_LEASE_MS	3000
-#define DEX_MARGIN_MS	2000
 
 int			dex_standby_wait_timeout_ms = 60000;
 
@@ -146,27 +144,26 @@ dex_cluster_set_problem(char *dst, const char *msg)
  * ---------------------------------------------------------------------
  */
 
-static uint64
-dex_registry_find(bool create, DexError *err)
+/*
+ * The registry of the cluster with system identifier `sysid` on memory node 0
+ * (0 if there is none and !create). A new one starts with writer_hwm and
+ * removal_lsn at `floor`.
+ */
+uint64
+dex_cluster_registry_lookup(uint64 sysid, bool create, uint64 floor, DexError *err)
 {
 	DexNsInfo  *list = NULL;
 	int			n = 0;
-	uint64		sysid = GetSystemIdentifier();
 	uint64		ns = 0;
 	uint64		addr = 0;
-	uint64		inc = 0;
-	int			rc;
 
-	if (dcs->registry)
-		return dcs->registry;
 	if (dex_memnode_count() == 0)
 	{
 		err->code = DEX_ERR_INVALID;
 		snprintf(err->message, sizeof(err->message), "dex.memnodes is empty");
 		return 0;
 	}
-	rc = dex_ns_list(0, &list, &n, err);
-	if (rc != DEX_OK)
+	if (dex_ns_list(0, &list, &n, err) != DEX_OK)
 		return 0;
 	for (int i = 0; i < n; i++)
 	{
@@ -191,9 +188,24 @@ dex_registry_find(bool create, DexError *err)
 	}
 	if (ns == 0)
 		return 0;
-	if (dex_memnode_incarnation(0, &inc, err) != DEX_OK)
+	if (dex_registry_open(0, ns, create ? 1 : 0, floor, &addr, err) != DEX_OK)
 		return 0;
-	if (dex_registry_open(0, ns, create ? 1 : 0, create ? dex_wal_durable() : 0, &addr, err) != DEX_OK)
+	return addr;
+}
+
+/* This cluster's registry (found once per shared-memory life, or after memory node 0 restarted). */
+static uint64
+dex_registry_find(bool create, DexError *err)
+{
+	uint64		addr;
+	uint64		inc = 0;
+
+	if (dcs->registry)
+		return dcs->registry;
+	if (dex_memnode_count() > 0 && dex_memnode_incarnation(0, &inc, err) != DEX_OK)
+		return 0;
+	addr = dex_cluster_registry_lookup(GetSystemIdentifier(), create, create ? dex_wal_durable() : 0, err);
+	if (addr == 0)
 		return 0;
 	SpinLockAcquire(&dcs->mutex);
 	dcs->registry = addr;
@@ -323,6 +335,14 @@ dex_primary_beat(uint64 addr, uint64 mine)
 		dex_cluster_set_problem(dcs->writer_problem, err.message);
 		return;
 	}
+	if (st.writer_life == DEX_WRITER_MOVED)
+	{
+		snprintf(why, sizeof(why),
+				 "dex's remote trees were taken over by the cluster with system identifier " UINT64_FORMAT
+				 " (pg_upgrade): this cluster must not use them any more", st.moved_to);
+		dex_writer_refuse(why);
+		return;
+	}
 	if (st.writer_life != mine)
 	{
 		uint64		seen = 0;
@@ -441,6 +461,26 @@ dex_standby_beat(uint64 addr, uint64 mine)
 	int			ok = 0;
 
 	memset(&err, 0, sizeof(err));
+	{
+		/* an upgraded cluster took the trees over: stop answering at once */
+		DexRegistryState cur;
+
+		if (dex_registry_read(addr, &cur, &err) != DEX_OK)
+		{
+			dex_cluster_set_problem(dcs->standby_problem, err.message);
+			return;
+		}
+		if (cur.writer_life == DEX_WRITER_MOVED)
+		{
+			SpinLockAcquire(&dcs->mutex);
+			dcs->standby_lease_until = 0;
+			snprintf(dcs->standby_problem, sizeof(dcs->standby_problem),
+					 "dex's remote trees were taken over by the cluster with system identifier " UINT64_FORMAT
+					 " (pg_upgrade)", cur.moved_to);
+			SpinLockRelease(&dcs->mutex);
+			return;
+		}
+	}
 	if (dcs->standby_slot < 0)
 	{
 		int			slot = -1;
@@ -841,4 +881,114 @@ dex_cluster_require_writer(const char *what)
 				 errmsg("%s can run only on the server that writes dex's remote memory", what),
 				 errdetail("%s.", dcs && dcs->writer_problem[0] ? dcs->writer_problem
 						   : "This server does not hold the writer role")));
+}
+
+/*
+ * This cluster's registry as the dex worker found it (0: not yet, or memory
+ * node 0 restarted and it has not found the new one).
+ */
+uint64
+dex_cluster_registry(void)
+{
+	uint64		addr;
+
+	if (dcs == NULL)
+		return 0;
+	SpinLockAcquire(&dcs->mutex);
+	addr = dcs->registry;
+	SpinLockRelease(&dcs->mutex);
+	return addr;
+}
+
+/* ---------------------------------------------------------------------
+ * which namespaces are this cluster's
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * The system identifiers whose namespaces this cluster owns: its own, then
+ * those its registry lists as adopted after pg_upgrade (dexupgrade.c).
+ * Returns how many were stored, or -1 with *err set if the registry could
+ * not be read: a caller that went on with its own identifier alone would
+ * take the adopted trees for someone else's.
+ */
+static int
+dex_cluster_owned_sysids(uint64 *out, int max, DexError *err)
+{
+	int			n = 0;
+	uint64		addr = dex_cluster_registry();
+
+	/*
+	 * Just after a start the worker may not have found the registry yet: wait
+	 * for its first claim, or a DROP would skip the adopted namespaces. A
+	 * server that is not the writer frees nothing anyway.
+	 */
+	if (addr == 0 && !RecoveryInProgress() && dex_cluster_is_writer())
+		addr = dex_cluster_registry();
+	out[n++] = GetSystemIdentifier();
+	if (addr != 0)
+	{
+		DexRegistryState *st = palloc(sizeof(DexRegistryState));
+
+		if (dex_registry_read(addr, st, err) != DEX_OK)
+		{
+			pfree(st);
+			return -1;
+		}
+		for (int i = 0; i < DEX_MAX_ADOPTED && st->adopted[i] != 0 && n < max; i++)
+			out[n++] = st->adopted[i];
+		pfree(st);
+	}
+	return n;
+}
+
+/*
+ * The namespaces this cluster (its system identifier, or one it adopted after
+ * pg_upgrade) created on memory node `node`, as a palloc'd array; namespaces
+ * of other clusters or not made by dex are skipped. Returns a DEX_* code; on
+ * failure *err says why.
+ */
+int
+dex_list_cluster_namespaces(int node, DexClusterNs **out, int *n, DexError *err)
+{
+	DexNsInfo  *list = NULL;
+	int			nlist = 0;
+	int			rc;
+	uint64		owned[DEX_MAX_ADOPTED + 1];
+	int			nowned;
+
+	*out = NULL;
+	*n = 0;
+	memset(err, 0, sizeof(*err));
+	nowned = dex_cluster_owned_sysids(owned, lengthof(owned), err);
+	if (nowned < 0)
+		return err->code;
+	rc = dex_ns_list(node, &list, &nlist, err);
+	if (rc != DEX_OK)
+		return rc;
+	PG_TRY();
+	{
+		*out = palloc(sizeof(DexClusterNs) * Max(nlist, 1));
+		for (int i = 0; i < nlist; i++)
+		{
+			DexClusterNs *c = &(*out)[*n];
+			bool		ours = false;
+
+			if (!dex_parse_tag(list[i].tag, &c->tag))
+				continue;
+			for (int j = 0; j < nowned && !ours; j++)
+				ours = c->tag.sysid == owned[j];
+			if (!ours)
+				continue;
+			c->ns = list[i].ns;
+			c->bytes = list[i].bytes_allocated;
+			(*n)++;
+		}
+	}
+	PG_FINALLY();
+	{
+		dex_free(list);
+	}
+	PG_END_TRY();
+	return DEX_OK;
 }

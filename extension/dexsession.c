@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "access/xlog.h"
 #include "miscadmin.h"
 #include "storage/ipc.h"
 #include "utils/builtins.h"
@@ -309,6 +310,15 @@ dex_get_tree(Relation index)
 	dex_ensure_configured();
 	dex_cluster_check(index);	/* writer role / standby lease (dexcluster.c) */
 	dex_read_metapage(index, &meta);
+	if (meta.sysid != 0 && meta.sysid != GetSystemIdentifier())
+		(void) dex_upgrade_adopt(index, meta.sysid, false);	/* pg_upgrade carried it here */
+
+	if (meta.flags & DEX_META_UPGRADE_STUB)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("index \"%s\" has no remote tree", RelationGetRelationName(index)),
+				 errdetail("It was created by pg_upgrade's schema restore, and its data files were not transferred."),
+				 errhint("REINDEX INDEX %s", quote_identifier(RelationGetRelationName(index)))));
 
 	if ((meta.flags & DEX_META_INIT_FORK) || meta.ns == 0)
 		ereport(ERROR,

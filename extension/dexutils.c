@@ -214,47 +214,6 @@ dex_parse_tag(const uint8_t *raw, DexNsTag *tag)
 	return true;
 }
 
-/*
- * The namespaces this cluster (same system identifier) created on memory node
- * `node`, as a palloc'd array; namespaces of other clusters or not made by dex
- * are skipped. Returns a DEX_* code; on failure *err says why.
- */
-int
-dex_list_cluster_namespaces(int node, DexClusterNs **out, int *n, DexError *err)
-{
-	DexNsInfo  *list = NULL;
-	int			nlist = 0;
-	int			rc;
-	uint64		sysid = GetSystemIdentifier();
-
-	*out = NULL;
-	*n = 0;
-	memset(err, 0, sizeof(*err));
-	rc = dex_ns_list(node, &list, &nlist, err);
-	if (rc != DEX_OK)
-		return rc;
-	PG_TRY();
-	{
-		*out = palloc(sizeof(DexClusterNs) * Max(nlist, 1));
-		for (int i = 0; i < nlist; i++)
-		{
-			DexClusterNs *c = &(*out)[*n];
-
-			if (!dex_parse_tag(list[i].tag, &c->tag) || c->tag.sysid != sysid)
-				continue;
-			c->ns = list[i].ns;
-			c->bytes = list[i].bytes_allocated;
-			(*n)++;
-		}
-	}
-	PG_FINALLY();
-	{
-		dex_free(list);
-	}
-	PG_END_TRY();
-	return DEX_OK;
-}
-
 /* ---------------------------------------------------------------------
  * metapage
  * ---------------------------------------------------------------------

@@ -18,6 +18,7 @@
 #include "dex.h"
 
 #include "access/htup_details.h"
+#include "access/relation.h"
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "catalog/objectaccess.h"
@@ -367,6 +368,29 @@ dex_is_dex_am(Oid amoid)
 	return result;
 }
 
+/*
+ * DROP of an index pg_upgrade carried here that nobody used since: adopt it
+ * first (dexupgrade.c), so the namespaces dropped by tag at commit include the
+ * old cluster's. Remote trouble never stops the drop: its remote memory then
+ * stays allocated (a WARNING says so; without a configuration, commit warns).
+ */
+static void
+dex_adopt_before_drop(Oid indexoid)
+{
+	Relation	rel;
+	uint64		owner;
+	DexError	err;
+
+	if (RecoveryInProgress())
+		return;
+	rel = relation_open(indexoid, NoLock);	/* DROP holds its lock */
+	owner = dex_upgrade_foreign_owner(rel);
+	memset(&err, 0, sizeof(err));
+	if (owner != 0 && dex_try_configure(&err) == DEX_OK)
+		(void) dex_upgrade_adopt(rel, owner, true);
+	relation_close(rel, NoLock);
+}
+
 static void
 dex_object_access(ObjectAccessType access, Oid classId, Oid objectId,
 				  int subId, void *arg)
@@ -383,7 +407,10 @@ dex_object_access(ObjectAccessType access, Oid classId, Oid objectId,
 			Form_pg_class rel = (Form_pg_class) GETSTRUCT(tup);
 
 			if (rel->relkind == RELKIND_INDEX && dex_is_dex_am(rel->relam))
+			{
+				dex_adopt_before_drop(objectId);
 				dex_register_index_drop(objectId);
+			}
 			ReleaseSysCache(tup);
 		}
 	}

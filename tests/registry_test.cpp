@@ -3,6 +3,7 @@
 // expiry by the primary -- exactly one of renewal and expiry wins).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <thread>
 #include <vector>
@@ -128,6 +129,85 @@ TEST_F(RegistryTest, RenewalAndExpiryRaceHasExactlyOneWinner) {
             EXPECT_TRUE(r.expire_slot(s, h.slots[s].beat));
         }
     }
+}
+
+TEST_F(RegistryTest, FenceMovedOnlyFromTheExpectedWriterAndOnlyOnce) {
+    Registry r(*mem, Registry::open(*mem, 0, ns, true));
+    EXPECT_EQ(r.cas_writer(0, 42), 0u);
+    EXPECT_FALSE(r.fence_moved(0, 777));  // the writer is 42, not 0: not moved
+    EXPECT_EQ(r.read().writer_life, 42u);
+    EXPECT_TRUE(r.fence_moved(42, 777));
+    cluster::RegistryHeader h = r.read();
+    EXPECT_EQ(h.writer_life, cluster::kWriterMoved);
+    EXPECT_EQ(h.moved_to, 777u);
+    EXPECT_TRUE(r.fence_moved(42, 777));   // again, same adopter: still true
+    EXPECT_FALSE(r.fence_moved(42, 888));  // another adopter: refused
+    EXPECT_FALSE(r.fence_moved(cluster::kWriterMoved, 888));
+    EXPECT_EQ(r.read().moved_to, 777u);
+    // a writer of the old cluster can no longer claim it
+    EXPECT_EQ(r.cas_writer(0, 43), cluster::kWriterMoved);
+}
+
+TEST_F(RegistryTest, OfTwoAdoptersFencingAtOnceExactlyOneWins) {
+    for (int round = 0; round < 50; round++) {
+        Registry r(*mem, Registry::open(*mem, 0, ns_create(mem->node(0)), true));
+        std::atomic<int> go{0};
+        bool won[2] = {false, false};
+        std::vector<std::thread> ts;
+        for (int t = 0; t < 2; t++)
+            ts.emplace_back([&, t] {
+                go.fetch_add(1);
+                while (go.load() < 2) {
+                }
+                won[t] = r.fence_moved(0, 500 + t);
+            });
+        for (auto& t : ts) t.join();
+        ASSERT_NE(won[0], won[1]) << "round " << round;
+        cluster::RegistryHeader h = r.read();
+        EXPECT_EQ(h.writer_life, cluster::kWriterMoved);
+        EXPECT_EQ(h.moved_to, won[0] ? 500u : 501u);
+    }
+}
+
+TEST_F(RegistryTest, AClaimWhoseWriterCasFailedStillBarsOthers) {
+    GAddr a = Registry::open(*mem, 0, ns, true);
+    Registry r(*mem, a);
+    EXPECT_EQ(r.cas_writer(0, 42), 0u);
+    // 777 claimed moved_to, then lost its writer CAS (the old writer changed in between)
+    EXPECT_EQ(mem->cas(a + offsetof(cluster::RegistryHeader, moved_to), 0, 777), 0u);
+    EXPECT_FALSE(r.fence_moved(42, 888));  // 777 claimed the trees
+    EXPECT_EQ(r.read().writer_life, 42u);
+    EXPECT_TRUE(r.fence_moved(42, 777));   // the claimant finishes
+    EXPECT_EQ(r.read().writer_life, cluster::kWriterMoved);
+}
+
+TEST_F(RegistryTest, AdoptedListIsASetAndBounded) {
+    Registry r(*mem, Registry::open(*mem, 0, ns, true));
+    EXPECT_TRUE(r.add_adopted(11));
+    EXPECT_TRUE(r.add_adopted(12));
+    EXPECT_TRUE(r.add_adopted(11));
+    cluster::RegistryHeader h = r.read();
+    EXPECT_EQ(h.adopted[0], 11u);
+    EXPECT_EQ(h.adopted[1], 12u);
+    EXPECT_EQ(h.adopted[2], 0u);
+    for (uint64_t i = 0; i < cluster::kMaxAdopted - 2; i++) EXPECT_TRUE(r.add_adopted(100 + i));
+    EXPECT_FALSE(r.add_adopted(99999));
+    EXPECT_TRUE(r.add_adopted(12));  // already there
+}
+
+TEST_F(RegistryTest, ConcurrentAdoptersLoseNoEntry) {
+    Registry r(*mem, Registry::open(*mem, 0, ns, true));
+    std::vector<std::thread> ts;
+    for (int t = 0; t < 4; t++)
+        ts.emplace_back([&, t] {
+            for (uint64_t i = 0; i < 6; i++) EXPECT_TRUE(r.add_adopted(1000 + t * 10 + i));
+        });
+    for (auto& t : ts) t.join();
+    cluster::RegistryHeader h = r.read();
+    std::vector<uint64_t> got(h.adopted, h.adopted + cluster::kMaxAdopted);
+    for (int t = 0; t < 4; t++)
+        for (uint64_t i = 0; i < 6; i++)
+            EXPECT_EQ(std::count(got.begin(), got.end(), 1000 + t * 10 + i), 1) << t << "/" << i;
 }
 
 }  // namespace

@@ -13,6 +13,7 @@ using dex::ErrorCode;
 using dex::cluster::Registry;
 
 static_assert(DEX_MAX_STANDBYS == dex::cluster::kMaxStandbys && DEX_SLOT_EXPIRED == dex::cluster::kExpired);
+static_assert(DEX_MAX_ADOPTED == dex::cluster::kMaxAdopted && DEX_WRITER_MOVED == dex::cluster::kWriterMoved);
 static_assert(sizeof(DexStandbySlot) == sizeof(dex::cluster::StandbySlot));
 
 extern "C" {
@@ -35,6 +36,24 @@ int dex_registry_read(uint64_t addr, DexRegistryState* out, DexError* err) {
         out->removal_lsn = h.removal_lsn;
         out->writer_tli = h.writer_tli;
         std::memcpy(out->slots, h.slots, sizeof out->slots);
+        out->moved_to = h.moved_to;
+        std::memcpy(out->adopted, h.adopted, sizeof out->adopted);
+    });
+}
+
+int dex_registry_fence_moved(uint64_t addr, uint64_t expected_life, uint64_t sysid, int* done, DexError* err) {
+    if (done) *done = 0;
+    return guarded(err, [&] {
+        bool d = Registry(proc().mem(), addr).fence_moved(expected_life, sysid);
+        if (done) *done = d ? 1 : 0;
+    });
+}
+
+int dex_registry_add_adopted(uint64_t addr, uint64_t sysid, int* done, DexError* err) {
+    if (done) *done = 0;
+    return guarded(err, [&] {
+        bool d = Registry(proc().mem(), addr).add_adopted(sysid);
+        if (done) *done = d ? 1 : 0;
     });
 }
 

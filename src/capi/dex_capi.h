@@ -330,6 +330,8 @@ void		dex_cache_forget_nodes(const uint64_t *nodes, size_t n);
  */
 #define DEX_MAX_STANDBYS 62
 #define DEX_SLOT_EXPIRED (UINT64_C(1) << 63)
+#define DEX_MAX_ADOPTED 32
+#define DEX_WRITER_MOVED UINT64_MAX	/* writer_life: trees adopted by another cluster (pg_upgrade) */
 typedef struct DexStandbySlot
 {
 	uint64_t	owner;			/* standby life id, 0 = free */
@@ -345,6 +347,8 @@ typedef struct DexRegistryState
 	uint64_t	removal_lsn;
 	uint64_t	writer_tli;
 	DexStandbySlot slots[DEX_MAX_STANDBYS];
+	uint64_t	moved_to;		/* writer_life == DEX_WRITER_MOVED: the adopting cluster */
+	uint64_t	adopted[DEX_MAX_ADOPTED];	/* 0-terminated */
 } DexRegistryState;
 /* The registry in namespace ns on memory node `node` (create: make it if missing; *addr 0: none). */
 int			dex_registry_open(int node, uint64_t ns, int create, uint64_t floor_lsn, uint64_t *addr,
@@ -357,6 +361,10 @@ int			dex_registry_raise_hwm(uint64_t addr, uint64_t lsn, DexError *err);
 int			dex_registry_expire_slot(uint64_t addr, int slot, uint64_t beat, int *done, DexError *err);
 int			dex_registry_claim_slot(uint64_t addr, uint64_t life, uint64_t replay_lsn, uint32_t tli,
 									int *slot, uint64_t *beat, DexError *err);
+/* pg_upgrade: fence an old cluster's registry (*done: moved to sysid), record an adopted sysid. */
+int			dex_registry_fence_moved(uint64_t addr, uint64_t expected_life, uint64_t sysid, int *done,
+									 DexError *err);
+int			dex_registry_add_adopted(uint64_t addr, uint64_t sysid, int *done, DexError *err);
 int			dex_registry_standby_beat(uint64_t addr, int slot, uint64_t life, uint64_t *beat,
 									  uint64_t replay_lsn, int *ok, DexError *err);
 

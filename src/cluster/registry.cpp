@@ -122,4 +122,35 @@ bool Registry::standby_beat(uint32_t i, uint64_t life, uint64_t& beat, uint64_t 
     return true;
 }
 
+bool Registry::fence_moved(uint64_t expected_life, uint64_t sysid) {
+    RegistryHeader h = read();
+    // moved_to is claimed by CAS before writer_life moves: of two clusters
+    // upgraded from this one and fencing at once, exactly one gets the trees
+    // (a plain write could be overwritten by the loser after the winner's CAS).
+    if (h.moved_to != 0 && h.moved_to != sysid) return false;
+    if (h.writer_life == kWriterMoved) return h.moved_to == sysid;
+    if (h.writer_life != expected_life) return false;
+    GAddr m = addr_ + offsetof(RegistryHeader, moved_to);
+    uint64_t claimed = mem_.cas(m, 0, sysid);
+    if (claimed != 0 && claimed != sysid) return false;
+    uint64_t seen = mem_.cas(addr_ + kWriterLifeOffset, expected_life, kWriterMoved);
+    // moved_to is ours, so whoever set kWriterMoved did it for us
+    return seen == expected_life || seen == kWriterMoved;
+}
+
+bool Registry::add_adopted(uint64_t sysid) {
+    if (sysid == 0) return true;
+    RegistryHeader h = read();
+    for (uint32_t i = 0; i < kMaxAdopted; i++) {
+        uint64_t cur = h.adopted[i];
+        if (cur == sysid) return true;
+        if (cur != 0) continue;
+        GAddr w = addr_ + offsetof(RegistryHeader, adopted) + uint64_t(i) * sizeof(uint64_t);
+        uint64_t seen = mem_.cas(w, 0, sysid);
+        if (seen == 0 || seen == sysid) return true;
+        h.adopted[i] = seen;  // another adopter took this entry: look further
+    }
+    return false;
+}
+
 }  // namespace dex::cluster

@@ -31,6 +31,9 @@ namespace dex::cluster {
 constexpr uint64_t kRegistryMagic = 0x31304745527864ull;  // "dxREG01"
 constexpr uint32_t kMaxStandbys = 62;
 constexpr uint32_t kRegistryBytes = 4096;
+constexpr uint32_t kMaxAdopted = 32;
+// writer_life of a cluster whose trees another cluster adopted (pg_upgrade).
+constexpr uint64_t kWriterMoved = ~0ull;
 
 // A standby's slot. `owner` 0: free. The standby renews it with a CAS on
 // `beat`; the primary expires a standby that stayed silent too long by a CAS
@@ -54,6 +57,15 @@ struct RegistryHeader {
     uint64_t writer_tli;    // the writer's timeline
     uint64_t reserved[2];
     StandbySlot slots[kMaxStandbys];
+    // pg_upgrade (src/README.md "Hot standbys", Upgrades). In the registry of
+    // the cluster that was upgraded: writer_life = kWriterMoved and moved_to =
+    // the system identifier of the cluster that took its trees over -- none of
+    // its servers may write or read them again (moved_to alone: that cluster
+    // claimed them and is fencing). In the new cluster's registry:
+    // the system identifiers whose namespaces it owns besides its own
+    // (0-terminated; an upgrade of an upgraded cluster adds its ancestors).
+    uint64_t moved_to;
+    uint64_t adopted[kMaxAdopted];
 };
 static_assert(sizeof(RegistryHeader) <= kRegistryBytes);
 constexpr uint64_t kWriterLifeOffset = 8;
@@ -91,6 +103,16 @@ public:
     void set_removal_lsn(uint64_t lsn);
     // Writer: expire slot i if its beat is still `beat` (CAS). True if done.
     bool expire_slot(uint32_t i, uint64_t beat);
+
+    // pg_upgrade. The new cluster fences the old one's registry: CAS moved_to
+    // 0 -> sysid (the first adopter keeps it), then CAS writer_life expected
+    // -> kWriterMoved. True if this call (or an earlier one for the same
+    // sysid) moved it; false if the writer is not `expected_life` (retry with
+    // the one seen) or another cluster claimed moved_to.
+    bool fence_moved(uint64_t expected_life, uint64_t sysid);
+    // The new cluster records a system identifier it adopted (idempotent; a
+    // CAS on the first free entry). False if the list is full.
+    bool add_adopted(uint64_t sysid);
 
     // Standby: take a free or expired slot (or its own); returns the slot
     // index, or -1 if every slot is held by a live standby. *beat receives
