@@ -23,27 +23,14 @@
 #include "common/error.h"
 #include "common/stats.h"
 
+#include "test_util.h"
+
 using namespace dex;
 using namespace dex::cache;
 
+using dex::testing::SharedMem;
+
 namespace {
-
-// MAP_SHARED | MAP_ANONYMOUS memory, as the benchmark driver uses before fork.
-class SharedMem {
-public:
-    explicit SharedMem(size_t bytes) : bytes_(bytes) {
-        p_ = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-        if (p_ == MAP_FAILED) p_ = nullptr;
-    }
-    ~SharedMem() {
-        if (p_) munmap(p_, bytes_);
-    }
-    void* get() const { return p_; }
-
-private:
-    void* p_;
-    size_t bytes_;
-};
 
 GAddr G(uint64_t i) { return make_gaddr(static_cast<uint32_t>(i % 3), (i + 1) * kNodeSize); }
 

@@ -12,26 +12,14 @@
 #include "cache/shared_cache.h"
 #include "common/error.h"
 
+#include "test_util.h"
+
 using namespace dex;
 using namespace dex::cache;
 
+using dex::testing::SharedMem;
+
 namespace {
-
-class SharedMem {
-public:
-    explicit SharedMem(size_t bytes) : bytes_(bytes) {
-        p_ = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-        if (p_ == MAP_FAILED) p_ = nullptr;
-    }
-    ~SharedMem() {
-        if (p_) munmap(p_, bytes_);
-    }
-    void* get() const { return p_; }
-
-private:
-    void* p_;
-    size_t bytes_;
-};
 
 constexpr uint64_t kCacheBytes = 256 * kNodeSize;
 

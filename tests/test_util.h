@@ -5,6 +5,7 @@
 #pragma once
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -19,6 +20,26 @@
 #include "transport/transport.h"
 
 namespace dex::testing {
+
+// MAP_SHARED | MAP_ANONYMOUS memory that forked children share, as PostgreSQL's
+// shared memory is (the cache's shared-memory tests fork).
+class SharedMem {
+public:
+    explicit SharedMem(size_t bytes) : bytes_(bytes) {
+        p_ = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        if (p_ == MAP_FAILED) p_ = nullptr;
+    }
+    ~SharedMem() {
+        if (p_) munmap(p_, bytes_);
+    }
+    SharedMem(const SharedMem&) = delete;
+    SharedMem& operator=(const SharedMem&) = delete;
+    void* get() const { return p_; }
+
+private:
+    void* p_;
+    size_t bytes_;
+};
 
 // The ErrorCode a call throws (kOk if it returns); *msg gets the message.
 inline ErrorCode code_of(const std::function<void()>& f, std::string* msg = nullptr) {
