@@ -246,6 +246,7 @@ extern void dex_key_to_tid(const DexKey *k, ItemPointer tid);
 extern void dex_write_metapage(Relation index, ForkNumber fork,
 							   const DexMetaPageData *meta);
 extern void dex_read_metapage(Relation index, DexMetaPageData *meta);
+extern void dex_read_metapage_cached(Relation index, DexMetaPageData *meta);
 extern uint32 dex_meta_tree_id(const DexMetaPageData *meta);
 extern bool dex_meta_owns_ns(const DexMetaPageData *meta, int node, uint64 ns);
 extern void dex_make_tag(DexNsTag *tag, Oid indexoid, Oid relfilenode, Oid spcoid);

@@ -605,10 +605,30 @@ dex_cluster_beat_once(bool standby, const DexError *config_err)
  * the primary made without waiting for this standby. Write-back indexes are
  * not readable on a standby (their newest leaves live in the primary's cache).
  */
+/*
+ * The test dex_cluster_check() makes on every use of an index, without
+ * building the messages of its slow path: one clock read and the mutex.
+ */
+static inline bool
+dex_cluster_usable(bool standby, TimestampTz now)
+{
+	bool		ok;
+	uint64		replay = standby ? (uint64) GetXLogReplayRecPtr(NULL) : 0;
+
+	SpinLockAcquire(&dcs->mutex);
+	if (standby)
+		ok = dcs->standby_slot >= 0 && now < dcs->standby_lease_until &&
+			replay >= dcs->standby_required_lsn;
+	else
+		ok = dcs->writer_state == DEX_WRITER_CLAIMED && now < dcs->writer_lease_until;
+	SpinLockRelease(&dcs->mutex);
+	return ok;
+}
+
 void
 dex_cluster_check(Relation index)
 {
-	TimestampTz start = GetCurrentTimestamp();
+	TimestampTz start;
 	bool		standby = RecoveryInProgress();
 	char		problem[256];
 
@@ -626,6 +646,9 @@ dex_cluster_check(Relation index)
 					 errhint("ALTER INDEX %s SET (write_back = off) on the primary.",
 							 quote_identifier(RelationGetRelationName(index)))));
 	}
+	start = GetCurrentTimestamp();
+	if (dex_cluster_usable(standby, start))
+		return;
 	for (;;)
 	{
 		TimestampTz now = GetCurrentTimestamp();

@@ -15,10 +15,11 @@
  *   - one when dex_get_tree finds that the metapage names another memory
  *     node, namespace or incarnation than the open handle, or the core
  *     reports the tree's memory lost.
- * There is no relcache callback: dex_get_tree reads the metapage (a shared
- * buffer) on every call, and a rebuild (REINDEX, TRUNCATE) gets a new
- * relfilenode, i.e. a new entry; the old one is closed when its namespace is
- * dropped at commit.
+ * There is no relcache callback: dex_get_tree reads the metapage of the
+ * index's current relfilenode on every call (cached in the relcache entry:
+ * a metapage never changes in place), and a rebuild (REINDEX, TRUNCATE) gets
+ * a new relfilenode, i.e. a new entry; the old one is closed when its
+ * namespace is dropped at commit.
  */
 #include "dex.h"
 
@@ -309,7 +310,7 @@ dex_get_tree(Relation index)
 
 	dex_ensure_configured();
 	dex_cluster_check(index);	/* writer role / standby lease (dexcluster.c) */
-	dex_read_metapage(index, &meta);
+	dex_read_metapage_cached(index, &meta);
 	if (meta.sysid != 0 && meta.sysid != GetSystemIdentifier())
 		(void) dex_upgrade_adopt(index, meta.sysid, false);	/* pg_upgrade carried it here */
 

@@ -256,6 +256,49 @@ dex_write_metapage(Relation index, ForkNumber fork, const DexMetaPageData *meta)
 	UnlockReleaseBuffer(buf);
 }
 
+/*
+ * The metapage as of the index's current relfilenode, cached in the relcache
+ * entry (rd_amcache) after its first read. A metapage is written once, when
+ * its relfilenode is built (dex_write_metapage extends block 0 of a new
+ * file); REINDEX and TRUNCATE give a new relfilenode, whose relcache
+ * invalidation frees rd_amcache, and the cached copy also names the file it
+ * came from. The one change in place is the adoption of a metapage that
+ * pg_upgrade brought from another cluster (dexupgrade.c rewrites `sysid`),
+ * so such a metapage is never cached. This saves a buffer pin and the
+ * relation-size probe (an lseek) on every use of the index.
+ */
+typedef struct DexCachedMeta
+{
+	Oid			spcoid;
+	Oid			relnumber;
+	DexMetaPageData meta;
+} DexCachedMeta;
+
+void
+dex_read_metapage_cached(Relation index, DexMetaPageData *meta)
+{
+	DexCachedMeta *c = (DexCachedMeta *) index->rd_amcache;
+
+	if (c == NULL || c->spcoid != DEX_REL_SPC(index) || c->relnumber != DEX_REL_NUMBER(index))
+	{
+		DexMetaPageData m;
+
+		dex_read_metapage(index, &m);	/* may ERROR: nothing cached then */
+		if (m.sysid != 0 && m.sysid != GetSystemIdentifier())
+		{
+			*meta = m;			/* another cluster's: adoption rewrites it */
+			return;
+		}
+		if (c == NULL)
+			c = MemoryContextAlloc(index->rd_indexcxt, sizeof(DexCachedMeta));
+		c->spcoid = DEX_REL_SPC(index);
+		c->relnumber = DEX_REL_NUMBER(index);
+		c->meta = m;
+		index->rd_amcache = c;
+	}
+	memcpy(meta, &c->meta, sizeof(*meta));
+}
+
 void
 dex_read_metapage(Relation index, DexMetaPageData *meta)
 {

@@ -35,6 +35,28 @@ run_mix "$DEX_WORK/mix.sql"
 q -c "vacuum d" -c "vacuum b"
 q -c "select * from dex_check('d_k')" || fail "dex_check"
 compare_with_btree d d_k
+# Backends that used the index keep its metapage cached (rd_amcache); REINDEX
+# in another backend gives a new relfilenode and remote tree, which every
+# scan must follow. Each scan is checked against counts kept in a table
+# without an index; a wrong count divides by zero and fails pgbench.
+q -c "create table d_counts as select k, count(*) c from d group by k"
+cat >"$DEX_WORK/scan_check.sql" <<'SQL'
+\set a random(0, 19950)
+set enable_seqscan = off;
+set enable_bitmapscan = off;
+select 1 / ((select count(*) from d where k between :a and :a + 50) = (select coalesce(sum(c), 0) from d_counts where k between :a and :a + 50))::int;
+SQL
+echo "reindex index d_k;" >"$DEX_WORK/reindex.sql"
+chmod a+r "$DEX_WORK/scan_check.sql" "$DEX_WORK/reindex.sql"
+"$PG_BIN/pgbench" -n -h "$DEX_WORK" -p "$PPORT" -U postgres -c 3 -j 2 -T 6 \
+    -f "$DEX_WORK/scan_check.sql@20" -f "$DEX_WORK/reindex.sql@1" postgres >"$DEX_WORK/reindex_scan.log" 2>&1 \
+    || { cat "$DEX_WORK/reindex_scan.log"; fail "scans during concurrent REINDEX gave a wrong count or an error"; }
+grep -E "number of transactions actually processed" "$DEX_WORK/reindex_scan.log"
+reindexes=$(grep -E "reindex.sql" -A3 "$DEX_WORK/reindex_scan.log" | grep -oE "[0-9]+ transactions" | head -1 | cut -d' ' -f1)
+echo "REINDEX runs during the scans: ${reindexes:-?}"
+[ "${reindexes:-0}" -gt 0 ] || fail "no REINDEX ran during the scans"
+q -c "select * from dex_check('d_k')" >/dev/null || fail "dex_check after the REINDEX runs"
+
 q -c "select index_ops, remote_reads, cache_hits, cache_misses, admissions, evictions, coolings, restarts from dex_stats()" -P footer=off
 if [ "${EXPECT_EVICTIONS:-0}" = 1 ]; then
     ev=$(q -c "select evictions from dex_stats()")
