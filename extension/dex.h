@@ -53,6 +53,13 @@
 #define InitMaterializedSRF(fcinfo, flags) SetSingleFuncCall(fcinfo, flags)
 #endif
 
+/* 18 added vacuum_delay_point's is_analyze argument */
+#if PG_VERSION_NUM >= 180000
+#define dex_vacuum_delay_point()	vacuum_delay_point(false)
+#else
+#define dex_vacuum_delay_point()	vacuum_delay_point()
+#endif
+
 /* ---- metapage (block 0 of the index relation) --------------------------- */
 
 #define DEX_METAPAGE_BLKNO	0
@@ -347,8 +354,14 @@ extern void dex_journal_gate(Relation index, DexTree *tree, uint64 journal_root,
 
 /* ---- dexerror.c ------------------------------------------------------- */
 
+#if PG_VERSION_NUM >= 180000
+/* 18 replaced the pg_attribute_noreturn() suffix by a pg_noreturn prefix */
+pg_noreturn extern void dex_report_error(int rc, const DexError *err, Relation index);
+pg_noreturn extern void dex_report_error_name(int rc, const DexError *err, const char *indexname);
+#else
 extern void dex_report_error(int rc, const DexError *err, Relation index) pg_attribute_noreturn();
 extern void dex_report_error_name(int rc, const DexError *err, const char *indexname) pg_attribute_noreturn();
+#endif
 
 /* ---- dexxact.c -------------------------------------------------------- */
 

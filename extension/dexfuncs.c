@@ -77,7 +77,7 @@ dex_open_index_for_check(Oid relid)
 static char *
 dex_hex64(uint64 v)
 {
-	return psprintf("%016" INT64_MODIFIER "x", v);
+	return psprintf("%016llx", (unsigned long long) v);	/* 18 has no INT64_MODIFIER */
 }
 
 /* dex_check(regclass) -> (entries, leaves, inner_nodes, height) */

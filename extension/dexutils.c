@@ -225,8 +225,12 @@ dex_write_metapage(Relation index, ForkNumber fork, const DexMetaPageData *meta)
 	Page		page;
 	DexPageOpaqueData *opaque;
 
-#if PG_VERSION_NUM >= 160000
+#if PG_VERSION_NUM >= 170000
 	buf = ExtendBufferedRel(BMR_REL(index), fork, NULL,
+							EB_LOCK_FIRST | EB_SKIP_EXTENSION_LOCK);
+#elif PG_VERSION_NUM >= 160000
+	/* 17 renamed ExtendBufferedWhat/EB_REL to BufferManagerRelation/BMR_REL */
+	buf = ExtendBufferedRel(EB_REL(index), fork, NULL,
 							EB_LOCK_FIRST | EB_SKIP_EXTENSION_LOCK);
 #else
 	LockRelationForExtension(index, ExclusiveLock);

@@ -59,7 +59,7 @@ dex_delete_chunk(Relation index, DexTree *tree, DexKey *dead, int ndead,
 			dex_report_error(rc, &err, index);
 		stats->tuples_removed += (double) deleted;
 		done += n;
-		vacuum_delay_point();
+		dex_vacuum_delay_point();
 	}
 }
 
@@ -171,7 +171,7 @@ dexbulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 			}
 			if (restart)
 				break;
-			vacuum_delay_point();
+			dex_vacuum_delay_point();
 		}
 		dex_scan_end(vs->dscan);
 		vs->dscan = NULL;
