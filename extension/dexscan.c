@@ -175,6 +175,8 @@ ranges_union(DexRange *r, int n)
 {
 	int			m = 0;
 
+	if (n == 1)					/* one comparison: nothing to sort or merge */
+		return dex_key_cmp(&r[0].lo, &r[0].hi) <= 0 ? 1 : 0;
 	qsort(r, n, sizeof(DexRange), cmp_range_lo);
 	for (int i = 0; i < n; i++)
 	{
@@ -278,8 +280,9 @@ scan_key_ranges(ScanKey sk, Oid coltype, DexRange **out)
 	if (sk->sk_flags & SK_SEARCHARRAY)
 		return array_key_ranges(sk, coltype, out);
 	{
-		Oid			argtype = OidIsValid(sk->sk_subtype) ?
-			getBaseType(sk->sk_subtype) : coltype;
+		/* coltype is a base type already: skip the catalog lookup for it */
+		Oid			argtype = !OidIsValid(sk->sk_subtype) || sk->sk_subtype == coltype ?
+			coltype : getBaseType(sk->sk_subtype);
 		DexBound	b;
 
 		dex_datum_bound(sk->sk_argument, argtype, coltype, &b);

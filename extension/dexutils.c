@@ -87,7 +87,8 @@ dex_column_basetype(Relation index)
 {
 	Oid			typid = TupleDescAttr(RelationGetDescr(index), 0)->atttypid;
 
-	return getBaseType(typid);
+	/* a key type itself (the usual case) is no domain: no catalog lookup */
+	return dex_type_supported(typid) ? typid : getBaseType(typid);
 }
 
 void
