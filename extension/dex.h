@@ -11,6 +11,7 @@
  *   dex.c          _PG_init, shared memory hooks, AM handler, reloptions
  *   dexbuild.c dexinsert.c dexscan.c dexvacuum.c dexvalidate.c dexcost.c
  *                  access method entry points
+ *   dexunique.c    unique indexes: the check before an insert
  *   dexguc.c       GUC definitions, the dex worker
  *   dexxact.c      transaction callbacks: remote memory freed at commit/abort
  *   dexsession.c   this backend's configuration of the core, interrupt hook,
@@ -230,6 +231,7 @@ typedef struct DexBound
 } DexBound;
 
 extern bool dex_type_supported(Oid typid);
+extern Oid	dex_column_basetype(Relation index);
 extern bool dex_types_comparable(Oid coltype, Oid argtype);
 extern void dex_datum_bound(Datum d, Oid argtype, Oid coltype, DexBound *b);
 extern int64 dex_datum_image(Datum d, Oid coltype);
@@ -242,7 +244,6 @@ extern bool dex_preloaded;
 extern void dex_require_preload(void);
 extern uint64 dex_wal_durable(void);
 
-extern Oid	dex_column_basetype(Relation index);
 extern void dex_make_value_key(DexKey *key, int64 v, uint32 block, uint16 off);
 extern void dex_make_null_key(DexKey *key, uint32 block, uint16 off);
 extern int	dex_key_cmp(const DexKey *a, const DexKey *b);
@@ -370,6 +371,22 @@ extern void dex_register_created(int node, uint64 ns);
 extern void dex_register_drop(int node, uint64 ns);
 extern void dex_register_index_drop(Oid indexoid);
 extern bool dex_ns_is_pending(int node, uint64 ns);
+
+/* ---- dexunique.c ------------------------------------------------------ */
+
+/* NULLS NOT DISTINCT (PostgreSQL 15+): NULL keys conflict like values */
+#if PG_VERSION_NUM >= 150000
+#define DEX_NULLS_NOT_DISTINCT(ii)	((ii) != NULL && (ii)->ii_NullsNotDistinct)
+#else
+#define DEX_NULLS_NOT_DISTINCT(ii)	false
+#endif
+
+extern bool dex_unique_check(Relation index, Relation heap,
+							 struct IndexInfo *indexInfo, DexTree *tree,
+							 const DexKey *key, Datum *values, bool *isnull,
+							 ItemPointer tid, IndexUniqueCheck mode,
+							 BlockNumber *lockblk);
+extern void dex_unique_release(Relation index, BlockNumber lockblk);
 
 /* ---- access method entry points ------------------------------------- */
 

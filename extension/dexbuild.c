@@ -31,6 +31,8 @@ typedef struct DexBuildState
 	Tuplesortstate *sort;
 	double		indtuples;
 	MemoryContext tmpcxt;
+	bool		unique;			/* CREATE UNIQUE INDEX: live duplicates are refused */
+	bool		nulls_distinct;
 
 	/* core handles, released by the reset callback on error */
 	DexTree    *tree;
@@ -74,6 +76,11 @@ dex_build_callback(Relation index, ItemPointer tid, Datum *values,
 	}
 	bs->slot->tts_values[1] = PointerGetDatum(&tidcopy);
 	bs->slot->tts_isnull[1] = false;
+	/* payload for the uniqueness check: liveness, and the value for its message */
+	bs->slot->tts_values[2] = BoolGetDatum(tupleIsAlive);
+	bs->slot->tts_isnull[2] = false;
+	bs->slot->tts_values[3] = isnull[0] ? (Datum) 0 : values[0];
+	bs->slot->tts_isnull[3] = isnull[0];
 	ExecStoreVirtualTuple(bs->slot);
 	tuplesort_puttupleslot(bs->sort, bs->slot);
 	ExecClearTuple(bs->slot);
@@ -81,6 +88,97 @@ dex_build_callback(Relation index, ItemPointer tid, Datum *values,
 
 	MemoryContextSwitchTo(old);
 	MemoryContextReset(bs->tmpcxt);
+}
+
+/*
+ * CREATE UNIQUE INDEX over two live rows with one key: btree's error. The
+ * bulk load is abandoned first (it holds no lock; its nodes go with the
+ * namespace this transaction's abort drops).
+ */
+static void
+dex_build_duplicate(DexBuildState *bs, Relation heap, Relation index)
+{
+	Datum		values[1];
+	bool		isnull[1];
+	char	   *key_desc;
+
+	dex_bulk_abort(bs->bulk);
+	bs->bulk = NULL;
+	values[0] = slot_getattr(bs->outslot, 4, &isnull[0]);
+	key_desc = BuildIndexValueDescription(index, values, isnull);
+	ereport(ERROR,
+			(errcode(ERRCODE_UNIQUE_VIOLATION),
+			 errmsg("could not create unique index \"%s\"", RelationGetRelationName(index)),
+			 key_desc ? errdetail("Key %s is duplicated.", key_desc) : errdetail("Duplicate keys exist."),
+			 errtableconstraint(heap, RelationGetRelationName(index))));
+}
+
+/*
+ * Step 3 of a build: the sorted entries, bottom-up into the tree. A unique
+ * index refuses two live rows with one key (rows dead to everyone, or
+ * recently dead, may share it: they are kept for older snapshots). Returns
+ * the number of entries loaded.
+ */
+static double
+dex_build_load(DexBuildState *bs, Relation heap, Relation index, double fillfactor)
+{
+	DexError	err;
+	int			rc;
+	double		done = 0;
+	DexKey		live_key;		/* the last key a live row had */
+	bool		have_live = false;
+
+	memset(&err, 0, sizeof(err));
+	rc = dex_bulk_begin(bs->tree, fillfactor, &bs->bulk, &err);
+	if (rc != DEX_OK)
+	{
+		bs->bulk = NULL;
+		dex_report_error(rc, &err, index);
+	}
+	while (tuplesort_gettupleslot(bs->sort, true, false, bs->outslot, NULL))
+	{
+		DexKey		key;
+		bool		isnull;
+		Datum		d;
+		ItemPointer tid;
+
+		tid = (ItemPointer) DatumGetPointer(slot_getattr(bs->outslot, 2, &isnull));
+		d = slot_getattr(bs->outslot, 1, &isnull);
+		if (isnull)
+			dex_make_null_key(&key, ItemPointerGetBlockNumberNoCheck(tid),
+							  ItemPointerGetOffsetNumberNoCheck(tid));
+		else
+			dex_make_value_key(&key, DatumGetInt64(d),
+							   ItemPointerGetBlockNumberNoCheck(tid),
+							   ItemPointerGetOffsetNumberNoCheck(tid));
+		if (bs->unique && (!isnull || !bs->nulls_distinct) &&
+			DatumGetBool(slot_getattr(bs->outslot, 3, &isnull)))
+		{
+			if (have_live && live_key.cls == key.cls && live_key.value == key.value)
+				dex_build_duplicate(bs, heap, index);
+			live_key = key;
+			have_live = true;
+		}
+		rc = dex_bulk_add(bs->bulk, &key, &err);
+		if (rc != DEX_OK)
+		{
+			dex_bulk_abort(bs->bulk);
+			bs->bulk = NULL;
+			dex_report_error(rc, &err, index);
+		}
+		done += 1;
+		if (((int64) done) % 1024 == 0)
+		{
+			pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE,
+										 (int64) done);
+			CHECK_FOR_INTERRUPTS();
+		}
+	}
+	rc = dex_bulk_finish(bs->bulk, &err);
+	bs->bulk = NULL;			/* freed by finish in any case */
+	if (rc != DEX_OK)
+		dex_report_error(rc, &err, index);
+	return done;
 }
 
 /*
@@ -246,9 +344,14 @@ dexbuild(Relation heap, Relation index, IndexInfo *indexInfo)
 		dex_report_error(rc, &err, index);
 
 	/* 2. scan the heap into a sort over (int8 key NULLS LAST, tid) */
-	bs->sortdesc = CreateTemplateTupleDesc(2);
+	bs->sortdesc = CreateTemplateTupleDesc(4);
 	TupleDescInitEntry(bs->sortdesc, 1, "key", INT8OID, -1, 0);
 	TupleDescInitEntry(bs->sortdesc, 2, "tid", TIDOID, -1, 0);
+	TupleDescInitEntry(bs->sortdesc, 3, "alive", BOOLOID, -1, 0);
+	TupleDescInitEntry(bs->sortdesc, 4, "value",
+					   TupleDescAttr(RelationGetDescr(index), 0)->atttypid, -1, 0);
+	bs->unique = indexInfo->ii_Unique;
+	bs->nulls_distinct = !DEX_NULLS_NOT_DISTINCT(indexInfo);
 	bs->slot = MakeSingleTupleTableSlot(bs->sortdesc, &TTSOpsVirtual);
 	bs->outslot = MakeSingleTupleTableSlot(bs->sortdesc, &TTSOpsMinimalTuple);
 	bs->sort = tuplesort_begin_heap(bs->sortdesc, 2, attnums, sortops,
@@ -286,47 +389,7 @@ dexbuild(Relation heap, Relation index, IndexInfo *indexInfo)
 	}
 	else
 	{
-		rc = dex_bulk_begin(bs->tree, fillfactor, &bs->bulk, &err);
-		if (rc != DEX_OK)
-		{
-			bs->bulk = NULL;
-			dex_report_error(rc, &err, index);
-		}
-		while (tuplesort_gettupleslot(bs->sort, true, false, bs->outslot, NULL))
-		{
-			DexKey		key;
-			bool		isnull;
-			Datum		d;
-			ItemPointer tid;
-
-			tid = (ItemPointer) DatumGetPointer(slot_getattr(bs->outslot, 2, &isnull));
-			d = slot_getattr(bs->outslot, 1, &isnull);
-			if (isnull)
-				dex_make_null_key(&key, ItemPointerGetBlockNumberNoCheck(tid),
-								  ItemPointerGetOffsetNumberNoCheck(tid));
-			else
-				dex_make_value_key(&key, DatumGetInt64(d),
-								   ItemPointerGetBlockNumberNoCheck(tid),
-								   ItemPointerGetOffsetNumberNoCheck(tid));
-			rc = dex_bulk_add(bs->bulk, &key, &err);
-			if (rc != DEX_OK)
-			{
-				dex_bulk_abort(bs->bulk);
-				bs->bulk = NULL;
-				dex_report_error(rc, &err, index);
-			}
-			done += 1;
-			if (((int64) done) % 1024 == 0)
-			{
-				pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE,
-											 (int64) done);
-				CHECK_FOR_INTERRUPTS();
-			}
-		}
-		rc = dex_bulk_finish(bs->bulk, &err);
-		bs->bulk = NULL;		/* freed by finish in any case */
-		if (rc != DEX_OK)
-			dex_report_error(rc, &err, index);
+		done = dex_build_load(bs, heap, index, fillfactor);
 		pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE, (int64) done);
 	}
 	tuplesort_end(bs->sort);

@@ -3,10 +3,37 @@
  *
  * The entry reaches remote memory before its row's heap WAL is durable; the
  * core journals it first (dexjournal.c, src/README.md "Crash survival").
+ * A unique index checks the key first (dexunique.c).
  */
 #include "dex.h"
 
+#include "nodes/execnodes.h"
 #include "utils/rel.h"
+
+/* Puts one entry into the tree. */
+static void
+dex_insert_entry(Relation index, Relation heapRel, DexTree *tree, const DexKey *key)
+{
+	DexError	err;
+	int			rc;
+
+	for (;;)
+	{
+		memset(&err, 0, sizeof(err));
+		/*
+		 * Journal slots are reusable up to the retention horizon as last
+		 * published (dexcluster.c): no remote access per row. A full lane
+		 * comes back as NEED_WAL_FLUSH, and the retry raises the horizon.
+		 */
+		rc = dex_tree_insert(tree, key, dex_row_lsn(heapRel), dex_cluster_retention_published(), &err);
+		if (rc != DEX_ERR_NEED_WAL_FLUSH)
+			break;
+		/* nothing was changed: flush WAL / wait for the standbys, then retry */
+		dex_wal_flush_for_retry(&err, index);
+	}
+	if (rc != DEX_OK)
+		dex_report_error(rc, &err, index);
+}
 
 bool
 dexinsert(Relation index, Datum *values, bool *isnull,
@@ -17,28 +44,26 @@ dexinsert(Relation index, Datum *values, bool *isnull,
 {
 	DexTree    *tree;
 	DexKey		key;
-	DexError	err;
-	int			rc;
 
 	tree = dex_get_tree(index);
 	dex_make_key(&key, index, values[0], isnull[0], ht_ctid);
 
-	for (;;)
+	/* NULLs never conflict, unless the index says NULLS NOT DISTINCT */
+	if (checkUnique != UNIQUE_CHECK_NO &&
+		(!isnull[0] || DEX_NULLS_NOT_DISTINCT(indexInfo)))
 	{
-		memset(&err, 0, sizeof(err));
-		/*
-		 * Journal slots are reusable up to the retention horizon as last
-		 * published (dexcluster.c): no remote access per row. A full lane
-		 * comes back as NEED_WAL_FLUSH, and the retry raises the horizon.
-		 */
-		rc = dex_tree_insert(tree, &key, dex_row_lsn(heapRel), dex_cluster_retention_published(), &err);
-		if (rc != DEX_ERR_NEED_WAL_FLUSH)
-			break;
-		/* nothing was changed: flush WAL / wait for the standbys, then retry */
-		dex_wal_flush_for_retry(&err, index);
-	}
-	if (rc != DEX_OK)
-		dex_report_error(rc, &err, index);
+		BlockNumber lockblk;
+		bool		unique = dex_unique_check(index, heapRel, indexInfo, tree, &key,
+											  values, isnull, ht_ctid, checkUnique,
+											  &lockblk);
 
+		/* UNIQUE_CHECK_EXISTING rechecks an entry that is already there */
+		if (checkUnique != UNIQUE_CHECK_EXISTING)
+			dex_insert_entry(index, heapRel, tree, &key);
+		dex_unique_release(index, lockblk);
+		return unique;
+	}
+
+	dex_insert_entry(index, heapRel, tree, &key);
 	return false;
 }

@@ -19,6 +19,8 @@
 #include "utils/date.h"
 #include "utils/datetime.h"
 #include "utils/float.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
 #include "utils/timestamp.h"
 
 #include "tree/key_encoding.h"
@@ -66,6 +68,16 @@ bool
 dex_type_supported(Oid typid)
 {
 	return key_family(typid) != DEX_FAMILY_NONE;
+}
+
+/* The key column's type, through domains. */
+Oid
+dex_column_basetype(Relation index)
+{
+	Oid			typid = TupleDescAttr(RelationGetDescr(index), 0)->atttypid;
+
+	/* a key type itself (the usual case) is no domain: no catalog lookup */
+	return dex_type_supported(typid) ? typid : getBaseType(typid);
 }
 
 /* Can a scan key of type argtype be placed among coltype's images? */

@@ -82,15 +82,6 @@ StaticAssertDecl(DEX_KEY_NEG_INF == DEX_KEYCLASS_NEG_INF && DEX_KEY_VALUE == DEX
 StaticAssertDecl(sizeof(BlockNumber) == sizeof(((DexKey *) 0)->block) &&
 				 sizeof(OffsetNumber) == sizeof(((DexKey *) 0)->offnum) &&
 				 DEX_KEY_BLOCK_MAX == InvalidBlockNumber, "heap TIDs in keys");
-Oid
-dex_column_basetype(Relation index)
-{
-	Oid			typid = TupleDescAttr(RelationGetDescr(index), 0)->atttypid;
-
-	/* a key type itself (the usual case) is no domain: no catalog lookup */
-	return dex_type_supported(typid) ? typid : getBaseType(typid);
-}
-
 void
 dex_make_value_key(DexKey *key, int64 v, uint32 block, uint16 off)
 {

@@ -8,7 +8,6 @@ INSERT INTO et SELECT g::text, g, g FROM generate_series(1, 1000) g;
 CREATE INDEX ON et USING dex (t);
 CREATE INDEX ON et USING dex (a, b);
 CREATE INDEX ON et USING dex (a) INCLUDE (b);
-CREATE UNIQUE INDEX ON et USING dex (a);
 CREATE INDEX ON et USING dex (a) WITH (fillfactor = 5);
 CREATE INDEX ON et USING dex (a) WITH (nosuchoption = 1);
 CREATE INDEX et_a ON et USING dex (a) WITH (fillfactor = 50);
