@@ -23,6 +23,9 @@
 #include "utils/pg_locale.h"
 #include "utils/timestamp.h"
 #include "utils/uuid.h"
+#if PG_VERSION_NUM >= 160000
+#include "varatt.h"				/* VARDATA_ANY and friends moved here in 16 */
+#endif
 
 #include "tree/key_bytes.h"
 
