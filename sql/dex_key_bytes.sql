@@ -5,7 +5,9 @@
 -- kb_check() compares every adjacent pair in ORDER BY v and a fixed
 -- pseudo-random sample of pairs; it reports how many pairs it compared (so a
 -- check of nothing cannot pass) and how many disagreed (must be 0).
+SET client_min_messages = warning;  -- quiet whether or not an earlier suite created it
 CREATE EXTENSION IF NOT EXISTS dex;
+RESET client_min_messages;
 
 -- kb_check(tbl): column v of tbl; NULLs are skipped.
 CREATE FUNCTION kb_check(tbl regclass, OUT n bigint, OUT adjacent bigint, OUT equal_pairs bigint,
