@@ -15,7 +15,7 @@ DATA = extension/dex.control $(wildcard extension/dex--*.sql)
 MODULEDIR = extension
 PGFILEDESC = "dex - B+-tree index on disaggregated memory"
 
-REGRESS = dex_build dex_cache dex_writeback dex_dml dex_lifecycle dex_errors dex_differential dex_placement dex_types dex_unique
+REGRESS = dex_build dex_cache dex_writeback dex_dml dex_lifecycle dex_errors dex_differential dex_placement dex_types dex_unique dex_key_bytes
 REGRESS_OPTS =
 
 DEX_BUILD_DIR ?= build
@@ -25,7 +25,8 @@ CMAKE_BUILD_TYPE ?= RelWithDebInfo
 
 PG_CPPFLAGS = -I$(srcdir)/src/capi -I$(srcdir)/src
 # libdexcore.a holds the rdma:// transport (rdma-core)
-SHLIB_LINK = $(DEX_CORE_LIB) -lrdmacm -libverbs -lstdc++ -lpthread
+# $(ICU_LIBS) (from PGXS): collation sort keys of ICU collations (extension/dexkeybytes.c)
+SHLIB_LINK = $(DEX_CORE_LIB) -lrdmacm -libverbs -lstdc++ -lpthread $(ICU_LIBS)
 SHLIB_PREREQS = dex-core
 SCRIPTS_built = $(DEX_MEMNODE)
 EXTRA_CLEAN = results regression.diffs regression.out
@@ -52,7 +53,7 @@ $(DEX_CORE_LIB): dex-core
 $(shlib): $(DEX_CORE_LIB)
 # PGXS tracks no header dependencies: every glue file includes these (dex_capi.h
 # includes stats_list.h).
-$(OBJS): extension/dex.h src/capi/dex_capi.h src/common/stats_list.h src/tree/key_encoding.h src/tree/node_capacity.h
+$(OBJS): extension/dex.h src/capi/dex_capi.h src/common/stats_list.h src/tree/key_encoding.h src/tree/key_bytes.h src/tree/node_capacity.h
 
 check-unit:
 	cmake -S $(srcdir) -B $(DEX_BUILD_DIR) -DCMAKE_BUILD_TYPE=$(CMAKE_BUILD_TYPE) >/dev/null

@@ -322,3 +322,19 @@ LANGUAGE C STRICT VOLATILE;
 REVOKE ALL ON FUNCTION dex_free_orphans() FROM PUBLIC;
 REVOKE ALL ON FUNCTION dex_flush() FROM PUBLIC;
 REVOKE ALL ON FUNCTION dex_stats_reset() FROM PUBLIC;
+
+-- Keys as order-preserving byte strings (src/README.md "Keys",
+-- src/tree/key_bytes.h): memcmp order of the bytes = btree's order of the
+-- values. For tests and inspection; the index does not store them yet.
+-- dex_key_bytes(v): one value's encoding, under its collation for strings.
+CREATE FUNCTION dex_key_bytes(anyelement) RETURNS bytea
+AS 'MODULE_PATHNAME', 'dex_sql_key_bytes'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+-- dex_key_column(v, descending, nulls_first): one column of a multi-column
+-- key (header byte, then the value, inverted for DESC); v may be NULL. The key
+-- of (a, b DESC NULLS FIRST) is dex_key_column(a) || dex_key_column(b, true, true).
+CREATE FUNCTION dex_key_column(value anyelement, descending boolean DEFAULT false,
+                               nulls_first boolean DEFAULT false) RETURNS bytea
+AS 'MODULE_PATHNAME', 'dex_sql_key_column'
+LANGUAGE C IMMUTABLE PARALLEL SAFE;

@@ -20,6 +20,7 @@
  *   dexupgrade.c   pg_upgrade: taking over the trees of the cluster upgraded from
  *   dexcluster.c   primary and hot standbys: the cluster registry, this life
  *   dexwal.c       dex's WAL resource manager
+ *   dexkeybytes.c  datums as order-preserving byte strings (src/tree/key_bytes.h)
  *   dexkeys.c      datums as key images: every type, cross-type scan keys
  *   dexutils.c     keys, metapage, namespace tags, WAL positions, preloading
  *   dexerror.c     DexError -> ereport
@@ -212,6 +213,11 @@ typedef struct DexScanOpaqueData
 } DexScanOpaqueData;
 
 typedef DexScanOpaqueData *DexScanOpaque;
+
+/* ---- dexkeybytes.c ---------------------------------------------------- */
+
+struct DexKeyBuf;				/* src/tree/key_bytes.h */
+extern void dex_key_bytes_append(struct DexKeyBuf *b, Datum d, Oid typid, Oid collid);
 
 /* ---- dexkeys.c -------------------------------------------------------- */
 

@@ -11,7 +11,7 @@ DEX_WORK=${DEX_WORK:-/tmp/dex-work}
 PG_BIN=${PG_BIN:-$(pg_config --bindir 2>/dev/null || echo /usr/lib/postgresql/15/bin)}
 
 DEX_APT_PACKAGES="build-essential cmake g++ pkg-config libgtest-dev libgmock-dev libboost-dev \
-postgresql-15 postgresql-server-dev-15 gnuplot-nox procps iproute2 python3 \
+postgresql-15 postgresql-server-dev-15 libicu-dev gnuplot-nox procps iproute2 python3 \
 libibverbs-dev librdmacm-dev rdma-core ibverbs-providers ibverbs-utils rdmacm-utils \
 qemu-system-x86 busybox-static"
 # (rdma-core: the rdma:// transport; qemu + busybox-static: `make check-rdma` boots a

@@ -4,7 +4,7 @@
 #     them (each uses only files listed after it): no cycles. Read off the
 #     object files: who defines a symbol, who uses it.
 #  2. The plain C headers the core shares with the extension
-#     (src/tree/key_encoding.h, node_capacity.h) compile on their own as C99
+#     (src/tree/key_encoding.h, key_bytes.h, node_capacity.h) compile on their own as C99
 #     and as C++20, and give in C the key order, value image, DexKey layout
 #     and node capacities that src/README.md states (the C++ side asserts
 #     them at compile time: src/tree/key.h, node_layout.h).
@@ -58,7 +58,7 @@ sort -u "$tmp/edges" | tsort >/dev/null 2>"$tmp/tsort" ||
 echo "shared C headers"
 CC=${CC:-cc}
 CXX=${CXX:-c++}
-for h in src/tree/key_encoding.h src/tree/node_capacity.h; do
+for h in src/tree/key_encoding.h src/tree/key_bytes.h src/tree/node_capacity.h; do
     "$CC" -std=c99 -Wall -Wextra -pedantic -Werror -fsyntax-only -I src -x c "$h" ||
         fail "$h does not compile as C99"
     "$CXX" -std=c++20 -Wall -Wextra -pedantic -Werror -fsyntax-only -I src -x c++ "$h" ||

@@ -1,0 +1,345 @@
+/*
+ * dexkeybytes.c — datums as order-preserving byte strings (src/tree/key_bytes.h):
+ * the PostgreSQL half of the encoding that variable-length and multi-column
+ * keys will use. key_bytes.h holds every encoding that needs no PostgreSQL;
+ * this file picks the one for a type and adds what needs the server: the
+ * 64-bit images of dexkeys.c, collation sort keys (strxfrm, ICU), numeric's
+ * text form. See src/README.md "Keys".
+ *
+ * SQL (for tests and inspection; not yet used by the index itself):
+ *   dex_key_bytes(anyelement) bytea            a value's encoding
+ *   dex_key_column(anyelement, descending, nulls_first) bytea
+ *                                              one column of a key: header
+ *                                              byte, value, DESC inversion
+ */
+#include "dex.h"
+
+#include "catalog/pg_collation.h"
+#include "catalog/pg_type.h"
+#include "fmgr.h"
+#include "utils/builtins.h"
+#include "utils/date.h"
+#include "utils/lsyscache.h"
+#include "utils/pg_locale.h"
+#include "utils/timestamp.h"
+#include "utils/uuid.h"
+#if PG_VERSION_NUM >= 160000
+#include "varatt.h"				/* VARDATA_ANY and friends moved here in 16 */
+#endif
+
+#include "tree/key_bytes.h"
+
+PG_FUNCTION_INFO_V1(dex_sql_key_bytes);
+PG_FUNCTION_INFO_V1(dex_sql_key_column);
+
+/* DexKeyBuf's grow: palloc in the current memory context (never NULL). */
+static void *
+kb_grow(void *old, size_t newcap)
+{
+	return old ? repalloc(old, newcap) : palloc(newcap);
+}
+
+/* ---------------------------------------------------------------------
+ * strings under a collation
+ *
+ * "C"/POSIX: the bytes (memcmp, then length: varstr_cmp). Any other
+ * deterministic collation: the collation's sort key (strcmp of sort keys ==
+ * strcoll), then the bytes, because varstr_cmp breaks a strcoll tie with
+ * strcmp. Both parts escaped and terminated, so the pair stays prefix-free.
+ * ---------------------------------------------------------------------
+ */
+static bool
+kb_collate_is_c(Oid collid)
+{
+#if PG_VERSION_NUM >= 180000
+	return pg_newlocale_from_collation(collid)->collate_is_c;
+#else
+	return lc_collate_is_c(collid);
+#endif
+}
+
+static bool
+kb_deterministic(pg_locale_t locale)
+{
+#if PG_VERSION_NUM >= 180000
+	return locale->deterministic;
+#elif PG_VERSION_NUM >= 160000
+	return pg_locale_deterministic(locale);
+#else
+	return !locale || locale->deterministic;	/* NULL: the libc default */
+#endif
+}
+
+#if PG_VERSION_NUM < 160000 && defined(USE_ICU)
+/* ICU sort key of s (len bytes, database encoding), without its final 0 */
+static char *
+kb_icu_sort_key(const char *s, size_t len, pg_locale_t locale, size_t *keylen)
+{
+	UChar	   *ustr;
+	int32_t		ulen = icu_to_uchar(&ustr, s, len);
+	int32_t		cap = 32 + 4 * ulen;
+	uint8_t    *key = palloc(cap);
+	int32_t		n = ucol_getSortKey(locale->info.icu.ucol, ustr, ulen, key, cap);
+
+	if (n > cap)
+	{
+		key = repalloc(key, n);
+		n = ucol_getSortKey(locale->info.icu.ucol, ustr, ulen, key, n);
+	}
+	if (n <= 0)
+		elog(ERROR, "ucol_getSortKey failed");
+	pfree(ustr);
+	*keylen = (size_t) n - 1;
+	return (char *) key;
+}
+#endif
+
+/* The collation's sort key of s: strcmp of two sort keys orders as strcoll. */
+static char *
+kb_sort_key(const char *s, size_t len, pg_locale_t locale, size_t *keylen)
+{
+	size_t		cap = 2 * len + 32;
+	char	   *key = palloc(cap);
+	size_t		n;
+
+#if PG_VERSION_NUM >= 160000
+	while ((n = pg_strnxfrm(key, cap, s, len, locale)) >= cap)
+	{
+		cap = n + 1;
+		key = repalloc(key, cap);
+	}
+#else
+	char	   *src;
+
+#ifdef USE_ICU
+	if (locale && locale->provider == COLLPROVIDER_ICU)
+	{
+		pfree(key);
+		return kb_icu_sort_key(s, len, locale, keylen);
+	}
+#endif
+	src = pnstrdup(s, len);
+	for (;;)
+	{
+		errno = 0;
+		n = locale ? strxfrm_l(key, src, cap, locale->info.lt) : strxfrm(key, src, cap);
+		if (errno != 0)
+			ereport(ERROR,
+					(errmsg("could not transform a string for collation: %m")));
+		if (n < cap)
+			break;
+		cap = n + 1;
+		key = repalloc(key, cap);
+	}
+	pfree(src);
+#endif
+	*keylen = n;
+	return key;
+}
+
+static void
+kb_text(DexKeyBuf *b, const char *s, size_t len, Oid collid)
+{
+	pg_locale_t locale;
+	char	   *key;
+	size_t		keylen;
+
+	if (!OidIsValid(collid))
+		ereport(ERROR,
+				(errcode(ERRCODE_INDETERMINATE_COLLATION),
+				 errmsg("could not determine which collation to use for a dex key"),
+				 errhint("Use the COLLATE clause to set the collation explicitly.")));
+	if (kb_collate_is_c(collid))
+	{
+		dex_kb_string(b, s, len);
+		return;
+	}
+	locale = pg_newlocale_from_collation(collid);
+	if (!kb_deterministic(locale))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("dex does not support the nondeterministic collation \"%s\"",
+						get_collation_name(collid)),
+				 errdetail("dex orders keys by their bytes; a nondeterministic collation makes different strings equal."),
+				 errhint("Use a deterministic collation, for example COLLATE \"C\" or COLLATE \"und-x-icu\".")));
+	key = kb_sort_key(s, len, locale, &keylen);
+	dex_kb_string(b, key, keylen);
+	pfree(key);
+	dex_kb_string(b, s, len);	/* varstr_cmp's strcmp tiebreak */
+}
+
+/* bpchar compares without trailing blanks (bpcharcmp: bcTruelen) */
+static size_t
+kb_bpchar_len(const char *s, size_t len)
+{
+	while (len > 0 && s[len - 1] == ' ')
+		len--;
+	return len;
+}
+
+/* ---------------------------------------------------------------------
+ * the other types
+ * ---------------------------------------------------------------------
+ */
+
+/* numeric from numeric_out's plain form: sign, digits, point; NaN, ±Infinity */
+static void
+kb_numeric(DexKeyBuf *b, Datum d)
+{
+	char	   *text = DatumGetCString(DirectFunctionCall1(numeric_out, d));
+
+	if (dex_kb_numeric_text(b, text) != 0)
+		elog(ERROR, "dex cannot encode numeric \"%s\"", text);
+	pfree(text);
+}
+
+static bool
+kb_is_image_type(Oid typid)
+{
+	switch (typid)
+	{
+		case INT2OID:
+		case INT4OID:
+		case INT8OID:
+		case OIDOID:
+		case BOOLOID:
+		case TIMEOID:
+		case DATEOID:
+		case TIMESTAMPOID:
+		case TIMESTAMPTZOID:
+		case FLOAT4OID:
+		case FLOAT8OID:
+			return true;
+		default:
+			return false;
+	}
+}
+
+/*
+ * Appends the encoding of datum d of base type typid (collid: its collation,
+ * for the string types) to b. Varlena datums may be toasted or packed.
+ */
+void
+dex_key_bytes_append(DexKeyBuf *b, Datum d, Oid typid, Oid collid)
+{
+	if (kb_is_image_type(typid))
+	{
+		/* the 64-bit image of today's keys, big-endian: the same order */
+		dex_kb_int64(b, dex_datum_image(d, typid));
+		return;
+	}
+	switch (typid)
+	{
+		case UUIDOID:
+			dex_kb_uuid(b, DatumGetUUIDP(d)->data);
+			break;
+		case BYTEAOID:
+			{
+				bytea	   *v = DatumGetByteaPP(d);
+
+				dex_kb_string(b, VARDATA_ANY(v), VARSIZE_ANY_EXHDR(v));
+				break;
+			}
+		case TEXTOID:
+		case VARCHAROID:
+			{
+				text	   *v = DatumGetTextPP(d);
+
+				kb_text(b, VARDATA_ANY(v), VARSIZE_ANY_EXHDR(v), collid);
+				break;
+			}
+		case BPCHAROID:
+			{
+				BpChar	   *v = DatumGetBpCharPP(d);
+
+				kb_text(b, VARDATA_ANY(v),
+						kb_bpchar_len(VARDATA_ANY(v), VARSIZE_ANY_EXHDR(v)), collid);
+				break;
+			}
+		case NAMEOID:
+			{
+				Name		v = DatumGetName(d);
+
+				kb_text(b, NameStr(*v), strnlen(NameStr(*v), NAMEDATALEN), collid);
+				break;
+			}
+		case NUMERICOID:
+			kb_numeric(b, d);
+			break;
+		case INTERVALOID:
+			{
+				Interval   *v = DatumGetIntervalP(d);
+
+				dex_kb_interval(b, v->time, v->day, v->month);
+				break;
+			}
+		case TIMETZOID:
+			{
+				TimeTzADT  *v = DatumGetTimeTzADTP(d);
+
+				dex_kb_timetz(b, v->time, v->zone);
+				break;
+			}
+		default:
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("dex has no byte encoding for type %s", format_type_be(typid))));
+	}
+}
+
+/* ---------------------------------------------------------------------
+ * SQL
+ * ---------------------------------------------------------------------
+ */
+
+static bytea *
+kb_to_bytea(DexKeyBuf *b)
+{
+	bytea	   *result = palloc(VARHDRSZ + b->len);
+
+	SET_VARSIZE(result, VARHDRSZ + b->len);
+	if (b->len > 0)
+		memcpy(VARDATA(result), b->data, b->len);
+	return result;
+}
+
+static Oid
+kb_arg_basetype(FunctionCallInfo fcinfo)
+{
+	Oid			typid = get_fn_expr_argtype(fcinfo->flinfo, 0);
+
+	if (!OidIsValid(typid))
+		elog(ERROR, "could not determine the argument type of a dex key function");
+	return getBaseType(typid);
+}
+
+/* dex_key_bytes(anyelement) RETURNS bytea: a (non-NULL) value's encoding */
+Datum
+dex_sql_key_bytes(PG_FUNCTION_ARGS)
+{
+	DexKeyBuf	b = {NULL, 0, 0, kb_grow};
+
+	dex_key_bytes_append(&b, PG_GETARG_DATUM(0), kb_arg_basetype(fcinfo), PG_GET_COLLATION());
+	PG_RETURN_BYTEA_P(kb_to_bytea(&b));
+}
+
+/*
+ * dex_key_column(value anyelement, descending bool, nulls_first bool)
+ * RETURNS bytea: one column of a multi-column key (value may be NULL); the
+ * key of (a, b DESC) is dex_key_column(a) || dex_key_column(b, true).
+ */
+Datum
+dex_sql_key_column(PG_FUNCTION_ARGS)
+{
+	DexKeyBuf	b = {NULL, 0, 0, kb_grow};
+	bool		isnull = PG_ARGISNULL(0);
+	bool		descending = !PG_ARGISNULL(1) && PG_GETARG_BOOL(1);
+	bool		nulls_first = !PG_ARGISNULL(2) && PG_GETARG_BOOL(2);
+	Oid			typid = kb_arg_basetype(fcinfo);
+	size_t		at = dex_kb_column_begin(&b, isnull, nulls_first);
+
+	if (!isnull)
+		dex_key_bytes_append(&b, PG_GETARG_DATUM(0), typid, PG_GET_COLLATION());
+	dex_kb_column_end(&b, at, descending);
+	PG_RETURN_BYTEA_P(kb_to_bytea(&b));
+}
