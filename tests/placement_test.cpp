@@ -266,9 +266,15 @@ TEST(Placement, ConcurrentWritersWhileSubtreesMigrate) {
     EXPECT_EQ(info.entries, model.size());
     EXPECT_EQ(scan_all(*setup, neg_inf_key(), pos_inf_key(), false),
               model_range(model, neg_inf_key(), pos_inf_key(), false));
+    // Which nodes end up holding subtrees depends on how the four writers
+    // interleave (each migration picks the emptiest node at that moment; 2 of
+    // 12 runs on a loaded machine left the third one empty): the outcome that
+    // holds in every interleaving is that subtrees did migrate and more than
+    // one node holds them. InsertGrownTreeSpreadsByMigratingSplits checks
+    // the spread over all three nodes single-threaded.
     int holding = 0;
     for (uint64_t s : info.nodes_on) holding += s > 0;
-    EXPECT_EQ(holding, 3);
+    EXPECT_GE(holding, 2);
     EXPECT_GT(stats().migrations.load(), migrations0);
 }
 
