@@ -116,11 +116,16 @@ dexcostestimate(PlannerInfo *root, IndexPath *path, double loop_count,
 	 * No index-only scans (see dexgettuple). The planner offers one whenever
 	 * the query needs no column at all, e.g. SELECT count(*) FROM t, whatever
 	 * amcanreturn says; make sure it never wins, even against a disabled
-	 * sequential scan.
+	 * sequential scan. The startup cost carries the penalty too: under a
+	 * LIMIT or in EXISTS the planner compares startup cost plus a fraction
+	 * of the run cost, and a disabled seqscan pays disable_cost at startup.
 	 */
 #if PG_VERSION_NUM < 180000
 	if (path->path.pathtype == T_IndexOnlyScan)
+	{
+		costs.indexStartupCost += 2.0 * disable_cost;
 		costs.indexTotalCost += 2.0 * disable_cost;
+	}
 #endif
 
 	*indexStartupCost = costs.indexStartupCost;

@@ -13,9 +13,10 @@ PG_BIN=${PG_BIN:-$(pg_config --bindir 2>/dev/null || echo /usr/lib/postgresql/15
 DEX_APT_PACKAGES="build-essential cmake g++ pkg-config libgtest-dev libgmock-dev libboost-dev \
 postgresql-15 postgresql-server-dev-15 libicu-dev gnuplot-nox procps iproute2 python3 \
 libibverbs-dev librdmacm-dev rdma-core ibverbs-providers ibverbs-utils rdmacm-utils \
-qemu-system-x86 busybox-static"
+qemu-system-x86 busybox-static sqlsmith"
 # (rdma-core: the rdma:// transport; qemu + busybox-static: `make check-rdma` boots a
-# Soft-RoCE guest with scripts/rdma/vm.sh, which also uses iproute2's `rdma`, see README.md)
+# Soft-RoCE guest with scripts/rdma/vm.sh, which also uses iproute2's `rdma`, see README.md;
+# sqlsmith: the SQL fuzzer of scripts/tests/t_sqlsmith.sh)
 
 log() { printf '\n\033[1m== %s\033[0m\n' "$*" >&2; }
 die() { printf 'ERROR: %s\n' "$*" >&2; exit 1; }

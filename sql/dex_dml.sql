@@ -95,5 +95,10 @@ SET enable_bitmapscan = off;
 EXPLAIN (COSTS OFF) SELECT count(*) FROM ios;
 SELECT count(*) FROM ios;
 SELECT count(*) FROM ios WHERE k > 4990;
+-- with a LIMIT (or EXISTS) the planner weighs the startup cost most: the
+-- disabled index-only scan must lose there too (sqlsmith found this one)
+EXPLAIN (COSTS OFF) SELECT 1 FROM ios LIMIT 1;
+SELECT 1 FROM ios LIMIT 1;
+SELECT EXISTS (SELECT FROM ios);
 RESET enable_seqscan; RESET enable_bitmapscan;
 DROP TABLE ios;
