@@ -11,6 +11,8 @@
  */
 #include "dex.h"
 
+#include "pgstat.h"
+
 #include "access/nbtree.h"
 #include "access/relscan.h"
 #include "access/xlog.h"
@@ -435,6 +437,7 @@ dexgettuple(IndexScanDesc scan, ScanDirection dir)
 	if (!so->started)
 	{
 		so->started = true;
+		pgstat_count_index_scan(scan->indexRelation);	/* pg_stat_*_indexes.idx_scan */
 		so->dir = dir;
 		so->pos = DEX_POS_START;
 		so->range_idx = forward ? 0 : so->nranges - 1;
@@ -528,6 +531,7 @@ dexgetbitmap(IndexScanDesc scan, TIDBitmap *tbm)
 	int			r;
 
 	dex_ensure_ready(scan);
+	pgstat_count_index_scan(scan->indexRelation);	/* pg_stat_*_indexes.idx_scan */
 	if (so->empty)
 		return 0;
 

@@ -102,3 +102,19 @@ SELECT 1 FROM ios LIMIT 1;
 SELECT EXISTS (SELECT FROM ios);
 RESET enable_seqscan; RESET enable_bitmapscan;
 DROP TABLE ios;
+-- pg_stat_user_indexes.idx_scan counts dex scans, index and bitmap (sqlsmith's
+-- run showed it stuck at 0: tools looking for unused indexes would drop dex's)
+CREATE TABLE st (k int);
+INSERT INTO st SELECT generate_series(1, 1000);
+CREATE INDEX st_k ON st USING dex (k);
+SET enable_seqscan = off;
+SELECT pg_stat_force_next_flush();
+SET enable_bitmapscan = off;
+SELECT count(*) FROM st WHERE k = 5;
+RESET enable_bitmapscan; SET enable_indexscan = off;
+SELECT count(*) FROM st WHERE k < 50;
+RESET enable_indexscan;
+SELECT pg_stat_force_next_flush();
+SELECT idx_scan FROM pg_stat_user_indexes WHERE indexrelname = 'st_k';
+RESET enable_seqscan;
+DROP TABLE st;

@@ -372,6 +372,9 @@ private:
     // The RPC of offload() without its cache invalidation (descend_cached()
     // holds an I/O marker while it runs and invalidates after letting go).
     uint8_t offload_rpc(uint8_t kind, GAddr start, int level, const EntryKey& key, Node* leaf_out, GAddr* leaf_addr);
+    // An offloaded write started at `start` (`level`) failed without an
+    // answer: drop every cached copy it may have outdated (offload_path.cpp).
+    void forget_unknown_write(GAddr start, int level);
     // A cache miss at node `g` (expected at `level`; -1: the root) during a
     // descent to the leaf: should the memory node finish operation `kind`
     // from there (at or below the placement level; DEX 6.1 cost model)?

@@ -18,7 +18,13 @@ namespace dex::tree {
 uint8_t BTree::offload(uint8_t kind, GAddr start, int level, const EntryKey& key, Node* leaf_out, GAddr* leaf_addr) {
     GAddr leaf = 0;
     Node img;
-    uint8_t st = offload_rpc(kind, start, level, key, &img, &leaf);
+    uint8_t st;
+    try {
+        st = offload_rpc(kind, start, level, key, &img, &leaf);
+    } catch (...) {
+        if (kind == net::kOffloadInsert || kind == net::kOffloadDelete) forget_unknown_write(start, level);
+        throw;
+    }
     if (leaf_addr) *leaf_addr = leaf;
     if (st == net::kOffloadDone && leaf_out) std::memcpy(static_cast<void*>(leaf_out), &img, kNodeSize);
     // DEX 6.2: no outdated cached copy of a node the memory node changed survives
@@ -43,7 +49,17 @@ uint8_t BTree::offload_rpc(uint8_t kind, GAddr start, int level, const EntryKey&
         std::memcpy(req.record, &journal_->record(), sizeof req.record);
     }
     auto t0 = std::chrono::steady_clock::now();
-    std::vector<uint8_t> r = mem_.node(gaddr_node(start)).rpc(net::kOpOffload, &req, sizeof req);
+    std::vector<uint8_t> r;
+    if (kind == net::kOffloadInsert || kind == net::kOffloadDelete) {
+        // A write the memory node may already have applied: a query cancel
+        // waits for its answer (the op timeout still bounds it), so the leaf
+        // image comes back and the cache follows the change. See
+        // forget_unknown_write() for the failures that remain.
+        InterruptHold hold;
+        r = mem_.node(gaddr_node(start)).rpc(net::kOpOffload, &req, sizeof req);
+    } else {
+        r = mem_.node(gaddr_node(start)).rpc(net::kOpOffload, &req, sizeof req);
+    }
     if (opts_.offload)  // every offload round trip prices the next decisions (DEX 6.1)
         opts_.offload->record_offload(detail::micros_since(t0));
     net::OffloadReply rep{};
@@ -73,11 +89,34 @@ bool BTree::offload_cached_write(uint8_t kind, const Descent& d, const Node& sna
     if (!opts_.offload->should_offload(0, OffloadPolicy::kWriteRoundTrips)) return false;
     GAddr at = 0;
     Node img;
-    uint8_t r = offload_rpc(kind, leaf, 0, key, &img, &at);
+    uint8_t r;
+    try {
+        r = offload_rpc(kind, leaf, 0, key, &img, &at);
+    } catch (...) {
+        forget_unknown_write(leaf, 0);
+        throw;
+    }
     if (r == net::kOffloadDone) cache_refresh_changed(at, img, dl);
     if (r != net::kOffloadDone && r != net::kOffloadNoop) return false;  // split / merge / restart: one-sided
     *st = r;
     return true;
+}
+
+// An offloaded write failed without an answer (timeout, lost connection,
+// protocol error): the memory node may have changed a leaf or not. A cached
+// copy without the change must not outlive this: a scan would miss an entry
+// (harmless, its transaction aborts with this error), but VACUUM reading that
+// copy would leave the entry behind, pointing at a heap slot it lets be
+// reused or truncated. Started at the leaf: drop it; higher up the leaf is
+// unknown: drop every cached leaf of this tree (rare: only after a failure).
+void BTree::forget_unknown_write(GAddr start, int level) {
+    if (!cache_) return;
+    if (level == 0) {
+        cache_drop(start);
+        return;
+    }
+    const uint32_t tree = tree_id_;
+    cache_->invalidate_if([tree](const cache::FrameInfo& i) { return i.tree_id == tree && i.level == 0; });
 }
 
 // DEX 6: a miss at a subtree root at or below the placement level; the memory
@@ -117,6 +156,7 @@ BTree::MissOffload BTree::offload_at_miss(uint8_t kind, GAddr g, int level, uint
         st = offload_rpc(kind, g, level, k, &out, &leaf);
     } catch (...) {
         release();
+        if (write) forget_unknown_write(g, level);
         throw;
     }
     release();
