@@ -67,6 +67,7 @@ one_round() {  # one_round REF ROUND
     for w in sel ins; do
         for t in dex btree; do
             used0=$(P -At -c "select sum(used_bytes) from dex_memnodes()"); n0=$(P -At -c "select count(*) from kv_$t")
+            P -q -c "select dex_stats_reset()" >/dev/null
             tps=$("$PG_BIN/pgbench" -n -h "$DEX_WORK" -p "$pport" -U postgres -c "$CLIENTS" -j "$CLIENTS" -T "$SECS" \
                 -f "$DEX_WORK/${w}_$t.sql" postgres | sed -n 's/^tps = \([0-9.]*\).*/\1/p')
             echo "$ref $r $w $t $tps" >>"$raw"
@@ -74,6 +75,8 @@ one_round() {  # one_round REF ROUND
             if [ "$w" = ins ] && [ "$t" = dex ]; then
                 used1=$(P -At -c "select sum(used_bytes) from dex_memnodes()"); n1=$(P -At -c "select count(*) from kv_$t")
                 echo "$ref $r insert_bytes_per_row $(( (used1 - used0) / (n1 - n0) ))" >>"$raw"
+                # diagnostics (not in the report): remote work per inserted row
+                echo "round $r $ref dex inserts $((n1 - n0)): $(P -At -c "select 'round_trips ' || round_trips || ' offloads ' || offloads || ' restarts ' || restarts || ' cache_misses ' || cache_misses from dex_stats()")"
             fi
         done
     done
