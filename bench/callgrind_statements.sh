@@ -18,15 +18,8 @@ source "$(dirname "$0")/../scripts/lib.sh"
 DEX_ROOT=$CO
 command -v valgrind >/dev/null || die "valgrind is not installed"
 DEX_WORK=/tmp/dex-callgrind-$(basename "$CO"); export DEX_WORK
-SYS_BIN=$(pg_config --bindir); SYS_SHARE=$(pg_config --sharedir); SYS_LIB=$(pg_config --pkglibdir)
-PGROOT=$DEX_WORK-pgroot
-rm -rf "$PGROOT" "$DEX_WORK"
-mkdir -p "$PGROOT$(dirname "$SYS_SHARE")" "$PGROOT$(dirname "$(dirname "$SYS_LIB")")"
-cp -a "$SYS_SHARE" "$PGROOT$(dirname "$SYS_SHARE")/"
-cp -a "$(dirname "$SYS_LIB")" "$PGROOT$(dirname "$(dirname "$SYS_LIB")")/"
-make -C "$CO" -s install DESTDIR="$PGROOT" >/dev/null || die "private install failed"
-PG_BIN=$PGROOT$SYS_BIN
-chmod -R a+rX "$PGROOT"
+rm -rf "$DEX_WORK"
+private_pg_install "$CO" "$DEX_WORK-pgroot"
 prepare_workdir
 mport=$(free_port); pport=$(free_port)
 trap 'as_user "$PG_BIN/pg_ctl" -D "$DEX_WORK/cg" -m fast -w stop >/dev/null 2>&1; stop_memnode cg-mem' EXIT

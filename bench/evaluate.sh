@@ -82,20 +82,10 @@ make -C "$DEX_ROOT" -s -j2 >/dev/null || die "build failed"
 cmake --build "$DEX_ROOT/build" -j2 --target dex-ycsb dex-memnode >/dev/null || die "dex-ycsb build failed"
 YCSB=$DEX_ROOT/build/bench/dex-ycsb; YCSB_MEMNODE=$DEX_ROOT/build/memnode/dex-memnode
 
-# Private PostgreSQL tree: PostgreSQL finds share/ and lib/ relative to its
-# binaries, so a copy of the Debian tree plus `make install DESTDIR` is a
-# complete installation only this run uses.
-SYS_BIN=$(pg_config --bindir); SYS_SHARE=$(pg_config --sharedir); SYS_LIB=$(pg_config --pkglibdir)
+# Private PostgreSQL tree (scripts/lib.sh): only this run uses it.
 PGROOT=$DEX_WORK/pgroot
 log "installing this checkout's dex into a private PostgreSQL tree ($PGROOT)"
-rm -rf "$PGROOT"
-mkdir -p "$PGROOT$(dirname "$SYS_SHARE")" "$PGROOT$(dirname "$(dirname "$SYS_LIB")")"
-cp -a "$SYS_SHARE" "$PGROOT$(dirname "$SYS_SHARE")/"
-cp -a "$(dirname "$SYS_LIB")" "$PGROOT$(dirname "$(dirname "$SYS_LIB")")/"   # Debian: bin/ and lib/ side by side
-[ -x "$PGROOT$SYS_BIN/postgres" ] || die "unexpected PostgreSQL layout (bindir $SYS_BIN)"
-make -C "$DEX_ROOT" -s install DESTDIR="$PGROOT" >/dev/null || die "private install failed"
-PG_BIN=$PGROOT$SYS_BIN
-[ "$("$PG_BIN/pg_config" --sharedir)" = "$PGROOT$SYS_SHARE" ] || die "the private PostgreSQL tree does not relocate"
+private_pg_install "$DEX_ROOT" "$PGROOT"
 
 mport=$(free_port); pport=$(free_port)
 cleanup() { stop_cluster eval; stop_memnode eval-mem; }

@@ -14,15 +14,8 @@ CO=$(cd "${1:-$(dirname "$0")/..}" && pwd); PER_CLIENT=${2:-30000}
 source "$(dirname "$0")/../scripts/lib.sh"
 DEX_ROOT=$CO
 DEX_WORK=/tmp/dex-insert-rt-$(basename "$CO"); export DEX_WORK
-SYS_BIN=$(pg_config --bindir); SYS_SHARE=$(pg_config --sharedir); SYS_LIB=$(pg_config --pkglibdir)
-PGROOT=$DEX_WORK-pgroot
-rm -rf "$PGROOT" "$DEX_WORK"
-mkdir -p "$PGROOT$(dirname "$SYS_SHARE")" "$PGROOT$(dirname "$(dirname "$SYS_LIB")")"
-cp -a "$SYS_SHARE" "$PGROOT$(dirname "$SYS_SHARE")/"
-cp -a "$(dirname "$SYS_LIB")" "$PGROOT$(dirname "$(dirname "$SYS_LIB")")/"
-make -C "$CO" -s install DESTDIR="$PGROOT" >/dev/null || die "private install failed"
-PG_BIN=$PGROOT$SYS_BIN
-chmod -R a+rX "$PGROOT"
+rm -rf "$DEX_WORK"
+private_pg_install "$CO" "$DEX_WORK-pgroot"
 prepare_workdir
 mport=$(free_port); pport=$(free_port)
 trap 'stop_cluster rt; stop_memnode rt-mem' EXIT

@@ -39,6 +39,25 @@ maybe_sudo() {
     if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi
 }
 
+# private_pg_install CHECKOUT ROOT: a copy of the system PostgreSQL tree at
+# ROOT with CHECKOUT's dex (built) installed into it, and PG_BIN set to its
+# bindir. PostgreSQL finds share/ and lib/ relative to its binaries, so the
+# copy is a complete installation: benchmarks compare checkouts with it
+# without touching the system install (or its lock).
+private_pg_install() {
+    local co=$1 root=$2 sys_bin sys_share sys_lib
+    sys_bin=$(pg_config --bindir); sys_share=$(pg_config --sharedir); sys_lib=$(pg_config --pkglibdir)
+    rm -rf "$root"
+    mkdir -p "$root$(dirname "$sys_share")" "$root$(dirname "$(dirname "$sys_lib")")"
+    cp -a "$sys_share" "$root$(dirname "$sys_share")/"
+    cp -a "$(dirname "$sys_lib")" "$root$(dirname "$(dirname "$sys_lib")")/"   # Debian: bin/ and lib/ side by side
+    [ -x "$root$sys_bin/postgres" ] || die "unexpected PostgreSQL layout (bindir $sys_bin)"
+    make -C "$co" -s install DESTDIR="$root" >/dev/null || die "private install failed"
+    chmod -R a+rX "$root"   # the server runs as $DEX_RUN_USER
+    PG_BIN=$root$sys_bin
+    [ "$("$PG_BIN/pg_config" --sharedir)" = "$root$sys_share" ] || die "the private PostgreSQL tree does not relocate"
+}
+
 # Install the Debian packages we need, only if something is missing.
 install_deps() {
     local missing=()
