@@ -76,11 +76,14 @@ dex_build_callback(Relation index, ItemPointer tid, Datum *values,
 	}
 	bs->slot->tts_values[1] = PointerGetDatum(&tidcopy);
 	bs->slot->tts_isnull[1] = false;
-	/* payload for the uniqueness check: liveness, and the value for its message */
+	/*
+	 * Payload for a unique index's check: liveness, and the value for its
+	 * message (NULL columns, i.e. no bytes in the sort, for other indexes).
+	 */
 	bs->slot->tts_values[2] = BoolGetDatum(tupleIsAlive);
-	bs->slot->tts_isnull[2] = false;
-	bs->slot->tts_values[3] = isnull[0] ? (Datum) 0 : values[0];
-	bs->slot->tts_isnull[3] = isnull[0];
+	bs->slot->tts_isnull[2] = !bs->unique;
+	bs->slot->tts_values[3] = isnull[0] || !bs->unique ? (Datum) 0 : values[0];
+	bs->slot->tts_isnull[3] = isnull[0] || !bs->unique;
 	ExecStoreVirtualTuple(bs->slot);
 	tuplesort_puttupleslot(bs->sort, bs->slot);
 	ExecClearTuple(bs->slot);
@@ -139,6 +142,7 @@ dex_build_load(DexBuildState *bs, Relation heap, Relation index, double fillfact
 	{
 		DexKey		key;
 		bool		isnull;
+		bool		alive_null;
 		Datum		d;
 		ItemPointer tid;
 
@@ -152,7 +156,7 @@ dex_build_load(DexBuildState *bs, Relation heap, Relation index, double fillfact
 							   ItemPointerGetBlockNumberNoCheck(tid),
 							   ItemPointerGetOffsetNumberNoCheck(tid));
 		if (bs->unique && (!isnull || !bs->nulls_distinct) &&
-			DatumGetBool(slot_getattr(bs->outslot, 3, &isnull)))
+			DatumGetBool(slot_getattr(bs->outslot, 3, &alive_null)))
 		{
 			if (have_live && live_key.cls == key.cls && live_key.value == key.value)
 				dex_build_duplicate(bs, heap, index);

@@ -613,6 +613,7 @@ static inline bool
 dex_cluster_usable(bool standby, TimestampTz now)
 {
 	bool		ok;
+	/* read before our mutex: it takes the recovery state's own spinlock */
 	uint64		replay = standby ? (uint64) GetXLogReplayRecPtr(NULL) : 0;
 
 	SpinLockAcquire(&dcs->mutex);
@@ -653,12 +654,14 @@ dex_cluster_check(Relation index)
 	{
 		TimestampTz now = GetCurrentTimestamp();
 		bool		ok;
+		/* read before our mutex: it takes the recovery state's own spinlock */
+		uint64		replay = standby ? (uint64) GetXLogReplayRecPtr(NULL) : 0;
 
 		SpinLockAcquire(&dcs->mutex);
 		if (standby)
 		{
 			ok = dcs->standby_slot >= 0 && now < dcs->standby_lease_until &&
-				(uint64) GetXLogReplayRecPtr(NULL) >= dcs->standby_required_lsn;
+				replay >= dcs->standby_required_lsn;
 			if (dcs->standby_slot >= 0 && now < dcs->standby_lease_until && !ok)
 				snprintf(problem, sizeof(problem),
 						 "Replay has not yet reached %X/%X, where the primary removed index entries while this standby was not registered",
