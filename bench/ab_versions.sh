@@ -12,7 +12,19 @@
 # Writes bench/results/<date>-<host>-ab-<A>-<B>.md. Builds each ref in a git
 # worktree under /tmp/dex-ab-<ref> and installs it into the system PostgreSQL
 # before its rounds (holding the test suite's install lock).
+#
+# DEX_AB_CPUS=0 pins everything (memory node, PostgreSQL, pgbench) to that
+# CPU list. On a small VM the unpinned insert numbers are bimodal: when the
+# scheduler splits a client's chain (pgbench -> backend -> memory node and
+# back) across CPUs, every round trip becomes an inter-processor wake-up of
+# an idle vCPU and dex inserts run at 40% of their speed, at random rounds and
+# for either version (bench/results/2026-11-24-vm-slow-insert-mode.md). Pinned,
+# the run measures what a statement costs in CPU, round to round within 2%.
 set -euo pipefail
+if [ -n "${DEX_AB_CPUS:-}" ] && [ -z "${DEX_AB_PINNED:-}" ]; then
+    export DEX_AB_PINNED=1
+    exec taskset -c "$DEX_AB_CPUS" bash "$0" "$@"
+fi
 if [ -z "${DEX_INSTALL_LOCKED:-}" ]; then
     export DEX_INSTALL_LOCKED=1
     exec flock /tmp/dex-pg-install.lock bash "$0" "$@"
@@ -90,8 +102,9 @@ done
 make -C "$DEX_ROOT" -s -j"$(nproc)" >/dev/null && maybe_sudo make -C "$DEX_ROOT" -s install >/dev/null
 
 out="$DEX_ROOT/bench/results/$(date +%Y-%m-%d)-$(hostname)-ab-$ra-$rb.md"
-python3 - "$raw" "$ra" "$rb" "$out" "bash bench/ab_versions.sh $A $B $ROWS $SECS $ROUNDS $CLIENTS" \
-    "$(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB, $(uname -r), PostgreSQL $(pg_config --version | awk '{print $2}'), tcp loopback, memnode --threads 2, fsync = off, $CLIENTS clients, $ROWS rows, dex.cache_size 256MB (> index)" <<'PY'
+pinned=""; [ -n "${DEX_AB_CPUS:-}" ] && pinned="DEX_AB_CPUS=$DEX_AB_CPUS "
+python3 - "$raw" "$ra" "$rb" "$out" "${pinned}bash bench/ab_versions.sh $A $B $ROWS $SECS $ROUNDS $CLIENTS" \
+    "$(nproc --all) cores${pinned:+ (everything pinned to CPU ${DEX_AB_CPUS:-})}, $(free -g | awk '/Mem:/{print $2}') GiB, $(uname -r), PostgreSQL $(pg_config --version | awk '{print $2}'), tcp loopback, memnode --threads 2, fsync = off, $CLIENTS clients, $ROWS rows, dex.cache_size 256MB (> index)" <<'PY'
 import sys, statistics as st, collections
 raw, a, b, out, cmd, machine = sys.argv[1:]
 tps = collections.defaultdict(dict); mem = collections.defaultdict(list)
