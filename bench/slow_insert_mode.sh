@@ -1,9 +1,16 @@
-#!/bin/bash
-# slow-mode experiment: repeated dex/btree insert runs in one cluster
+#!/usr/bin/env bash
+# Repeated dex and btree single-row insert runs in one cluster, with the
+# interrupts and context switches of each run (from /proc/stat): shows the
+# slow insert mode of a small VM (bench/results/2026-11-24-vm-slow-insert-mode.md).
+# Uses the installed dex; run under `taskset -c 0` to pin everything.
+#   ROWS=300000 SECS=6 ROUNDS=8 bash bench/slow_insert_mode.sh
 set -euo pipefail
-export DEX_INSTALL_LOCKED=1
-source /work/main/scripts/lib.sh
-DEX_WORK=/tmp/slow/w; export DEX_WORK
+if [ -z "${DEX_INSTALL_LOCKED:-}" ]; then
+    export DEX_INSTALL_LOCKED=1
+    exec flock /tmp/dex-pg-install.lock bash "$0" "$@"
+fi
+source "$(dirname "$0")/../scripts/lib.sh"
+DEX_WORK=${DEX_WORK:-/tmp/dex-slow-mode}; export DEX_WORK
 ROWS=${ROWS:-300000}; SECS=${SECS:-6}; ROUNDS=${ROUNDS:-8}
 MEMPFX=${MEMPFX:-}
 mport=$(free_port); pport=$(free_port)
