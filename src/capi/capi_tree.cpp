@@ -215,6 +215,21 @@ int dex_tree_insert(DexTree* tree, const DexKey* key, uint64_t lsn, uint64_t dur
     });
 }
 
+int dex_tree_insert_batch(DexTree* tree, const DexKey* keys, const uint64_t* lsns, int n, uint64_t durable,
+                          int* done, DexError* err) {
+    if (done) *done = 0;
+    return guarded(err, [&] {
+        if (!tree || (n > 0 && (!keys || !lsns)) || !done)
+            throw Error(ErrorCode::kInvalid, "dex_tree_insert_batch: NULL argument");
+        // One entry at a time (each as dex_tree_insert): *done counts them.
+        for (int i = 0; i < n; i++) {
+            dex::EntryKey k = to_key(&keys[i]);
+            tree->run([&](dex::tree::BTree& b) { b.insert(k, lsns[i], durable); });
+            *done = i + 1;
+        }
+    });
+}
+
 int dex_tree_delete(DexTree* tree, const DexKey* keys, int n, uint64_t* deleted, DexError* err) {
     if (deleted) *deleted = 0;
     return guarded(err, [&] {
