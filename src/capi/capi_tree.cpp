@@ -218,16 +218,18 @@ int dex_tree_insert(DexTree* tree, const DexKey* key, uint64_t lsn, uint64_t dur
 int dex_tree_insert_batch(DexTree* tree, const DexKey* keys, const uint64_t* lsns, int n, uint64_t durable,
                           int* done, DexError* err) {
     if (done) *done = 0;
-    return guarded(err, [&] {
-        if (!tree || (n > 0 && (!keys || !lsns)) || !done)
+    size_t d = 0;
+    // *done is written on every way out, errors included: the caller resumes there.
+    int rc = guarded(err, [&] {
+        if (!tree || !done || (n > 0 && (!keys || !lsns)))
             throw Error(ErrorCode::kInvalid, "dex_tree_insert_batch: NULL argument");
-        // One entry at a time (each as dex_tree_insert): *done counts them.
-        for (int i = 0; i < n; i++) {
-            dex::EntryKey k = to_key(&keys[i]);
-            tree->run([&](dex::tree::BTree& b) { b.insert(k, lsns[i], durable); });
-            *done = i + 1;
-        }
+        if (n <= 0) return;
+        std::vector<dex::EntryKey> v(static_cast<size_t>(n));
+        std::memcpy(v.data(), keys, v.size() * sizeof(dex::EntryKey));
+        tree->run([&](dex::tree::BTree& b) { b.insert_batch(v.data(), lsns, v.size(), durable, &d); });
     });
+    if (done) *done = static_cast<int>(d);
+    return rc;
 }
 
 int dex_tree_delete(DexTree* tree, const DexKey* keys, int n, uint64_t* deleted, DexError* err) {

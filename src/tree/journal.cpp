@@ -165,8 +165,12 @@ void JournalWriter::load(uint32_t node) {
     ln.loaded = true;
 }
 
+void JournalWriter::begin_entry() {
+    for (Lane& ln : lanes_) ln.current = -1;
+}
+
 bool JournalWriter::reserve(uint64_t lsn, uint64_t durable) {
-    for (Lane& ln : lanes_) ln.current = -1;  // a new insert
+    begin_entry();
     if (lsn == 0 || lsn <= durable) return false;
     if (lanes_.size() < part_ns_.size()) lanes_.resize(part_ns_.size());
     uint64_t need = 0;
@@ -179,6 +183,33 @@ bool JournalWriter::reserve(uint64_t lsn, uint64_t durable) {
     }
     if (need) throw NeedDurable(need);
     return true;
+}
+
+uint32_t JournalWriter::batch_room(uint64_t durable, uint64_t* newest) {
+    if (lanes_.size() < part_ns_.size()) lanes_.resize(part_ns_.size());
+    uint32_t room = kJournalLaneRecords;
+    *newest = 0;
+    for (uint32_t i = 0; i < part_ns_.size(); i++) {
+        if (!part_ns_[i]) continue;
+        load(i);
+        const Lane& ln = lanes_[i];
+        if (!ln.addr) {  // no lane: every journaled insert waits for durable WAL
+            room = 0;
+            continue;
+        }
+        uint32_t free = 0;
+        while (free < kJournalLaneRecords && ln.lsn[(ln.next + free) % kJournalLaneRecords] <= durable) free++;
+        room = std::min(room, free);
+        for (uint64_t l : ln.lsn) *newest = std::max(*newest, l);
+    }
+    return room;
+}
+
+int64_t JournalWriter::slot_taken(uint32_t node) const { return node < lanes_.size() ? lanes_[node].current : -1; }
+
+void JournalWriter::resume(uint32_t node, int64_t slot) {
+    if (node < lanes_.size() && lanes_[node].addr && slot >= 0 && slot < kJournalLaneRecords)
+        lanes_[node].current = slot;
 }
 
 uint64_t JournalWriter::take(uint32_t node, const EntryKey& key, uint64_t lsn) {

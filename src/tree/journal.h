@@ -118,6 +118,21 @@ public:
     // previous record is obsolete; otherwise throws NeedDurable. Loads (first
     // call) or allocates the lanes: remote operations, no locks held.
     bool reserve(uint64_t lsn, uint64_t durable);
+    // A new insert: it has taken no slot yet (reserve() starts with this).
+    void begin_entry();
+
+    // Batched inserts (BTree::insert_batch) reserve for a run of inserts at
+    // once: how many inserts in a row can be journaled while WAL is durable up
+    // to `durable` -- the fewest consecutive slots, from the next one, whose
+    // records are obsolete, over every memory node of the tree (0 if one has
+    // no lane). *newest: the highest LSN any lane holds (flushing that far
+    // frees every slot). Loads or allocates the lanes: remote operations.
+    uint32_t batch_room(uint64_t durable, uint64_t* newest);
+    // The slot the insert in progress took on `node` (-1: none) -- and, for
+    // an insert of a batch that goes on one at a time after its batched
+    // attempt, taking that same slot up again (take() then reuses it).
+    int64_t slot_taken(uint32_t node) const;
+    void resume(uint32_t node, int64_t slot);
     // Takes the next slot on memory node `node` for (key, lsn) -- or, if this
     // insert (since reserve()) took one there already, the same slot again: an
     // insert may write its record more than once (an offload that answered
