@@ -435,5 +435,39 @@ TEST(InsertBatch, A256BatchCostsAFewRoundTrips) {
     }
 }
 
+// An ascending load (serial keys, timestamps): every entry of a batch lands
+// in the rightmost leaf, which fills after a few dozen. The leaf's first
+// waiting entry is inserted alone (it splits the leaf) and the rest go into
+// the next round's batch: the tree stays exact, and the round trips stay far
+// below one per entry (one at a time, each would split-or-insert one-sided).
+TEST(InsertBatch, AscendingKeysSplitAndContinueInRounds) {
+    Nodes n(1, 1, 5000, 0.7);
+    Client cl(n, 4096, 1.0);
+    std::set<EntryKey> model = loaded(5000);
+    for (int64_t k = 0; k < 10000; k += 20) ASSERT_TRUE(cl.t->contains(K(k, 1, 1)));
+    const uint64_t rt0 = stats().round_trips.load(), b0 = stats().batched_inserts.load();
+    int64_t next = 20000;
+    for (int b = 0; b < 8; b++) {
+        std::vector<EntryKey> keys;
+        for (int i = 0; i < 256; i++) keys.push_back(K(next++, 1, 1));
+        model.insert(keys.begin(), keys.end());
+        cl.batch(keys);
+    }
+    const uint64_t trips = stats().round_trips.load() - rt0, batched = stats().batched_inserts.load() - b0;
+    // The next 2048 ascending keys one at a time, for comparison.
+    const uint64_t rt1 = stats().round_trips.load();
+    for (int i = 0; i < 2048; i++) {
+        model.insert(K(next, 1, 1));
+        ASSERT_TRUE(cl.t->insert(K(next++, 1, 1)));
+    }
+    const uint64_t single = stats().round_trips.load() - rt1;
+    std::printf("[ batch ] 2048 ascending entries: %llu round trips (%llu batched); one at a time: %llu\n",
+                static_cast<unsigned long long>(trips), static_cast<unsigned long long>(batched),
+                static_cast<unsigned long long>(single));
+    EXPECT_GT(batched, 2048u / 2) << "most entries must travel in batches, not one by one";
+    EXPECT_LT(trips * 2, single);
+    expect_tree_is(*cl.t, model);
+}
+
 }  // namespace
 }  // namespace dex::testing

@@ -39,9 +39,14 @@ void BTree::insert_batch(const EntryKey* keys, const uint64_t* lsns, size_t n, u
     }
 }
 
-// One chunk: which entries the journal can take (a prefix), where the memory
-// node starts for each, one OFFLOAD_BATCH per memory node, then the cache and
-// the change log, then what the memory nodes sent back, one at a time.
+// One chunk: which entries the journal can take (a prefix); then rounds of:
+// where the memory node starts for each entry, one OFFLOAD_BATCH per memory
+// node, the cache and the change log. A leaf that fills up answers "needs a
+// split" for the rest of its entries: the first of them is inserted alone
+// here (it splits the leaf), the others go into the next round -- so an
+// ascending load (serial keys, timestamps), whose entries all land in the
+// rightmost leaf, still costs a round trip per leaf's worth of entries and
+// one split, not a one-sided insert per row.
 class BTree::InsertBatch {
 public:
     InsertBatch(BTree& t, const EntryKey* keys, const uint64_t* lsns, size_t n, uint64_t durable)
@@ -51,19 +56,18 @@ public:
         const size_t p = fit_journal();
         e_.resize(p);
         Stats::add(stats().index_ops, p);
-        plan();
-        std::map<uint32_t, std::vector<size_t>> by_node;
-        for (size_t i = 0; i < p; i++)
-            if (e_[i].start) by_node[gaddr_node(e_[i].start)].push_back(i);
-        try {
-            for (auto& [node, idx] : by_node) send(node, idx);
-        } catch (...) {
-            settle();  // what the nodes answered before the failure changed leaves
-            throw;
+        std::vector<size_t> todo(p);
+        for (size_t i = 0; i < p; i++) todo[i] = i;
+        // Each round inserts at least one entry per leaf that needed a split
+        // (alone), so rounds end; the bound is a guard against a node that
+        // keeps answering "needs a split" for a leaf the compute side split.
+        for (size_t round = 0; !todo.empty(); round++) {
+            if (round >= p + 1) {
+                for (size_t i : todo) insert_alone(i, false);
+                break;
+            }
+            todo = one_round(todo);
         }
-        settle();
-        for (size_t i = 0; i < p; i++)
-            if (e_[i].one_by_one) insert_alone(i);
         return p;
     }
 
@@ -72,10 +76,43 @@ private:
         GAddr start = 0;  // where the memory node starts (0: insert it alone)
         int level = 0;    // start's level
         bool journal = false;
-        int64_t slot = -1;        // journal slot taken on start's node for the batched attempt
-        bool one_by_one = false;  // insert_reserved() after the batch
+        int64_t slot = -1;        // journal slot taken on slot_node by a batched attempt
+        uint32_t slot_node = 0;
+        bool one_by_one = false;  // insert_reserved() after this round's batches
         bool may_offload = true;  // ... and may that offload (no batched attempt said "needs a split")
+        GAddr full_leaf = 0;      // this round: the leaf that answered "needs a split"
     };
+
+    // One round over `todo`; returns the entries for the next round.
+    std::vector<size_t> one_round(const std::vector<size_t>& todo) {
+        plan(todo);
+        std::map<uint32_t, std::vector<size_t>> by_node;
+        for (size_t i : todo)
+            if (e_[i].start) by_node[gaddr_node(e_[i].start)].push_back(i);
+        try {
+            for (auto& [node, idx] : by_node) send(node, idx);
+        } catch (...) {
+            settle();  // what the nodes answered before the failure changed leaves
+            throw;
+        }
+        settle();
+        std::vector<size_t> next;
+        std::vector<GAddr> split;  // full leaves whose first waiting entry went alone
+        for (size_t i : todo) {    // todo is in key order: the first per leaf is its smallest
+            Entry& e = e_[i];
+            if (e.one_by_one) {
+                insert_alone(i, e.may_offload);
+            } else if (e.full_leaf) {
+                if (std::find(split.begin(), split.end(), e.full_leaf) == split.end()) {
+                    split.push_back(e.full_leaf);
+                    insert_alone(i, false);  // splits the leaf
+                } else {
+                    next.push_back(i);
+                }
+            }
+        }
+        return next;
+    }
 
     bool journaled(size_t i) const { return lsns_[i] != 0 && lsns_[i] > durable_; }
 
@@ -116,12 +153,14 @@ private:
     // Per entry: down the cached inner nodes to the first node at or below
     // the placement level that is not cached, or to the cached leaf, as a
     // single insert's offload_at_miss / offload_cached_write would start.
-    void plan() {
+    void plan(const std::vector<size_t>& todo) {
         Deadline dl = t_.deadline();
         Node snap;
-        for (size_t i = 0; i < e_.size(); i++) {
+        for (size_t i : todo) {
             Descent d = t_.descend_leaf(keys_[i], kFindOffloadStart, snap, nullptr, dl);
             Entry& e = e_[i];
+            e.full_leaf = 0;
+            e.one_by_one = false;
             e.start = d.addr;
             e.level = d.level;
             if (!e.start || gaddr_is_swizzled(e.start) || e.level < 0 || e.level > t_.place_level_) {
@@ -151,9 +190,12 @@ private:
             std::memcpy(r.key, &keys_[idx[j]], sizeof r.key);
             if (e.journal) {  // the memory node writes it before it changes the leaf
                 t_.journal_->begin_entry();
+                // a later round's attempt on the same node rewrites the same slot
+                if (e.slot >= 0 && e.slot_node == node) t_.journal_->resume(node, e.slot);
                 r.journal = t_.journal_->take(node, keys_[idx[j]], lsns_[idx[j]]);
                 std::memcpy(r.record, &t_.journal_->record(), sizeof r.record);
                 e.slot = t_.journal_->slot_taken(node);
+                e.slot_node = node;
             }
         }
         try {
@@ -193,9 +235,12 @@ private:
                     }
                     break;
                 case net::kOffloadNeedsSmo:
+                    // Nothing changed but the journal record: the leaf is full
+                    // (one_round() splits it with the first of its entries).
+                    e.full_leaf = rep.leaf ? rep.leaf : e.start;
+                    break;
                 case net::kOffloadRestart:
-                    // Nothing changed but the journal record: split here, or
-                    // find the leaf one-sided (the path left the node).
+                    // The path left the node: find the leaf one-sided.
                     e.one_by_one = true;
                     e.may_offload = false;
                     break;
@@ -238,13 +283,13 @@ private:
         changed_.clear();
     }
 
-    void insert_alone(size_t i) {
+    void insert_alone(size_t i, bool may_offload) {
         Entry& e = e_[i];
         if (e.journal && t_.journal_) {
             t_.journal_->begin_entry();
-            if (e.slot >= 0) t_.journal_->resume(gaddr_node(e.start), e.slot);
+            if (e.slot >= 0) t_.journal_->resume(e.slot_node, e.slot);
         }
-        t_.insert_reserved(keys_[i], lsns_[i], e.journal, e.may_offload);
+        t_.insert_reserved(keys_[i], lsns_[i], e.journal, may_offload);
     }
 
     BTree& t_;
