@@ -27,6 +27,14 @@ void BTree::insert_batch(const EntryKey* keys, const uint64_t* lsns, size_t n, u
     for (size_t i = 0; i < n; i++)
         if (keys[i].cls != kValue && keys[i].cls != kNull)
             throw Error(ErrorCode::kInvalid, "cannot insert a key of class " + std::to_string(keys[i].cls));
+    // A single entry (a single-row INSERT's, held back until its statement
+    // ends) takes the single path: its offload reply carries the leaf image
+    // that refreshes the cached leaf (DEX 6.2), where a batch drops it.
+    if (n == 1) {
+        insert(keys[0], lsns[0], durable);
+        *done = 1;
+        return;
+    }
     if (!batch_allowed()) {
         // One at a time: each insert reserves its journal slots before it
         // changes anything, so a NeedDurable leaves exactly the prefix done.
