@@ -296,7 +296,7 @@ extern DexTree *dex_open_tree(Relation index);
 extern int	dex_insert_batch;
 extern bool dex_pending_allowed(Relation index, IndexUniqueCheck checkUnique,
 								struct IndexInfo *indexInfo);
-extern void dex_pending_add(Relation index, Relation heapRel, const DexKey *key);
+extern bool dex_pending_add(Relation index, Relation heapRel, const DexKey *key);
 extern void dex_pending_flush_index(Relation index);
 extern void dex_pending_init(void);
 extern void dex_forget_tree(int node, uint64 ns);

@@ -49,11 +49,9 @@ dexinsert(Relation index, Datum *values, bool *isnull,
 	/* opened even for a held-back entry: a lost tree fails this row's statement */
 	tree = dex_open_tree(index);
 	dex_make_key(&key, index, values[0], isnull[0], ht_ctid);
-	if (dex_pending_allowed(index, checkUnique, indexInfo))
-	{
-		dex_pending_add(index, heapRel, &key);
-		return false;
-	}
+	if (dex_pending_allowed(index, checkUnique, indexInfo) &&
+		dex_pending_add(index, heapRel, &key))
+		return false;			/* held back */
 
 	/* NULLs never conflict, unless the index says NULLS NOT DISTINCT */
 	if (checkUnique != UNIQUE_CHECK_NO &&
