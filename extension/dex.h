@@ -261,6 +261,7 @@ extern void dex_write_metapage(Relation index, ForkNumber fork,
 							   const DexMetaPageData *meta);
 extern void dex_read_metapage(Relation index, DexMetaPageData *meta);
 extern void dex_read_metapage_cached(Relation index, DexMetaPageData *meta);
+extern uint64 dex_index_tree_ns(Relation index);
 extern uint32 dex_meta_tree_id(const DexMetaPageData *meta);
 extern bool dex_meta_owns_ns(const DexMetaPageData *meta, int node, uint64 ns);
 extern void dex_make_tag(DexNsTag *tag, Oid indexoid, Oid relfilenode, Oid spcoid);

@@ -92,11 +92,48 @@ dex_pending_find(Oid indexoid)
 static void
 dex_pending_forget_all(void)
 {
+	/*
+	 * The buffers stay for the next transaction (a single-row transaction
+	 * then allocates nothing), unless many indexes have collected.
+	 */
+	if (npending <= 32)
+	{
+		for (int i = 0; i < npending; i++)
+			pending[i].n = 0;
+		return;
+	}
 	npending = 0;
 	pending_cap = 0;
 	pending = NULL;
 	if (pending_cxt)
 		MemoryContextReset(pending_cxt);
+}
+
+static DexPendingIndex *
+dex_pending_new(Oid indexoid)
+{
+	DexPendingIndex *p;
+
+	if (pending_cxt == NULL)
+		pending_cxt = AllocSetContextCreate(TopMemoryContext, "dex pending inserts",
+											ALLOCSET_DEFAULT_SIZES);
+	if (npending == pending_cap)
+	{
+		int			cap = pending_cap ? pending_cap * 2 : 4;
+
+		pending = pending == NULL ?
+			MemoryContextAlloc(pending_cxt, sizeof(DexPendingIndex) * cap) :
+			repalloc(pending, sizeof(DexPendingIndex) * cap);
+		pending_cap = cap;
+	}
+	p = &pending[npending++];
+	p->indexoid = indexoid;
+	p->ns = 0;
+	p->n = 0;
+	p->cap = 0;
+	p->entries = NULL;
+	p->direct_stmt = 0;
+	return p;
 }
 
 /*
@@ -118,10 +155,7 @@ dex_pending_allowed(Relation index, IndexUniqueCheck checkUnique, struct IndexIn
 static uint64
 dex_pending_tree_of(Relation index)
 {
-	DexMetaPageData meta;
-
-	dex_read_metapage_cached(index, &meta);
-	return meta.ns;
+	return dex_index_tree_ns(index);
 }
 
 static int
@@ -197,38 +231,21 @@ bool
 dex_pending_add(Relation index, Relation heapRel, const DexKey *key)
 {
 	DexPendingIndex *p = dex_pending_find(RelationGetRelid(index));
-	uint64		ns = dex_pending_tree_of(index);
+	uint64		ns;
 	DexPendingEntry *e;
 
-	if (pending_cxt == NULL)
-		pending_cxt = AllocSetContextCreate(TopMemoryContext, "dex pending inserts",
-											ALLOCSET_DEFAULT_SIZES);
-	if (p != NULL && p->ns != ns)
-		p->n = 0;				/* rebuilt since (rule 4) */
+	/* the statement's first entry for this index: the caller writes it */
 	if (p == NULL)
-	{
-		if (npending == pending_cap)
-		{
-			int			cap = pending_cap ? pending_cap * 2 : 4;
-
-			pending = pending == NULL ?
-				MemoryContextAlloc(pending_cxt, sizeof(DexPendingIndex) * cap) :
-				repalloc(pending, sizeof(DexPendingIndex) * cap);
-			pending_cap = cap;
-		}
-		p = &pending[npending++];
-		p->indexoid = RelationGetRelid(index);
-		p->n = 0;
-		p->cap = 0;
-		p->entries = NULL;
-		p->direct_stmt = 0;
-	}
-	p->ns = ns;
+		p = dex_pending_new(RelationGetRelid(index));
 	if (p->n == 0 && p->direct_stmt != dex_stmt_seq)
 	{
 		p->direct_stmt = dex_stmt_seq;
 		return false;
 	}
+	ns = dex_pending_tree_of(index);
+	if (p->n > 0 && p->ns != ns)
+		p->n = 0;				/* rebuilt since (rule 4) */
+	p->ns = ns;
 	/* dex.insert_batch may have changed since the buffer was made */
 	if (p->n >= dex_insert_batch)
 		dex_pending_write(index, p);
