@@ -127,6 +127,7 @@ _PG_init(void)
 	dex_journal_init();
 	dex_wal_init();
 	dex_xact_init();
+	dex_pending_init();
 }
 
 /* ---------------------------------------------------------------------

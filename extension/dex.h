@@ -261,6 +261,7 @@ extern void dex_write_metapage(Relation index, ForkNumber fork,
 							   const DexMetaPageData *meta);
 extern void dex_read_metapage(Relation index, DexMetaPageData *meta);
 extern void dex_read_metapage_cached(Relation index, DexMetaPageData *meta);
+extern uint64 dex_index_tree_ns(Relation index);
 extern uint32 dex_meta_tree_id(const DexMetaPageData *meta);
 extern bool dex_meta_owns_ns(const DexMetaPageData *meta, int node, uint64 ns);
 extern void dex_make_tag(DexNsTag *tag, Oid indexoid, Oid relfilenode, Oid spcoid);
@@ -290,6 +291,15 @@ extern void dex_config_changed(void);
 extern int	dex_try_configure(DexError *err);
 extern void dex_ensure_configured(void);
 extern DexTree *dex_get_tree(Relation index);
+extern DexTree *dex_open_tree(Relation index);
+
+/* dexpending.c: entries held back by aminsert (src/README.md "Batched inserts") */
+extern int	dex_insert_batch;
+extern bool dex_pending_allowed(Relation index, IndexUniqueCheck checkUnique,
+								struct IndexInfo *indexInfo);
+extern bool dex_pending_add(Relation index, Relation heapRel, const DexKey *key);
+extern void dex_pending_flush_index(Relation index);
+extern void dex_pending_init(void);
 extern void dex_forget_tree(int node, uint64 ns);
 extern void dex_forget_all_trees(void);
 

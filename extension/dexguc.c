@@ -120,6 +120,14 @@ dex_define_gucs(void)
 							 PGC_SUSET,
 							 0,
 							 NULL, dex_guc_assign_cache_leaves, NULL);
+	DefineCustomIntVariable("dex.insert_batch",
+							"Index entries a backend holds back and writes to remote memory together.",
+							"Entries of non-unique indexes are written at the latest at the end of the statement, before the backend scans the index, and before commit. 1 = write each entry at once.",
+							&dex_insert_batch,
+							256, 1, 4096,
+							PGC_USERSET,
+							0,
+							NULL, NULL, NULL);
 	DefineCustomEnumVariable("dex.offload",
 							 "Whether an index operation that misses the node cache at or below the placement level may be finished by the memory node's CPU.",
 							 "auto (default): when the DEX cost model says it is cheaper; on: always; off: never.",

@@ -3,7 +3,8 @@
  *
  * The entry reaches remote memory before its row's heap WAL is durable; the
  * core journals it first (dexjournal.c, src/README.md "Crash survival").
- * A unique index checks the key first (dexunique.c).
+ * A unique index checks the key first (dexunique.c). Other indexes hold the
+ * entry back and write it with the statement's next ones (dexpending.c).
  */
 #include "dex.h"
 
@@ -45,8 +46,12 @@ dexinsert(Relation index, Datum *values, bool *isnull,
 	DexTree    *tree;
 	DexKey		key;
 
-	tree = dex_get_tree(index);
+	/* opened even for a held-back entry: a lost tree fails this row's statement */
+	tree = dex_open_tree(index);
 	dex_make_key(&key, index, values[0], isnull[0], ht_ctid);
+	if (dex_pending_allowed(index, checkUnique, indexInfo) &&
+		dex_pending_add(index, heapRel, &key))
+		return false;			/* held back */
 
 	/* NULLs never conflict, unless the index says NULLS NOT DISTINCT */
 	if (checkUnique != UNIQUE_CHECK_NO &&

@@ -295,6 +295,22 @@ dex_read_metapage_cached(Relation index, DexMetaPageData *meta)
 	memcpy(meta, &c->meta, sizeof(*meta));
 }
 
+/*
+ * The namespace of the index's tree (its metapage's ns), without copying the
+ * ~5 KB metapage out of the cache: aminsert asks it for every held-back row.
+ */
+uint64
+dex_index_tree_ns(Relation index)
+{
+	DexCachedMeta *c = (DexCachedMeta *) index->rd_amcache;
+	DexMetaPageData meta;
+
+	if (c != NULL && c->spcoid == DEX_REL_SPC(index) && c->relnumber == DEX_REL_NUMBER(index))
+		return c->meta.ns;
+	dex_read_metapage_cached(index, &meta);
+	return meta.ns;
+}
+
 void
 dex_read_metapage(Relation index, DexMetaPageData *meta)
 {

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <string>
@@ -326,6 +327,108 @@ TEST(CApi, CacheForgetsRestartedMemnodeAndDroppedNamespaces) {
     dex_cache_detach();
     ASSERT_EQ(dex_cache_attach(nullptr, 0, 0, &err), DEX_OK);
     EXPECT_EQ(dex_cache_enabled(), 0);
+    dex_stats_attach(nullptr, 0);
+    dex_disconnect_all();
+    dex_configure("", "", 0, 0, &err);
+}
+
+// dex_tree_insert_batch against a real dex-memnode over TCP, with a node
+// cache and offloading on: a batch of 256 costs a round trip or two, the
+// journal's prefix rule comes back as DEX_ERR_NEED_WAL_FLUSH with *done and
+// need_lsn, and with offloading off the same call inserts one at a time.
+TEST(CApi, InsertBatchOverTcp) {
+    Memnode node;
+    ASSERT_GT(node.port(), 0);
+    DexError err;
+    ASSERT_EQ(dex_configure(node.address().c_str(), "", 2000, 5000, &err), DEX_OK) << err.message;
+    std::vector<uint64_t> shm(dex_stats_shmem_size() / 8 + 1);
+    dex_stats_attach(shm.data(), 1);
+    const uint64_t cache_bytes = 4 << 20;
+    std::vector<uint64_t> cmem(dex_cache_shmem_size(cache_bytes) / 8 + 1);
+    ASSERT_EQ(dex_cache_attach(cmem.data(), cache_bytes, 1, &err), DEX_OK) << err.message;
+    dex_cache_set_policy(0.1, 1);
+    dex_set_offload_mode(DEX_OFFLOAD_ON);
+
+    uint8_t tag[DEX_NS_TAG_LEN] = {};
+    uint64_t ns = 0, inc = 0;
+    ASSERT_EQ(dex_ns_create(0, tag, &ns, &inc, &err), DEX_OK) << err.message;
+    DexTree* t = nullptr;
+    ASSERT_EQ(dex_tree_open(0, ns, inc, "idx", &t, &err), DEX_OK) << err.message;
+    ASSERT_EQ(dex_tree_init_empty(t, &err), DEX_OK) << err.message;
+    DexBulk* b = nullptr;
+    ASSERT_EQ(dex_bulk_begin(t, 0.5, &b, &err), DEX_OK) << err.message;
+    for (int i = 0; i < 20000; i++) {
+        DexKey k = key(4 * i, 1, 1);  // multiples of 4; the batches add 4i+1, 4i+2, 4i+3
+        ASSERT_EQ(dex_bulk_add(b, &k, &err), DEX_OK) << err.message;
+    }
+    ASSERT_EQ(dex_bulk_finish(b, &err), DEX_OK) << err.message;
+
+    auto batch = [&](int64_t offset, int n, uint64_t lsn, uint64_t durable, int* done) {
+        std::vector<DexKey> keys;
+        std::vector<uint64_t> lsns;
+        for (int i = 0; i < n; i++) {
+            keys.push_back(key(4 * (i * 73 % 20000) + offset, 1, 1));
+            lsns.push_back(lsn ? lsn + i : 0);
+        }
+        std::sort(keys.begin(), keys.end(), [](const DexKey& x, const DexKey& y) { return x.value < y.value; });
+        return dex_tree_insert_batch(t, keys.data(), lsns.data(), n, durable, done, &err);
+    };
+    DexStatsSnapshot s0{}, s1{};
+    int done = -1;
+    ASSERT_EQ(batch(1, 256, 0, 0, &done), DEX_OK) << err.message;  // warms the inner nodes
+    EXPECT_EQ(done, 256);
+    dex_stats_read(&s0);
+    ASSERT_EQ(batch(2, 256, 0, 0, &done), DEX_OK) << err.message;
+    dex_stats_read(&s1);
+    EXPECT_EQ(done, 256);
+    EXPECT_EQ(s1.batched_inserts - s0.batched_inserts, 256u);
+    EXPECT_LE(s1.round_trips - s0.round_trips, 2u);
+    std::printf("[ batch ] 256 entries over TCP: %llu round trips\n",
+                static_cast<unsigned long long>(s1.round_trips - s0.round_trips));
+
+    // Journaled (WAL not durable): one lane holds 170 records.
+    uint64_t root = 0;
+    ASSERT_EQ(dex_journal_create(t, 9, &root, &err), DEX_OK) << err.message;
+    ASSERT_EQ(dex_tree_set_journal(t, root, 4, &err), DEX_OK) << err.message;
+    ASSERT_EQ(batch(3, 256, 1000, 10, &done), DEX_ERR_NEED_WAL_FLUSH) << err.message;
+    EXPECT_EQ(done, 170);
+    EXPECT_GE(err.need_lsn, 1000u + 255);
+    const uint64_t need = err.need_lsn;
+    DexKey* rec = nullptr;
+    int nrec = 0;
+    ASSERT_EQ(dex_journal_read(t, &rec, &nrec, nullptr, &err), DEX_OK) << err.message;
+    EXPECT_EQ(nrec, 170);
+    dex_free(rec);
+    {  // the rest: entries 170.. of the same sorted batch, now durable
+        std::vector<DexKey> keys;
+        for (int i = 0; i < 256; i++) keys.push_back(key(4 * (i * 73 % 20000) + 3, 1, 1));
+        std::sort(keys.begin(), keys.end(), [](const DexKey& x, const DexKey& y) { return x.value < y.value; });
+        std::vector<uint64_t> lsns(86, 2000);
+        ASSERT_EQ(dex_tree_insert_batch(t, keys.data() + 170, lsns.data(), 86, need, &done, &err), DEX_OK)
+            << err.message;
+        EXPECT_EQ(done, 86);
+    }
+
+    dex_set_offload_mode(DEX_OFFLOAD_OFF);  // one at a time, same result
+    dex_stats_read(&s0);
+    ASSERT_EQ(dex_tree_set_journal(t, 0, 0, &err), DEX_OK) << err.message;
+    ASSERT_EQ(batch(1, 300, 0, 0, &done), DEX_OK) << err.message;  // the first 256 are there already
+    dex_stats_read(&s1);
+    EXPECT_EQ(done, 300);
+    EXPECT_EQ(s1.batched_inserts, s0.batched_inserts);
+    EXPECT_GT(s1.round_trips - s0.round_trips, 300u);
+
+    DexTreeInfo info{};
+    ASSERT_EQ(dex_tree_check(t, &info, &err), DEX_OK) << err.message;
+    EXPECT_EQ(info.entries, 20000u + 3 * 256 + 44);
+    auto all = scan(t, bound(DEX_KEY_NEG_INF), bound(DEX_KEY_POS_INF), false);
+    EXPECT_EQ(all.size(), info.entries);
+
+    dex_tree_close(t);
+    ASSERT_EQ(dex_ns_drop(0, ns, nullptr, &err), DEX_OK) << err.message;
+    dex_set_offload_mode(DEX_OFFLOAD_AUTO);
+    dex_cache_detach();
+    ASSERT_EQ(dex_cache_attach(nullptr, 0, 0, &err), DEX_OK);
     dex_stats_attach(nullptr, 0);
     dex_disconnect_all();
     dex_configure("", "", 0, 0, &err);

@@ -209,8 +209,9 @@ TEST(JournalWriter, CrashAtAnyPointNeverLeavesAnUnlistedEntry) {
 }
 
 // A full lane whose oldest record is not durable refuses the next journaled
-// insert with NeedDurable(oldest lsn) and changes nothing; once that lsn is
-// durable the insert reuses the oldest slot. Inserts that need no record
+// insert with NeedDurable(newest lsn: one flush frees the whole lane) and
+// changes nothing; once the oldest lsn is durable the insert reuses the
+// oldest slot. Inserts that need no record
 // (lsn <= durable, lsn 0) are never refused.
 TEST(JournalWriter, FullLaneNeedsDurableThenReusesTheOldestSlot) {
     OneNode f;
@@ -220,7 +221,8 @@ TEST(JournalWriter, FullLaneNeedsDurableThenReusesTheOldestSlot) {
     for (uint32_t i = 0; i < kSlots; i++) ASSERT_TRUE(f.t->insert(K(2 * i + 1, 1, 1), 100 + i, 0));
     ASSERT_EQ(f.read().records.size(), kSlots);
     const EntryKey z = K(5001, 1, 1);
-    for (uint64_t durable : {0u, 99u}) EXPECT_EQ(need_of(*f.t, z, 999, durable), 100u) << "durable " << durable;
+    for (uint64_t durable : {0u, 99u})
+        EXPECT_EQ(need_of(*f.t, z, 999, durable), 100u + kSlots - 1) << "durable " << durable;
     EXPECT_FALSE(f.t->contains(z));
     EXPECT_FALSE(raw_contains(*f.mem, 0, f.ns, z));
     EXPECT_EQ(f.read().records.size(), kSlots);
@@ -265,12 +267,65 @@ TEST(JournalLanes, WritersAreIndependentAndANewOwnerContinuesAtTheOldest) {
     EXPECT_EQ(listed(c, K(11, 1, 1)), 0u);  // lsn 6 was replaced
     for (int i = 0; i < 5; i++) EXPECT_EQ(listed(c, K(4001 + 2 * i, 1, 1)), 1000u + i);
     EXPECT_EQ(listed(c, K(6001, 1, 1)), 2000u);
-    EXPECT_EQ(need_of(t3, K(6003, 1, 1), 2001, 6), 7u) << "overwrote a record that is not durable";
+    EXPECT_EQ(need_of(t3, K(6003, 1, 1), 2001, 6), 2000u) << "overwrote a record that is not durable";
     // a writer with no lane number (>= kJournalLanes) waits for its own insert
     JournalWriter none(*f.mem, f.root, tree::kJournalLanes, {f.ns});
     t2.set_journal(&none);
     EXPECT_EQ(need_of(t2, K(6005, 1, 1), 3000, 10), 3000u);
     EXPECT_TRUE(t2.insert(K(6005, 1, 1), 3000, 3000));
+}
+
+// A lane that filled up and is then wholly obsolete (WAL durable past its
+// newest record, as after the flush its NeedDurable asked for) is replaced by
+// one twice as large -- a bulk load then flushes WAL once per 340, 680, ...
+// rows instead of once per 170 -- up to kJournalLaneRecordsMax; recovery
+// reads the grown lane whole; an old fixed-size lane (kJournalMagic, no
+// record count) is still read as kJournalLaneRecords slots.
+TEST(JournalLanes, AFilledLaneGrowsOnceObsoleteAndRecoveryReadsIt) {
+    OneNode f;
+    f.load(20000, 0.5);
+    JournalWriter w(*f.mem, f.root, 4, {f.ns});
+    f.t->set_journal(&w);
+    int64_t k = 1;
+    uint64_t lsn = 1, durable = 0;
+    std::vector<uint32_t> sizes;
+    for (int fill = 0; fill < 6; fill++) {
+        uint32_t n = 0;
+        for (;; n++) {  // journaled inserts until the lane is full
+            uint64_t need = need_of(*f.t, K(k, 1, 1), lsn, durable);
+            if (need) {
+                EXPECT_EQ(need, lsn - 1) << "the newest record";
+                durable = need;  // the flush
+                break;
+            }
+            k += 2;
+            lsn++;
+        }
+        sizes.push_back(n);
+        auto c = f.read();
+        ASSERT_EQ(c.lane_slots.size(), 1u);
+        EXPECT_EQ(c.lane_slots[0], n);
+        EXPECT_EQ(c.records.size(), n) << "recovery must list every record of the grown lane";
+    }
+    // 170 after the first fill's flush: the lane grows on the next insert
+    const uint32_t max = tree::kJournalLaneRecordsMax;
+    EXPECT_EQ(sizes, (std::vector<uint32_t>{kSlots, 2 * kSlots, 4 * kSlots, 8 * kSlots, 16 * kSlots, max}));
+    // Not obsolete yet (durable below the newest): no growth, the oldest slot is reused.
+    JournalWriter w2(*f.mem, f.root, 5, {f.ns});
+    f.t->set_journal(&w2);
+    for (uint32_t i = 0; i < kSlots; i++) ASSERT_TRUE(f.t->insert(K(100001 + 2 * i, 1, 1), 100 + i, 0));
+    ASSERT_TRUE(f.t->insert(K(200001, 1, 1), 999, 100));
+    ASSERT_TRUE(f.t->insert(K(200003, 1, 1), 999, 101));
+    auto c = f.read();
+    EXPECT_EQ(c.lane_slots, (std::vector<uint32_t>{max, kSlots}));
+    // An old fixed-size lane: header {kJournalMagic, lane 6, 0}.
+    tree::JournalLaneHeader old{tree::kJournalMagic, 6, 0};
+    EXPECT_EQ(tree::lane_records(old, 6), kSlots);
+    EXPECT_EQ(tree::lane_records(old, 7), 0u);
+    tree::JournalLaneHeader bad{tree::kJournalLaneMagic, 6, tree::kJournalLaneRecordsMax + 1};
+    EXPECT_EQ(tree::lane_records(bad, 6), 0u);
+    tree::journal_clear(*f.mem, c);
+    EXPECT_EQ(f.read().records.size(), 0u);
 }
 
 // A tree over three memory nodes: each record lies in the writer's lane on the
@@ -579,7 +634,7 @@ TEST(JournalCApi, NeedWalFlushReadAndFinish) {
     DexKey z = dkey(5001);
     ASSERT_EQ(dex_tree_insert(x.t, &z, 500, 0, &err), DEX_ERR_NEED_WAL_FLUSH);
     EXPECT_EQ(err.code, DEX_ERR_NEED_WAL_FLUSH);
-    EXPECT_EQ(err.need_lsn, 1u);
+    EXPECT_EQ(err.need_lsn, uint64_t(kSlots));  // the newest: frees the whole lane
     EXPECT_FALSE(has(x.t, 5001));
     ASSERT_EQ(dex_tree_insert(x.t, &z, 500, 1, &err), DEX_OK) << err.message;
     EXPECT_EQ(err.need_lsn, 0u);

@@ -396,7 +396,7 @@ struct Engine::Impl {
         r.pool_bytes = pool_bytes;
         r.client_id = id;
         r.version = kProtocolVersion;
-        r.flags = cpu_atomics.load(std::memory_order_relaxed) ? kHelloCpuAtomics : 0;
+        r.flags = (cpu_atomics.load(std::memory_order_relaxed) ? kHelloCpuAtomics : 0) | kHelloOffloadBatch;
         put(resp, r);
     }
 
@@ -560,16 +560,55 @@ struct Engine::Impl {
                 } catch (const std::invalid_argument& e) {
                     throw Fail{kStatusProtocol, e.what()};
                 }
-                if (opts.offload_work_us) {  // busy, not asleep: the worker thread stays occupied
-                    auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(opts.offload_work_us);
-                    while (std::chrono::steady_clock::now() < until) {
-                    }
-                }
+                offload_work();
                 offloads.fetch_add(1, std::memory_order_relaxed);
                 return;
             }
+            case kOpOffloadBatch: do_offload_batch(hdr, payload, resp, client); return;
             default:
                 throw Fail{kStatusProtocol, "unknown op " + std::to_string(hdr.op)};
+        }
+    }
+
+    // --offload-work-us per offloaded operation: busy, not asleep, so the
+    // worker thread stays occupied.
+    void offload_work() const {
+        if (!opts.offload_work_us) return;
+        auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(opts.offload_work_us);
+        while (std::chrono::steady_clock::now() < until) {
+        }
+    }
+
+    // OFFLOAD_BATCH: every sub-request is validated before the first one is
+    // executed (a malformed batch changes nothing), then each is executed
+    // exactly as its own OFFLOAD would be -- its journal record, the leaf's
+    // lock word taken with this connection's id, published, unlocked -- one
+    // after the other, so no lock is held across sub-requests. Replies carry
+    // no leaf image: the compute side drops its cached copies instead.
+    void do_offload_batch(const FrameHeader& hdr, const uint8_t* payload, std::vector<uint8_t>& resp,
+                          uint64_t client) {
+        const uint32_t n = hdr.payload_len / sizeof(net::OffloadRequest);
+        if (hdr.payload_len % sizeof(net::OffloadRequest) != 0 || n == 0 || n > kMaxOffloadBatch)
+            throw Fail{kStatusProtocol, "OFFLOAD_BATCH: payload of " + std::to_string(hdr.payload_len) +
+                                            " bytes is not 1.." + std::to_string(kMaxOffloadBatch) + " requests"};
+        std::vector<net::OffloadRequest> reqs(n);
+        std::memcpy(reqs.data(), payload, hdr.payload_len);
+        for (const net::OffloadRequest& r : reqs) {
+            if (r.kind != net::kOffloadInsert && r.kind != net::kOffloadDelete)
+                throw Fail{kStatusProtocol, "OFFLOAD_BATCH carries inserts and deletes only (kind " +
+                                                std::to_string(r.kind) + ")"};
+            try {
+                check_offload_request(pool_bytes, r);
+            } catch (const std::invalid_argument& e) {
+                throw Fail{kStatusProtocol, e.what()};
+            }
+        }
+        if (!cpu_atomics.load(std::memory_order_relaxed)) throw no_cpu_atomics("OFFLOAD_BATCH");
+        resp.reserve(n * sizeof(net::OffloadReply));
+        for (const net::OffloadRequest& r : reqs) {
+            execute_offload(pool, pool_bytes, client, r, resp, false);  // checked above: does not throw
+            offload_work();
+            offloads.fetch_add(1, std::memory_order_relaxed);
         }
     }
 

@@ -57,19 +57,24 @@ void reply(std::vector<uint8_t>& resp, uint8_t status, GAddr leaf, const Node* i
 
 }  // namespace
 
-void execute_offload(uint8_t* pool, uint64_t pool_bytes, uint64_t client_id, const net::OffloadRequest& req,
-                     std::vector<uint8_t>& resp) {
+void check_offload_request(uint64_t pool_bytes, const net::OffloadRequest& req) {
     if (req.kind < net::kOffloadLeaf || req.kind > net::kOffloadDelete)
         throw std::invalid_argument("OFFLOAD: unknown kind " + std::to_string(req.kind));
+    if (req.kind == net::kOffloadInsert && req.journal != 0 &&
+        (req.journal < net::kPoolReservedBytes || req.journal % 8 != 0 || req.journal > pool_bytes ||
+         pool_bytes - req.journal < sizeof req.record))
+        throw std::invalid_argument("OFFLOAD: journal slot outside the pool");
+}
+
+void execute_offload(uint8_t* pool, uint64_t pool_bytes, uint64_t client_id, const net::OffloadRequest& req,
+                     std::vector<uint8_t>& resp, bool with_image) {
+    check_offload_request(pool_bytes, req);
     EntryKey key;
     std::memcpy(&key, req.key, sizeof key);
     if (req.kind == net::kOffloadInsert && req.journal != 0) {
         // The insert's journal record first: whatever follows (the entry
         // published, found present, or the compute side told to split), a
         // crash can never leave the entry in the leaf without it.
-        if (req.journal < net::kPoolReservedBytes || req.journal % 8 != 0 || req.journal > pool_bytes ||
-            pool_bytes - req.journal < sizeof req.record)
-            throw std::invalid_argument("OFFLOAD: journal slot outside the pool");
         std::memcpy(pool + req.journal, req.record, sizeof req.record);
         __atomic_thread_fence(__ATOMIC_RELEASE);
     }
@@ -101,7 +106,7 @@ void execute_offload(uint8_t* pool, uint64_t pool_bytes, uint64_t client_id, con
             expect = n.level - 1;
         } else {
             const GAddr leaf = make_gaddr(self, off);
-            if (req.kind == net::kOffloadLeaf) return reply(resp, net::kOffloadDone, leaf, &n);
+            if (req.kind == net::kOffloadLeaf) return reply(resp, net::kOffloadDone, leaf, with_image ? &n : nullptr);
             // Writer protocol on the local pool: CAS (v,_,0) -> (v,me,1); success
             // proves the node is still the snapshot we validated.
             const uint64_t v = n.body_version;  // full version; the lock word keeps its low bits
@@ -132,7 +137,7 @@ void execute_offload(uint8_t* pool, uint64_t pool_bytes, uint64_t client_id, con
             seal_node(n, v + 1);
             std::memcpy(pool + off + 8, reinterpret_cast<const uint8_t*>(&n) + 8, used_bytes(n) - 8);
             __atomic_store_n(lock_word(pool, off), n.lock, __ATOMIC_RELEASE);
-            return reply(resp, net::kOffloadDone, leaf, &n);
+            return reply(resp, net::kOffloadDone, leaf, with_image ? &n : nullptr);
         }
         if (!next || gaddr_node(next) != self || gaddr_is_swizzled(next))
             return reply(resp, net::kOffloadRestart, 0);  // the path leaves this memory node

@@ -14,10 +14,15 @@ namespace dex::memnode {
 
 // Executes `req` on `pool` (pool_bytes long) for the connection `client_id`
 // (the remote-lock owner id used while the leaf is locked) and appends the
-// OffloadReply (and, when done, the leaf image: as read, or as published) to `resp`. Never throws
-// for bad tree contents (answers kOffloadRestart); throws std::invalid_argument
-// for a malformed request.
+// OffloadReply (and, when done and `with_image`, the leaf image: as read, or
+// as published) to `resp`. Never throws for bad tree contents (answers
+// kOffloadRestart); throws std::invalid_argument for a malformed request.
+// OFFLOAD_BATCH runs it once per sub-request, without images.
+// The checks execute_offload() starts with (known kind, journal slot inside
+// the pool): throws std::invalid_argument. OFFLOAD_BATCH runs them on every
+// sub-request before executing any, so a malformed batch changes nothing.
+void check_offload_request(uint64_t pool_bytes, const net::OffloadRequest& req);
 void execute_offload(uint8_t* pool, uint64_t pool_bytes, uint64_t client_id, const net::OffloadRequest& req,
-                     std::vector<uint8_t>& resp);
+                     std::vector<uint8_t>& resp, bool with_image = true);
 
 }  // namespace dex::memnode

@@ -43,8 +43,8 @@ wait_ready() {
     fail "server did not come back"
 }
 
-# open_inserters: one session per table inserts 40 rows (k = 5) and keeps its
-# transaction open; returns when all have inserted.
+# open_inserters: one session per table inserts 300 rows (k = 5: more than one
+# dex.insert_batch) and keeps its transaction open; returns when all have inserted.
 holders=()
 # open_inserters T...: one session per table inserts 40 rows (k = 5) and keeps
 # its transaction open; returns when all of them have inserted.
@@ -53,7 +53,7 @@ open_inserters() {
     for t in "$@"; do
         local set=""
         [ "$t" = so ] && set="set dex.offload = on;"
-        dpsql "$PPORT" -d postgres -c "$set begin; insert into $t(k, pad) select 5, 'lost' from generate_series(1, 40);
+        dpsql "$PPORT" -d postgres -c "$set begin; insert into $t(k, pad) select 5, 'lost' from generate_series(1, 300);
             select pg_sleep(600) /* holder */; commit;" >/dev/null 2>&1 &
         holders+=($!)
     done

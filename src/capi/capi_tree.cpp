@@ -215,6 +215,23 @@ int dex_tree_insert(DexTree* tree, const DexKey* key, uint64_t lsn, uint64_t dur
     });
 }
 
+int dex_tree_insert_batch(DexTree* tree, const DexKey* keys, const uint64_t* lsns, int n, uint64_t durable,
+                          int* done, DexError* err) {
+    if (done) *done = 0;
+    size_t d = 0;
+    // *done is written on every way out, errors included: the caller resumes there.
+    int rc = guarded(err, [&] {
+        if (!tree || !done || (n > 0 && (!keys || !lsns)))
+            throw Error(ErrorCode::kInvalid, "dex_tree_insert_batch: NULL argument");
+        if (n <= 0) return;
+        std::vector<dex::EntryKey> v(static_cast<size_t>(n));
+        std::memcpy(v.data(), keys, v.size() * sizeof(dex::EntryKey));
+        tree->run([&](dex::tree::BTree& b) { b.insert_batch(v.data(), lsns, v.size(), durable, &d); });
+    });
+    if (done) *done = static_cast<int>(d);
+    return rc;
+}
+
 int dex_tree_delete(DexTree* tree, const DexKey* keys, int n, uint64_t* deleted, DexError* err) {
     if (deleted) *deleted = 0;
     return guarded(err, [&] {

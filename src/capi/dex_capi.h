@@ -255,6 +255,20 @@ void		dex_bulk_abort(DexBulk *bulk);	/* frees bulk */
  */
 int			dex_tree_insert(DexTree *tree, const DexKey *key, uint64_t lsn,
 							uint64_t durable, DexError *err);
+/*
+ * Insert n entries (keys sorted ascending, distinct) as dex_tree_insert would
+ * each, lsns[i] being entry i's row LSN, WAL durable up to `durable`. On
+ * DEX_OK all n are in remote memory. On DEX_ERR_NEED_WAL_FLUSH, *done entries
+ * (a prefix of keys[]) are in the tree and nothing of the rest was changed:
+ * the caller flushes WAL up to err->need_lsn and calls again with the rest.
+ * On other errors *done is a lower bound. Up to 256 entries per memory node
+ * travel in one round trip (src/README.md "Offloading", batched inserts);
+ * where batching is not possible (no node cache, dex.offload = off,
+ * write-back indexes, memory nodes that refuse offloaded writes) the entries
+ * are inserted one at a time, with the same prefix rule.
+ */
+int			dex_tree_insert_batch(DexTree *tree, const DexKey *keys, const uint64_t *lsns, int n,
+								  uint64_t durable, int *done, DexError *err);
 /* Delete exact entries; `keys` sorted ascending. *deleted = how many existed. */
 int			dex_tree_delete(DexTree *tree, const DexKey *keys, int n,
 							uint64_t *deleted, DexError *err);

@@ -38,6 +38,7 @@
 	X(dirty_updates, "write-back mode: leaf changes kept in a dirty frame") \
 	X(write_backs, "write-back mode: dirty frames written to remote memory") \
 	X(offloads, "operations executed by a memory node (OFFLOAD RPC)") \
-	X(migrations, "subtrees moved to an emptier memory node at a split")
+	X(migrations, "subtrees moved to an emptier memory node at a split") \
+	X(batched_inserts, "entries inserted through a batched offload")
 
 #endif							/* DEX_STATS_LIST_H */

@@ -22,6 +22,7 @@ const char* op_name(uint16_t op) {
         case kOpStats: return "STATS";
         case kOpClientAlive: return "CLIENT_ALIVE";
         case kOpOffload: return "OFFLOAD";
+        case kOpOffloadBatch: return "OFFLOAD_BATCH";
         default: return nullptr;
     }
 }

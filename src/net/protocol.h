@@ -71,6 +71,10 @@ enum Op : uint16_t {
     kOpClientAlive = 28, // req: u64 client_id                       resp: u64 (1 alive, 0 gone)
     // offloading (DEX 6): the memory node finishes a traversal on its own pool
     kOpOffload = 30,     // req: OffloadRequest                      resp: OffloadReply [+ leaf image]
+    kOpOffloadBatch = 31,  // req: n x OffloadRequest (writes only)   resp: n x OffloadReply, no leaf images
+                           //   n = payload_len / sizeof(OffloadRequest), 1..kMaxOffloadBatch; executed one
+                           //   after the other, each exactly as its own OFFLOAD; only to nodes whose HELLO
+                           //   has kHelloOffloadBatch (older nodes close the connection on an unknown op)
 };
 
 // What an offloaded operation does at the leaf covering `key`.
@@ -136,6 +140,16 @@ struct HelloReply {
 // answered kStatusUnsupported; compute servers must then reach the node over
 // rdma:// and write one-sided (src/README.md "Offloading").
 constexpr uint32_t kHelloCpuAtomics = 1u << 0;
+// kHelloOffloadBatch: the node executes OFFLOAD_BATCH. A capability bit
+// rather than a new protocol version, so that compute servers and memory
+// nodes of either age keep talking: an older node lacks the bit and gets
+// single OFFLOADs, an older client never sends the op. Writes in a batch
+// still need kHelloCpuAtomics.
+constexpr uint32_t kHelloOffloadBatch = 1u << 1;
+// Whether a node whose HELLO said `flags` takes batched offloaded writes.
+inline bool offload_batch_usable(uint32_t flags) {
+    return (flags & kHelloCpuAtomics) != 0 && (flags & kHelloOffloadBatch) != 0;
+}
 
 struct NsInfo {
     uint64_t ns;
@@ -183,6 +197,11 @@ struct OffloadReply {
 };
 static_assert(sizeof(OffloadReply) == 16);
 #pragma pack(pop)
+
+// OFFLOAD_BATCH sub-requests per frame: the PostgreSQL glue hands the core at
+// most 256 entries of a statement at a time. Request (16 KiB) and reply
+// (4 KiB) stay far below one RDMA message (net/rdma_wire.h asserts it).
+constexpr uint32_t kMaxOffloadBatch = 256;
 
 // "READ", "ALLOC", ... or nullptr for an unknown op.
 const char* op_name(uint16_t op);

@@ -12,10 +12,15 @@
 #pragma once
 #include <cstdint>
 
+#include "net/protocol.h"
+
 namespace dex::net {
 
 constexpr uint32_t kRdmaMsgBytes = 256u * 1024;  // largest two-sided message (frame header included)
 constexpr uint32_t kRdmaDepth = 4;               // receive buffers the memory node posts per connection
+// The largest OFFLOAD_BATCH (request and reply) is one message: a batch needs no splitting for RDMA.
+static_assert(sizeof(FrameHeader) + kMaxOffloadBatch * sizeof(OffloadRequest) <= kRdmaMsgBytes &&
+              sizeof(FrameHeader) + kMaxOffloadBatch * sizeof(OffloadReply) <= kRdmaMsgBytes);
 
 #pragma pack(push, 1)
 struct RdmaHelloExt {

@@ -58,6 +58,10 @@ public:
     // atomics are not atomic with respect to its RDMA NIC's (src/README.md
     // "Offloading"); the tree then writes one-sided. Connects if needed.
     virtual bool offload_writes_allowed() { return true; }
+    // Whether the memory node takes OFFLOAD_BATCH (kHelloOffloadBatch) and
+    // executes offloaded writes: batched inserts go there in one round trip;
+    // otherwise they are inserted one at a time. Connects if needed.
+    virtual bool offload_batch_allowed() { return false; }
 
     // Optional hooks (no-ops unless the transport has a use for them).
     // A local memory region (e.g. the shared node cache) that reads may land

@@ -194,7 +194,11 @@ bool BTree::insert(const EntryKey& key, uint64_t lsn, uint64_t durable) {
     // throw NeedDurable), so that whichever leaf takes the entry can record it.
     // Write-back mode journals only what it writes through; its in-place
     // changes keep the LSN in their frame instead (wb_modify).
-    IntentScope intent(*this, key, lsn, journal_ != nullptr && journal_->reserve(lsn, durable));
+    return insert_reserved(key, lsn, journal_ != nullptr && journal_->reserve(lsn, durable), true);
+}
+
+bool BTree::insert_reserved(const EntryKey& key, uint64_t lsn, bool journal, bool may_offload) {
+    IntentScope intent(*this, key, lsn, journal);
     Deadline dl = deadline();
     int attempt = 0;
     GAddr hint = 0;  // write-back mode: the leaf lock_covering moved right to
@@ -204,10 +208,11 @@ bool BTree::insert(const EntryKey& key, uint64_t lsn, uint64_t durable) {
         // A memory node may do the whole insert (DEX 6) if the descent misses
         // the cache low enough; it answers "needs a split" and changes nothing
         // when the leaf is full.
-        Descent d = descend_leaf(key, hint ? 0 : net::kOffloadInsert, snap, &path, dl);
+        const bool offload = may_offload && !hint;
+        Descent d = descend_leaf(key, offload ? net::kOffloadInsert : 0, snap, &path, dl);
         if (d.offloaded != kNoOffload) return d.offloaded == net::kOffloadDone;
         uint8_t st;
-        if (!hint && offload_cached_write(net::kOffloadInsert, d, snap, key, dl, &st)) return st == net::kOffloadDone;
+        if (offload && offload_cached_write(net::kOffloadInsert, d, snap, key, dl, &st)) return st == net::kOffloadDone;
         GAddr a = hint ? hint : d.addr;
         hint = 0;
         WbGuard guard;

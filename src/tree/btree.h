@@ -89,6 +89,15 @@ public:
     // lsn is durable). Throws NeedDurable if WAL must be flushed first;
     // nothing was changed then.
     bool insert(const EntryKey& key, uint64_t lsn = 0, uint64_t durable = UINT64_MAX);
+    // insert() of keys[0..n) (meant ascending and distinct; order is not
+    // needed for correctness), lsns[i] being entry i's row LSN, in as few
+    // round trips as it can: one OFFLOAD_BATCH per memory node for up to
+    // net::kMaxOffloadBatch entries (src/README.md "Offloading", batched
+    // inserts; insert_batch.cpp). *done counts the entries known to be in the
+    // tree, always a prefix of keys[]. Throws NeedDurable when WAL must be
+    // flushed before entry *done can be journaled: nothing of keys[*done..n)
+    // was changed then. Any other exception: *done is a lower bound.
+    void insert_batch(const EntryKey* keys, const uint64_t* lsns, size_t n, uint64_t durable, size_t* done);
     // Exact-entry lookup.
     bool contains(const EntryKey& key);
     // Deletes exact entries; `keys` sorted ascending. Returns how many existed.
@@ -201,7 +210,16 @@ private:
         // the changed leaf) or kOffloadNoop (write: entry already there /
         // absent). kNoOffload: the descent went on one-sided.
         uint8_t offloaded = kNoOffload;
+        // The level of `addr`: the requested level, except for a
+        // kFindOffloadStart descent, which stops at a missed node.
+        int level = 0;
     };
+    // descend_leaf() kind of a batched insert's descent (insert_batch.cpp):
+    // through cached nodes only, stopping at the first node at or below the
+    // placement level that is not cached (Descent::addr / level), without
+    // reading it -- where the memory node will start. Above the placement
+    // level misses are read as usual; a cached leaf is returned as found.
+    static constexpr uint8_t kFindOffloadStart = 0xfe;
 
     Deadline deadline() const { return Deadline(opts_.op_timeout_ms); }
     bool set_root(GAddr expected, GAddr desired);
@@ -361,6 +379,22 @@ private:
     class SubtreeMigration;
     // Returns the survivor if it is still empty (caller may merge again), else 0.
     GAddr try_merge(GAddr leaf, const Path& path, const Deadline& dl, bool* merged = nullptr);
+
+    // insert() after its journal reservation: `journal` says whether the
+    // entry is journaled (slots reserved); `may_offload` false keeps the
+    // whole insert on the compute side (a batched attempt already asked the
+    // memory node and got "needs a split").
+    bool insert_reserved(const EntryKey& key, uint64_t lsn, bool journal, bool may_offload);
+
+    // ---- batched inserts (insert_batch.cpp) ----
+    // Whether insert_batch() may send OFFLOAD_BATCHes at all (a node cache, an
+    // offload mode other than off, write-through); each memory node must
+    // also say so (Transport::offload_batch_allowed()).
+    bool batch_allowed() const;
+    // One run of at most net::kMaxOffloadBatch entries; returns how many
+    // (a prefix) it inserted. One call = one InsertBatch.
+    size_t insert_chunk(const EntryKey* keys, const uint64_t* lsns, size_t n, uint64_t durable);
+    class InsertBatch;
 
     // ---- offloading (offload_path.cpp) ----
     // A single-entry write whose leaf the descent found in the cache: done

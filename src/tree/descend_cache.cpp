@@ -235,7 +235,16 @@ BTree::CachedDescent::Fetch BTree::CachedDescent::fetch(GAddr g, int expect, Par
             parent.f = kNoFrame;
         return Fetch::kOk;
     }
-    if (offload_kind_ && level_ == 0 && !lt_ && !refresh_ && t_.should_offload_at_miss(offload_kind_, g, expect)) {
+    if (offload_kind_ == kFindOffloadStart && level_ == 0 && !lt_ && !refresh_ && expect >= 0 &&
+        expect <= t_.place_level_) {
+        // A batched insert only wants to know where the memory node should
+        // start: the missed node itself, not read (insert_batch.cpp).
+        d.addr = g;
+        d.level = expect;
+        return Fetch::kFinished;
+    }
+    if (offload_kind_ && offload_kind_ != kFindOffloadStart && level_ == 0 && !lt_ && !refresh_ &&
+        t_.should_offload_at_miss(offload_kind_, g, expect)) {
         switch (t_.offload_at_miss(offload_kind_, g, expect, parent.f, k_, out_, dl_, &d)) {
             case MissOffload::kRestart:
                 return Fetch::kRestart;

@@ -35,7 +35,42 @@ void read_root(RemoteMemory& mem, GAddr root, JournalRoot& out) {
 
 std::atomic<DurableLsnFn> g_durable{nullptr};
 
+// Reads the lane at `a` (directory slot `lane` on `node`) whole into `buf`;
+// returns its slots.
+uint32_t read_lane(RemoteMemory& mem, GAddr a, uint32_t node, uint32_t lane, std::vector<uint8_t>& buf) {
+    buf.resize(kJournalLaneBytes);
+    mem.read(a, buf.data(), kJournalLaneBytes);
+    JournalLaneHeader h;
+    std::memcpy(&h, buf.data(), sizeof h);
+    const uint32_t slots = lane_records(h, lane);
+    if (!slots || gaddr_node(a) != node)
+        throw Error(ErrorCode::kCorrupt, "insert journal: lane " + std::to_string(lane) + " of memory node " +
+                                             std::to_string(node) + " is damaged");
+    if (lane_bytes_for(slots) > kJournalLaneBytes) {  // a grown lane: the rest of it
+        buf.resize(lane_bytes_for(slots));
+        mem.read(a + kJournalLaneBytes, buf.data() + kJournalLaneBytes, buf.size() - kJournalLaneBytes);
+    }
+    return slots;
+}
+
+// A zeroed lane of `slots` slots for directory slot `lane`.
+GAddr new_lane(RemoteMemory& mem, uint32_t node, uint64_t ns, uint32_t lane, uint32_t slots) {
+    std::vector<uint8_t> buf(lane_bytes_for(slots), 0);
+    GAddr a = make_gaddr(node, alloc_bytes(mem, node, ns, buf.size()));
+    JournalLaneHeader h{kJournalLaneMagic, lane, slots};
+    std::memcpy(buf.data(), &h, sizeof h);
+    mem.write(a, buf.data(), static_cast<uint32_t>(buf.size()));
+    return a;
+}
+
 }  // namespace
+
+uint32_t lane_records(const JournalLaneHeader& h, uint32_t lane) {
+    if (h.lane != lane) return 0;
+    if (h.magic == kJournalMagic) return h.records == 0 ? kJournalLaneRecords : 0;  // an old fixed-size lane
+    if (h.magic != kJournalLaneMagic) return 0;
+    return h.records >= kJournalLaneRecords && h.records <= kJournalLaneRecordsMax ? h.records : 0;
+}
 
 void set_durable_lsn_source(DurableLsnFn fn) { g_durable.store(fn, std::memory_order_release); }
 
@@ -80,7 +115,7 @@ JournalContents journal_read(RemoteMemory& mem, GAddr root) {
     JournalContents c;
     c.life = r.life;
     std::vector<GAddr> dir(kJournalLanes);
-    std::vector<uint8_t> lane(kJournalLaneBytes);
+    std::vector<uint8_t> lane;
     for (uint32_t i = 0; i < r.nodes; i++) {
         if (!r.dir[i]) continue;
         mem.read(r.dir[i], dir.data(), kJournalLanes * sizeof(GAddr));
@@ -89,16 +124,12 @@ JournalContents journal_read(RemoteMemory& mem, GAddr root) {
             if (gaddr_node(dir[l]) != i)
                 throw Error(ErrorCode::kCorrupt, "insert journal: lane " + std::to_string(l) + " of memory node " +
                                                      std::to_string(i) + " points to another memory node");
-            mem.read(dir[l], lane.data(), kJournalLaneBytes);
-            JournalLaneHeader h;
-            std::memcpy(&h, lane.data(), sizeof h);
-            if (h.magic != kJournalMagic || h.lane != l)
-                throw Error(ErrorCode::kCorrupt, "insert journal: lane " + std::to_string(l) + " of memory node " +
-                                                     std::to_string(i) + " is damaged");
+            const uint32_t slots = read_lane(mem, dir[l], i, l, lane);
             c.lanes.push_back(dir[l]);
-            for (uint32_t s = 0; s < kJournalLaneRecords; s++) {
+            c.lane_slots.push_back(slots);
+            for (uint32_t s = 0; s < slots; s++) {
                 JournalRecord rec;
-                std::memcpy(&rec, lane.data() + sizeof h + s * sizeof rec, sizeof rec);
+                std::memcpy(&rec, lane.data() + sizeof(JournalLaneHeader) + s * sizeof rec, sizeof rec);
                 if (rec.lsn != 0) c.records.push_back(rec);
             }
         }
@@ -112,8 +143,13 @@ JournalContents journal_read(RemoteMemory& mem, GAddr root) {
 }
 
 void journal_clear(RemoteMemory& mem, const JournalContents& c) {
-    const uint32_t bytes = kJournalLaneRecords * sizeof(JournalRecord);
-    for (GAddr l : c.lanes) zero(mem, l + sizeof(JournalLaneHeader), bytes);
+    for (size_t i = 0; i < c.lanes.size(); i++)
+        zero(mem, c.lanes[i] + sizeof(JournalLaneHeader),
+             static_cast<uint32_t>(c.lane_slots[i] * sizeof(JournalRecord)));
+}
+
+GAddr JournalWriter::dir_slot(uint32_t node) const {
+    return root_img_.dir[node] + static_cast<uint64_t>(lane_) * sizeof(GAddr);
 }
 
 void JournalWriter::load(uint32_t node) {
@@ -127,33 +163,28 @@ void JournalWriter::load(uint32_t node) {
         ln.loaded = true;  // no lane here: inserts on this node wait for durable WAL instead
         return;
     }
-    GAddr slot = root_img_.dir[node] + static_cast<uint64_t>(lane_) * sizeof(GAddr);
+    const GAddr slot = dir_slot(node);
     GAddr a = 0;
     mem_.read(slot, &a, sizeof a);
-    std::vector<uint8_t> buf(kJournalLaneBytes, 0);
+    std::vector<uint8_t> buf;
+    uint32_t slots;
     if (!a) {
         // First writer with this lane number on this node: a zeroed lane,
         // then the directory entry that makes recovery read it.
         if (node >= part_ns_.size() || !part_ns_[node])
             throw Error(ErrorCode::kCorrupt, "insert journal: memory node " + std::to_string(node) +
                                                  " has a directory but the tree no namespace there");
-        a = make_gaddr(node, alloc_bytes(mem_, node, part_ns_[node], kJournalLaneBytes));
-        JournalLaneHeader h{kJournalMagic, lane_};
-        std::memcpy(buf.data(), &h, sizeof h);
-        mem_.write(a, buf.data(), kJournalLaneBytes);
+        slots = kJournalLaneRecords;
+        a = new_lane(mem_, node, part_ns_[node], lane_, slots);
+        buf.assign(lane_bytes_for(slots), 0);
         mem_.write(slot, &a, sizeof a);
     } else {
-        mem_.read(a, buf.data(), kJournalLaneBytes);
-        JournalLaneHeader h;
-        std::memcpy(&h, buf.data(), sizeof h);
-        if (h.magic != kJournalMagic || h.lane != lane_ || gaddr_node(a) != node)
-            throw Error(ErrorCode::kCorrupt, "insert journal: lane " + std::to_string(lane_) + " of memory node " +
-                                                 std::to_string(node) + " is damaged");
+        slots = read_lane(mem_, a, node, lane_, buf);
     }
     ln.addr = a;
-    ln.lsn.assign(kJournalLaneRecords, 0);
+    ln.lsn.assign(slots, 0);
     uint64_t oldest = UINT64_MAX;
-    for (uint32_t s = 0; s < kJournalLaneRecords; s++) {
+    for (uint32_t s = 0; s < slots; s++) {
         JournalRecord rec;
         std::memcpy(&rec, buf.data() + sizeof(JournalLaneHeader) + s * sizeof rec, sizeof rec);
         ln.lsn[s] = rec.lsn;
@@ -165,20 +196,63 @@ void JournalWriter::load(uint32_t node) {
     ln.loaded = true;
 }
 
+void JournalWriter::begin_entry() {
+    for (Lane& ln : lanes_) ln.current = -1;
+}
+
 bool JournalWriter::reserve(uint64_t lsn, uint64_t durable) {
-    for (Lane& ln : lanes_) ln.current = -1;  // a new insert
+    begin_entry();
     if (lsn == 0 || lsn <= durable) return false;
     if (lanes_.size() < part_ns_.size()) lanes_.resize(part_ns_.size());
     uint64_t need = 0;
     for (uint32_t i = 0; i < part_ns_.size(); i++) {
         if (!part_ns_[i]) continue;
         load(i);
-        const Lane& ln = lanes_[i];
-        uint64_t prev = ln.addr ? ln.lsn[ln.next] : lsn;  // no lane: the insert itself must be durable first
-        if (prev > durable) need = std::max(need, prev);
+        maybe_grow(i, durable);
+        Lane& ln = lanes_[i];
+        if (!ln.addr) {  // no lane: the insert itself must be durable first
+            need = std::max(need, lsn);
+        } else if (ln.lsn[ln.next] > durable) {
+            // Full of records whose WAL is not durable: flushing up to the
+            // newest frees the whole lane with the same one fsync (and lets
+            // it grow, maybe_grow), not just the oldest slot.
+            ln.filled = true;
+            need = std::max(need, *std::max_element(ln.lsn.begin(), ln.lsn.end()));
+        }
     }
     if (need) throw NeedDurable(need);
     return true;
+}
+
+uint32_t JournalWriter::batch_room(uint64_t durable, uint64_t* newest) {
+    if (lanes_.size() < part_ns_.size()) lanes_.resize(part_ns_.size());
+    begin_entry();  // a new run: no slot of an earlier one is held
+    uint32_t room = kJournalLaneRecordsMax;
+    *newest = 0;
+    for (uint32_t i = 0; i < part_ns_.size(); i++) {
+        if (!part_ns_[i]) continue;
+        load(i);
+        maybe_grow(i, durable);
+        Lane& ln = lanes_[i];
+        if (!ln.addr) {  // no lane: every journaled insert waits for durable WAL
+            room = 0;
+            continue;
+        }
+        const uint32_t slots = static_cast<uint32_t>(ln.lsn.size());
+        uint32_t free = 0;
+        while (free < slots && ln.lsn[(ln.next + free) % slots] <= durable) free++;
+        if (free == 0) ln.filled = true;
+        room = std::min(room, free);
+        for (uint64_t l : ln.lsn) *newest = std::max(*newest, l);
+    }
+    return room;
+}
+
+int64_t JournalWriter::slot_taken(uint32_t node) const { return node < lanes_.size() ? lanes_[node].current : -1; }
+
+void JournalWriter::resume(uint32_t node, int64_t slot) {
+    if (node < lanes_.size() && lanes_[node].addr && slot >= 0 && slot < static_cast<int64_t>(lanes_[node].lsn.size()))
+        lanes_[node].current = slot;
 }
 
 uint64_t JournalWriter::take(uint32_t node, const EntryKey& key, uint64_t lsn) {
@@ -190,7 +264,7 @@ uint64_t JournalWriter::take(uint32_t node, const EntryKey& key, uint64_t lsn) {
         s = static_cast<uint32_t>(ln.current);
     } else {
         s = ln.next;
-        ln.next = (s + 1) % kJournalLaneRecords;
+        ln.next = (s + 1) % static_cast<uint32_t>(ln.lsn.size());
         ln.current = s;
     }
     ln.lsn[s] = lsn;
@@ -206,6 +280,45 @@ RemoteOp JournalWriter::take_op(uint32_t node, const EntryKey& key, uint64_t lsn
     op.buf = &rec_;
     op.len = sizeof rec_;
     return op;
+}
+
+}  // namespace dex::tree
+
+namespace dex::tree {
+
+// Why a lane grows: a writer whose lane fills up with records whose WAL is not
+// durable flushes WAL once per lane's worth of journaled inserts (a bulk load
+// in one transaction: one fsync per 170 rows with the first size). Only once
+// the lane was found full and every record in it is obsolete (WAL durable
+// past its newest, as right after the flush that full lane asked for) is it
+// replaced: nothing in it can be a stray any more, so recovery needs none of
+// its records. Order: the new lane is written whole (zeroed, header) before
+// the directory points to it; a crash in between leaves the old, obsolete
+// lane in the directory and the new one unreferenced in the namespace (freed
+// with it). The old lane is freed after the switch. Only this writer (its
+// PGPROC number) uses the directory slot, so no other process races it.
+void JournalWriter::maybe_grow(uint32_t node, uint64_t durable) {
+    Lane& ln = lanes_[node];
+    if (!ln.filled || !ln.addr || ln.current >= 0) return;
+    const uint32_t slots = static_cast<uint32_t>(ln.lsn.size());
+    if (slots >= kJournalLaneRecordsMax) return;
+    for (uint64_t l : ln.lsn)
+        if (l > durable) return;
+    const uint32_t grown = std::min(kJournalLaneRecordsMax, 2 * slots);
+    const GAddr fresh = new_lane(mem_, node, part_ns_[node], lane_, grown);
+    mem_.write(dir_slot(node), &fresh, sizeof fresh);
+    const GAddr old = ln.addr;
+    ln.addr = fresh;
+    ln.lsn.assign(grown, 0);
+    ln.next = 0;
+    ln.filled = false;
+    uint64_t req[3] = {part_ns_[node], gaddr_offset(old), lane_bytes_for(slots)};
+    try {
+        mem_.node(node).rpc(net::kOpFree, req, sizeof req);
+    } catch (const Error&) {
+        // The old lane stays allocated in the index's namespace until the
+        // index is dropped: a leak of a few KiB, not a reason to fail.
+    }
 }
 
 }  // namespace dex::tree

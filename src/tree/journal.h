@@ -15,7 +15,11 @@
 // Remote layout (all in the index's namespaces):
 //   root (home node, one node-sized block):  JournalRoot
 //   directory (one per memory node of the tree): kJournalLanes GAddrs, 0 = no lane yet
-//   lane (allocated by its first writer): JournalLaneHeader + kJournalLaneRecords records
+//   lane (allocated by its first writer): JournalLaneHeader + its records
+//     (kJournalLaneRecords at first; a writer whose lane keeps filling up with
+//     records whose WAL is not durable -- a bulk load -- replaces it by one
+//     twice as large, up to kJournalLaneBytesMax, src/README.md "The insert
+//     journal")
 // A lane belongs to one writer at a time (PostgreSQL: the PGPROC number), so
 // appending needs no remote atomic: the writer knows its lane's state.
 #pragma once
@@ -31,7 +35,13 @@ namespace dex::tree {
 
 constexpr uint64_t kJournalMagic = 0x31304c4e524a7864ull;  // "dxJRNL01"
 constexpr uint32_t kJournalLanes = 1024;                   // writers per memory node with a lane
-constexpr uint32_t kJournalLaneBytes = 4096;
+constexpr uint32_t kJournalLaneBytes = 4096;               // a new lane
+constexpr uint32_t kJournalLaneBytesMax = 64 * 1024;       // the largest a lane grows to
+// Lanes written by dex before lanes could grow carry kJournalMagic and are
+// kJournalLaneBytes long; grown-capable lanes carry this magic and their
+// record count.
+constexpr uint64_t kJournalLaneMagic = 0x32454e414c4a7864ull;  // "dxJLANE2"
+
 constexpr uint32_t kJournalMaxNodes = 32;                  // = DEX_MAX_MEMNODES
 
 #pragma pack(push, 1)
@@ -45,11 +55,21 @@ struct JournalRecord {
 static_assert(sizeof(JournalRecord) == 24);
 
 struct JournalLaneHeader {
-    uint64_t magic;
-    uint64_t lane;  // which directory slot owns it
+    uint64_t magic;    // kJournalLaneMagic (kJournalMagic: an old fixed-size lane)
+    uint32_t lane;     // which directory slot owns it
+    uint32_t records;  // slots that follow (0 in an old lane: kJournalLaneRecords)
 };
-constexpr uint32_t kJournalLaneRecords =
-    (kJournalLaneBytes - sizeof(JournalLaneHeader)) / sizeof(JournalRecord);  // 170
+static_assert(sizeof(JournalLaneHeader) == 16);
+constexpr uint32_t lane_records_for(uint32_t bytes) {
+    return static_cast<uint32_t>((bytes - sizeof(JournalLaneHeader)) / sizeof(JournalRecord));
+}
+constexpr uint32_t kJournalLaneRecords = lane_records_for(kJournalLaneBytes);        // 170
+constexpr uint32_t kJournalLaneRecordsMax = lane_records_for(kJournalLaneBytesMax);  // 2730
+constexpr uint32_t lane_bytes_for(uint32_t records) {
+    return static_cast<uint32_t>(sizeof(JournalLaneHeader) + records * sizeof(JournalRecord));
+}
+// Slots of the lane with this header, 0 if it is no lane of directory slot `lane`.
+uint32_t lane_records(const JournalLaneHeader& h, uint32_t lane);
 
 struct JournalRoot {
     uint64_t magic;
@@ -99,6 +119,7 @@ uint64_t journal_cas_life(RemoteMemory& mem, GAddr root, uint64_t expected, uint
 struct JournalContents {
     uint64_t life = 0;
     std::vector<GAddr> lanes;             // every allocated lane, on every node
+    std::vector<uint32_t> lane_slots;     // ... and its number of slots
     std::vector<JournalRecord> records;   // every used slot (lsn != 0), sorted by key, duplicates removed
 };
 JournalContents journal_read(RemoteMemory& mem, GAddr root);
@@ -118,6 +139,21 @@ public:
     // previous record is obsolete; otherwise throws NeedDurable. Loads (first
     // call) or allocates the lanes: remote operations, no locks held.
     bool reserve(uint64_t lsn, uint64_t durable);
+    // A new insert: it has taken no slot yet (reserve() starts with this).
+    void begin_entry();
+
+    // Batched inserts (BTree::insert_batch) reserve for a run of inserts at
+    // once: how many inserts in a row can be journaled while WAL is durable up
+    // to `durable` -- the fewest consecutive slots, from the next one, whose
+    // records are obsolete, over every memory node of the tree (0 if one has
+    // no lane). *newest: the highest LSN any lane holds (flushing that far
+    // frees every slot). Loads or allocates the lanes: remote operations.
+    uint32_t batch_room(uint64_t durable, uint64_t* newest);
+    // The slot the insert in progress took on `node` (-1: none) -- and, for
+    // an insert of a batch that goes on one at a time after its batched
+    // attempt, taking that same slot up again (take() then reuses it).
+    int64_t slot_taken(uint32_t node) const;
+    void resume(uint32_t node, int64_t slot);
     // Takes the next slot on memory node `node` for (key, lsn) -- or, if this
     // insert (since reserve()) took one there already, the same slot again: an
     // insert may write its record more than once (an offload that answered
@@ -135,9 +171,14 @@ private:
         GAddr addr = 0;
         uint32_t next = 0;
         int64_t current = -1;       // slot taken by the insert in progress (-1: none)
-        std::vector<uint64_t> lsn;  // per slot
+        std::vector<uint64_t> lsn;  // per slot (its size: the lane's slots)
+        bool filled = false;        // was found full of records not yet durable
     };
     void load(uint32_t node);
+    // The lane on `node` was full and is now wholly obsolete: replace it by
+    // one twice as large (until kJournalLaneRecordsMax).
+    void maybe_grow(uint32_t node, uint64_t durable);
+    GAddr dir_slot(uint32_t node) const;
 
     RemoteMemory& mem_;
     GAddr root_;

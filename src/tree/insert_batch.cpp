@@ -1,0 +1,316 @@
+// Batched inserts (src/README.md "Offloading", batched offloaded inserts):
+// the entries of a multi-row statement (COPY, INSERT ... SELECT), handed over
+// up to net::kMaxOffloadBatch at a time, go to the memory nodes as one
+// OFFLOAD_BATCH per node instead of one OFFLOAD (or a one-sided write) each.
+// The memory node executes every sub-request exactly as a single offloaded
+// insert; what it cannot do without a structure modification comes back and
+// is inserted here one at a time, splits included.
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+#include "cache/cache.h"
+#include "common/stats.h"
+#include "tree/btree.h"
+#include "tree/offload_policy.h"
+
+namespace dex::tree {
+
+bool BTree::batch_allowed() const {
+    // Without a cache nothing is offloaded (every node is read anyway), and
+    // write-back leaves may be newer than their remote images: as insert().
+    return cache_ && opts_.offload && opts_.offload->mode() != OffloadMode::kOff && !wb_;
+}
+
+void BTree::insert_batch(const EntryKey* keys, const uint64_t* lsns, size_t n, uint64_t durable, size_t* done) {
+    *done = 0;
+    for (size_t i = 0; i < n; i++)
+        if (keys[i].cls != kValue && keys[i].cls != kNull)
+            throw Error(ErrorCode::kInvalid, "cannot insert a key of class " + std::to_string(keys[i].cls));
+    // A single entry (a single-row INSERT's, held back until its statement
+    // ends) takes the single path: its offload reply carries the leaf image
+    // that refreshes the cached leaf (DEX 6.2), where a batch drops it.
+    if (n == 1) {
+        insert(keys[0], lsns[0], durable);
+        *done = 1;
+        return;
+    }
+    if (!batch_allowed()) {
+        // One at a time: each insert reserves its journal slots before it
+        // changes anything, so a NeedDurable leaves exactly the prefix done.
+        for (; *done < n; ++*done) insert(keys[*done], lsns[*done], durable);
+        return;
+    }
+    while (*done < n) {
+        const size_t m = std::min<size_t>(n - *done, net::kMaxOffloadBatch);
+        *done += insert_chunk(keys + *done, lsns + *done, m, durable);
+    }
+}
+
+// One chunk: which entries the journal can take (a prefix); then rounds of:
+// where the memory node starts for each entry, one OFFLOAD_BATCH per memory
+// node, the cache and the change log. A leaf that fills up answers "needs a
+// split" for the rest of its entries: the first of them is inserted alone
+// here (it splits the leaf), the others go into the next round -- so an
+// ascending load (serial keys, timestamps), whose entries all land in the
+// rightmost leaf, still costs a round trip per leaf's worth of entries and
+// one split, not a one-sided insert per row.
+class BTree::InsertBatch {
+public:
+    InsertBatch(BTree& t, const EntryKey* keys, const uint64_t* lsns, size_t n, uint64_t durable)
+        : t_(t), keys_(keys), lsns_(lsns), e_(n), durable_(durable) {}
+
+    size_t run() {
+        const size_t p = fit_journal();
+        e_.resize(p);
+        Stats::add(stats().index_ops, p);
+        std::vector<size_t> todo(p);
+        for (size_t i = 0; i < p; i++) todo[i] = i;
+        // Each round inserts at least one entry per leaf that needed a split
+        // (alone), so rounds end; the bound is a guard against a node that
+        // keeps answering "needs a split" for a leaf the compute side split.
+        for (size_t round = 0; !todo.empty(); round++) {
+            if (round >= p + 1) {
+                for (size_t i : todo) insert_alone(i, false);
+                break;
+            }
+            todo = one_round(todo);
+        }
+        return p;
+    }
+
+private:
+    struct Entry {
+        GAddr start = 0;  // where the memory node starts (0: insert it alone)
+        int level = 0;    // start's level
+        bool journal = false;
+        int64_t slot = -1;        // journal slot taken on slot_node by a batched attempt
+        uint32_t slot_node = 0;
+        bool one_by_one = false;  // insert_reserved() after this round's batches
+        bool may_offload = true;  // ... and may that offload (no batched attempt said "needs a split")
+        GAddr full_leaf = 0;      // this round: the leaf that answered "needs a split"
+    };
+
+    // One round over `todo`; returns the entries for the next round.
+    std::vector<size_t> one_round(const std::vector<size_t>& todo) {
+        plan(todo);
+        std::map<uint32_t, std::vector<size_t>> by_node;
+        for (size_t i : todo)
+            if (e_[i].start) by_node[gaddr_node(e_[i].start)].push_back(i);
+        try {
+            for (auto& [node, idx] : by_node) send(node, idx);
+        } catch (...) {
+            settle();  // what the nodes answered before the failure changed leaves
+            throw;
+        }
+        settle();
+        std::vector<size_t> next;
+        std::vector<GAddr> split;  // full leaves whose first waiting entry went alone
+        for (size_t i : todo) {    // todo is in key order: the first per leaf is its smallest
+            Entry& e = e_[i];
+            if (e.one_by_one) {
+                insert_alone(i, e.may_offload);
+            } else if (e.full_leaf) {
+                if (std::find(split.begin(), split.end(), e.full_leaf) == split.end()) {
+                    split.push_back(e.full_leaf);
+                    insert_alone(i, false);  // splits the leaf
+                } else {
+                    next.push_back(i);
+                }
+            }
+        }
+        return next;
+    }
+
+    bool journaled(size_t i) const { return lsns_[i] != 0 && lsns_[i] > durable_; }
+
+    // The longest prefix whose journaled entries all get a slot (src/README.md
+    // "The insert journal", batches): each entry takes at most one slot on
+    // each memory node -- its batched attempt's on the node it was sent to,
+    // which an insert that goes on alone takes up again, and one on a node it
+    // lands on instead -- so `room` consecutive free slots on every node are
+    // enough for `room` journaled entries, and nothing after the batch can
+    // ask for a WAL flush. None fits: NeedDurable, before anything changed.
+    size_t fit_journal() {
+        size_t n = e_.size();
+        if (!t_.journal_) return n;
+        size_t first = n;
+        for (size_t i = 0; i < n && first == n; i++)
+            if (journaled(i)) first = i;
+        if (first == n) return n;
+        uint64_t newest = 0;
+        const uint32_t room = t_.journal_->batch_room(durable_, &newest);
+        uint32_t used = 0;
+        size_t p = 0;
+        for (; p < n; p++) {
+            if (!journaled(p)) continue;
+            if (used == room) break;
+            used++;
+            e_[p].journal = true;
+        }
+        if (p == 0) {
+            // Flushing this far frees every slot and makes the whole chunk
+            // durable: one flush, not one per freed slot.
+            uint64_t need = newest;
+            for (size_t i = 0; i < n; i++) need = std::max(need, lsns_[i]);
+            throw NeedDurable(need);
+        }
+        return p;
+    }
+
+    // Per entry: down the cached inner nodes to the first node at or below
+    // the placement level that is not cached, or to the cached leaf, as a
+    // single insert's offload_at_miss / offload_cached_write would start.
+    void plan(const std::vector<size_t>& todo) {
+        Deadline dl = t_.deadline();
+        Node snap;
+        for (size_t i : todo) {
+            Descent d = t_.descend_leaf(keys_[i], kFindOffloadStart, snap, nullptr, dl);
+            Entry& e = e_[i];
+            e.full_leaf = 0;
+            e.one_by_one = false;
+            e.start = d.addr;
+            e.level = d.level;
+            if (!e.start || gaddr_is_swizzled(e.start) || e.level < 0 || e.level > t_.place_level_) {
+                e.start = 0;
+                e.one_by_one = true;
+            }
+        }
+    }
+
+    void send(uint32_t node, const std::vector<size_t>& idx) {
+        Transport& tr = t_.mem_.node(node);
+        if (!tr.offload_batch_allowed()) {
+            // Refuses offloaded writes (HCA atomics), or an older node without
+            // OFFLOAD_BATCH: the single path decides for each entry.
+            for (size_t i : idx) e_[i].one_by_one = true;
+            return;
+        }
+        std::vector<net::OffloadRequest> reqs(idx.size());
+        for (size_t j = 0; j < idx.size(); j++) {
+            Entry& e = e_[idx[j]];
+            net::OffloadRequest& r = reqs[j];
+            r.start = gaddr_offset(e.start);
+            r.tree_id = t_.tree_id_;
+            r.node = static_cast<uint16_t>(node);
+            r.kind = net::kOffloadInsert;
+            r.start_level = static_cast<uint8_t>(e.level);
+            std::memcpy(r.key, &keys_[idx[j]], sizeof r.key);
+            if (e.journal) {  // the memory node writes it before it changes the leaf
+                t_.journal_->begin_entry();
+                // a later round's attempt on the same node rewrites the same slot
+                if (e.slot >= 0 && e.slot_node == node) t_.journal_->resume(node, e.slot);
+                r.journal = t_.journal_->take(node, keys_[idx[j]], lsns_[idx[j]]);
+                std::memcpy(r.record, &t_.journal_->record(), sizeof r.record);
+                e.slot = t_.journal_->slot_taken(node);
+                e.slot_node = node;
+            }
+        }
+        try {
+            std::vector<uint8_t> resp;
+            {
+                // Writes the memory node may already have applied: a query
+                // cancel waits for the answer (the op timeout still bounds
+                // it), as for a single offloaded write.
+                InterruptHold hold;
+                resp = tr.rpc(net::kOpOffloadBatch, reqs.data(),
+                              static_cast<uint32_t>(reqs.size() * sizeof(net::OffloadRequest)));
+            }
+            Stats::add(stats().offloads, idx.size());
+            take_replies(node, idx, resp);
+        } catch (...) {
+            forget(idx);
+            throw;
+        }
+    }
+
+    void take_replies(uint32_t node, const std::vector<size_t>& idx, const std::vector<uint8_t>& resp) {
+        if (resp.size() != idx.size() * sizeof(net::OffloadReply))
+            throw Error(ErrorCode::kProtocol, "OFFLOAD_BATCH: " + std::to_string(resp.size()) + " bytes of replies for " +
+                                                  std::to_string(idx.size()) + " requests");
+        for (size_t j = 0; j < idx.size(); j++) {
+            net::OffloadReply rep;
+            std::memcpy(&rep, resp.data() + j * sizeof rep, sizeof rep);
+            Entry& e = e_[idx[j]];
+            switch (rep.status) {
+                case net::kOffloadDone:
+                case net::kOffloadNoop:
+                    if (gaddr_node(rep.leaf) != node || gaddr_is_swizzled(rep.leaf) || !rep.leaf)
+                        throw Error(ErrorCode::kProtocol, "OFFLOAD_BATCH: memory node named a leaf outside its own pool");
+                    if (rep.status == net::kOffloadDone) {
+                        changed_.push_back(rep.leaf);
+                        Stats::add(stats().batched_inserts);
+                    }
+                    break;
+                case net::kOffloadNeedsSmo:
+                    // Nothing changed but the journal record: the leaf is full
+                    // (one_round() splits it with the first of its entries).
+                    e.full_leaf = rep.leaf ? rep.leaf : e.start;
+                    break;
+                case net::kOffloadRestart:
+                    // The path left the node: find the leaf one-sided.
+                    e.one_by_one = true;
+                    e.may_offload = false;
+                    break;
+                default:
+                    throw Error(ErrorCode::kProtocol, "OFFLOAD_BATCH: unknown status from memory node");
+            }
+        }
+    }
+
+    // A batch whose answer is unknown may have changed any of its leaves.
+    void forget(const std::vector<size_t>& idx) {
+        try {
+            for (size_t i : idx) {
+                t_.forget_unknown_write(e_[i].start, e_[i].level);
+                if (e_[i].level > 0) return;  // that dropped every cached leaf of the tree
+            }
+        } catch (...) {
+        }
+    }
+
+    // DEX 6.2 without leaf images: the leaves the memory nodes changed go into
+    // the change log once (standbys drop them), then out of this compute
+    // server's cache -- an admission in progress is marked stale, its read may
+    // predate the change -- before insert_batch() returns.
+    void settle() {
+        if (changed_.empty()) return;
+        std::sort(changed_.begin(), changed_.end());
+        changed_.erase(std::unique(changed_.begin(), changed_.end()), changed_.end());
+        if (t_.opts_.log_changes) t_.opts_.log_changes(changed_.data(), changed_.size());
+        for (GAddr a : changed_) {
+            try {
+                t_.cache_drop(a);
+            } catch (...) {
+                try {
+                    t_.forget_unknown_write(a, 1);  // could not drop it: drop every cached leaf
+                } catch (...) {
+                }
+            }
+        }
+        changed_.clear();
+    }
+
+    void insert_alone(size_t i, bool may_offload) {
+        Entry& e = e_[i];
+        if (e.journal && t_.journal_) {
+            t_.journal_->begin_entry();
+            if (e.slot >= 0) t_.journal_->resume(e.slot_node, e.slot);
+        }
+        t_.insert_reserved(keys_[i], lsns_[i], e.journal, may_offload);
+    }
+
+    BTree& t_;
+    const EntryKey* keys_;
+    const uint64_t* lsns_;
+    std::vector<Entry> e_;
+    uint64_t durable_;
+    std::vector<GAddr> changed_;
+};
+
+size_t BTree::insert_chunk(const EntryKey* keys, const uint64_t* lsns, size_t n, uint64_t durable) {
+    InsertBatch b(*this, keys, lsns, n, durable);
+    return b.run();
+}
+
+}  // namespace dex::tree
