@@ -338,3 +338,11 @@ CREATE FUNCTION dex_key_column(value anyelement, descending boolean DEFAULT fals
                                nulls_first boolean DEFAULT false) RETURNS bytea
 AS 'MODULE_PATHNAME', 'dex_sql_key_column'
 LANGUAGE C IMMUTABLE PARALLEL SAFE;
+
+-- dex_key_roundtrip(v): v made into an index key and decoded back, as an
+-- index-only scan returns it (src/README.md "Index-only scans"). For tests:
+-- the identity for every type an index-only scan may return; an error for
+-- float4/float8, whose keys lose -0 and NaN payloads.
+CREATE FUNCTION dex_key_roundtrip(anyelement) RETURNS anyelement
+AS 'MODULE_PATHNAME', 'dex_sql_key_roundtrip'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;

@@ -46,6 +46,7 @@ dex_shmem_request(void)
 #endif
 	RequestAddinShmemSpace(MAXALIGN(dex_stats_shmem_size()));
 	RequestAddinShmemSpace(dex_cluster_shmem_size());
+	RequestAddinShmemSpace(dex_ios_shmem_size());
 	/* dex.cache_size = 0: no cache, trees run uncached */
 	if (dex_cache_bytes() > 0)
 		RequestAddinShmemSpace(MAXALIGN(dex_cache_shmem_size(dex_cache_bytes())));
@@ -67,6 +68,10 @@ dex_shmem_startup(void)
 	/* this compute server's life and the cluster registry's state (dexcluster.c) */
 	mem = ShmemInitStruct("dex cluster", dex_cluster_shmem_size(), &found);
 	dex_cluster_shmem_init(mem, found);
+
+	/* index-only scans' announcements to VACUUM (dexios.c) */
+	mem = ShmemInitStruct("dex index-only scans", dex_ios_shmem_size(), &found);
+	dex_ios_shmem_init(mem, found);
 
 	/*
 	 * The node cache, in the main segment so every backend (forked from the
@@ -128,6 +133,7 @@ _PG_init(void)
 	dex_wal_init();
 	dex_xact_init();
 	dex_pending_init();
+	dex_ios_init();
 }
 
 /* ---------------------------------------------------------------------
@@ -151,7 +157,7 @@ dexhandler(PG_FUNCTION_ARGS)
 	amroutine->amsearcharray = true;
 	amroutine->amsearchnulls = true;
 	amroutine->amstorage = false;
-	amroutine->amclusterable = false;
+	amroutine->amclusterable = true;
 	amroutine->ampredlocks = false;
 	amroutine->amcanparallel = false;
 #if PG_VERSION_NUM >= 170000
@@ -173,7 +179,7 @@ dexhandler(PG_FUNCTION_ARGS)
 #endif
 	amroutine->ambulkdelete = dexbulkdelete;
 	amroutine->amvacuumcleanup = dexvacuumcleanup;
-	amroutine->amcanreturn = NULL;
+	amroutine->amcanreturn = dexcanreturn;
 	amroutine->amcostestimate = dexcostestimate;
 	amroutine->amoptions = dexoptions;
 	amroutine->amproperty = NULL;

@@ -12,6 +12,8 @@
  *   dexbuild.c dexinsert.c dexscan.c dexvacuum.c dexvalidate.c dexcost.c
  *                  access method entry points
  *   dexunique.c    unique indexes: the check before an insert
+ *   dexios.c       index-only scans: amcanreturn, returned tuples, the VACUUM
+ *                  interlock, heap verification on a standby
  *   dexguc.c       GUC definitions, the dex worker
  *   dexxact.c      transaction callbacks: remote memory freed at commit/abort
  *   dexsession.c   this backend's configuration of the core, interrupt hook,
@@ -209,6 +211,15 @@ typedef struct DexScanOpaqueData
 	int			cur_range;
 	BlockNumber heap_nblocks;	/* hot standby: heap size seen (0 = not yet) */
 
+	/* index-only scans (dexios.c) */
+	bool		ios_ready;		/* dex_ios_begin ran */
+	bool		ios_returnable;	/* the column's keys decode exactly */
+	bool		ios_verify;		/* check each entry's heap tuple (standby) */
+	int			ios_slot;		/* this scan's announcement, -1 = none */
+	MemoryContext itupcxt;		/* holds xs_itup; reset per tuple */
+	struct IndexFetchTableData *vfetch; /* heap verification */
+	struct TupleTableSlot *vslot;
+
 	MemoryContextCallback cb;	/* ends the core scan on context reset */
 } DexScanOpaqueData;
 
@@ -243,6 +254,9 @@ extern void dex_datum_bound(Datum d, Oid argtype, Oid coltype, DexBound *b);
 extern int64 dex_datum_image(Datum d, Oid coltype);
 extern void dex_make_key(DexKey *key, Relation index, Datum value, bool isnull,
 						 ItemPointer tid);
+extern bool dex_image_datum(int64 v, Oid coltype, Datum *out);
+extern bool dex_type_returnable(Oid coltype);
+extern bool dex_key_datum(const DexKey *key, Oid coltype, Datum *out);
 
 /* ---- dexutils.c ------------------------------------------------------- */
 
@@ -404,6 +418,19 @@ extern bool dex_unique_check(Relation index, Relation heap,
 							 BlockNumber *lockblk);
 extern void dex_unique_release(Relation index, BlockNumber lockblk);
 
+/* ---- dexios.c --------------------------------------------------------- */
+
+extern Size dex_ios_shmem_size(void);
+extern void dex_ios_shmem_init(void *mem, bool found);
+extern void dex_ios_init(void);
+extern void dex_ios_begin(IndexScanDesc scan);
+extern void dex_ios_announce(IndexScanDesc scan);
+extern void dex_ios_quiet(DexScanOpaque so);
+extern void dex_ios_release(DexScanOpaque so);
+extern bool dex_ios_entry(IndexScanDesc scan, const DexKey *k);
+extern void dex_ios_end(IndexScanDesc scan);
+extern void dex_ios_wait_readers(Relation index);
+
 /* ---- access method entry points ------------------------------------- */
 
 extern IndexBuildResult *dexbuild(Relation heap, Relation index,
@@ -421,6 +448,7 @@ extern IndexBulkDeleteResult *dexbulkdelete(IndexVacuumInfo *info,
 											void *callback_state);
 extern IndexBulkDeleteResult *dexvacuumcleanup(IndexVacuumInfo *info,
 											   IndexBulkDeleteResult *stats);
+extern bool dexcanreturn(Relation index, int attno);
 extern void dexcostestimate(PlannerInfo *root, IndexPath *path,
 							double loop_count, Cost *indexStartupCost,
 							Cost *indexTotalCost, Selectivity *indexSelectivity,

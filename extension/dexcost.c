@@ -13,6 +13,7 @@
 #include <math.h>
 
 #include "access/htup_details.h"
+#include "access/xlog.h"
 #include "catalog/pg_statistic.h"
 #include "optimizer/cost.h"
 #include "optimizer/optimizer.h"
@@ -113,20 +114,23 @@ dexcostestimate(PlannerInfo *root, IndexPath *path, double loop_count,
 	costs.indexTotalCost += descent;
 
 	/*
-	 * No index-only scans (see dexgettuple). The planner offers one whenever
-	 * the query needs no column at all, e.g. SELECT count(*) FROM t, whatever
-	 * amcanreturn says; make sure it never wins, even against a disabled
-	 * sequential scan. The startup cost carries the penalty too: under a
-	 * LIMIT or in EXISTS the planner compares startup cost plus a fraction
-	 * of the run cost, and a disabled seqscan pays disable_cost at startup.
+	 * Index-only scans: on a primary as cheap as the planner thinks. During
+	 * recovery amcanreturn says no, but the planner still offers one for a
+	 * query that reads no column (count(*)), and there the scan checks every
+	 * entry's heap tuple (dexios.c): a plain index scan's cost, which the
+	 * planner's all-visible fraction does not see. Price it as disabled, as
+	 * enable_indexonlyscan = off does: chosen only when everything else is
+	 * disabled too, and then still correct.
 	 */
-#if PG_VERSION_NUM < 180000
-	if (path->path.pathtype == T_IndexOnlyScan)
+	if (path->path.pathtype == T_IndexOnlyScan && RecoveryInProgress())
 	{
-		costs.indexStartupCost += 2.0 * disable_cost;
-		costs.indexTotalCost += 2.0 * disable_cost;
-	}
+#if PG_VERSION_NUM >= 180000
+		path->path.disabled_nodes++;
+#else
+		costs.indexStartupCost += disable_cost;
+		costs.indexTotalCost += disable_cost;
 #endif
+	}
 
 	*indexStartupCost = costs.indexStartupCost;
 	*indexTotalCost = costs.indexTotalCost;

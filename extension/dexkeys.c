@@ -15,6 +15,7 @@
 #include "catalog/pg_type.h"
 #include "datatype/timestamp.h"
 #include "pgtime.h"
+#include "fmgr.h"
 #include "utils/builtins.h"
 #include "utils/date.h"
 #include "utils/datetime.h"
@@ -378,6 +379,95 @@ dex_datum_image(Datum d, Oid coltype)
 	return b.lo;
 }
 
+/* ---------------------------------------------------------------------
+ * back from images: index-only scans
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * The value of column type coltype (a base type) whose image is v, if the
+ * image gives the original datum back *exactly*: the inverse of
+ * dex_datum_image. This switch is the one place that decides which types an
+ * index-only scan may return (dex_type_returnable asks it), next to the
+ * encoder above, and the caller re-encodes what it decoded (dex_key_datum),
+ * so the two cannot drift apart silently.
+ *
+ * Every image but a float's is the value itself widened to int64 (date: the
+ * int32 day count, ±infinity at INT32_MIN/MAX; timestamp(tz): int64
+ * microseconds, ±infinity at INT64_MIN/MAX; oid 0..2^32-1; bool 0/1): a
+ * bijection. Floats are not: -0.0 and 0.0 share one image, and so do all
+ * NaN payloads (btree returns -0 for a stored -0, so must we).
+ */
+bool
+dex_image_datum(int64 v, Oid coltype, Datum *out)
+{
+	switch (coltype)
+	{
+		case INT2OID:
+			*out = Int16GetDatum((int16) v);
+			return true;
+		case INT4OID:
+			*out = Int32GetDatum((int32) v);
+			return true;
+		case INT8OID:
+			*out = Int64GetDatum(v);
+			return true;
+		case OIDOID:
+			*out = ObjectIdGetDatum((Oid) v);
+			return true;
+		case BOOLOID:
+			*out = BoolGetDatum(v != 0);
+			return true;
+		case TIMEOID:
+			*out = TimeADTGetDatum((TimeADT) v);
+			return true;
+		case DATEOID:
+			*out = DateADTGetDatum((DateADT) v);
+			return true;
+		case TIMESTAMPOID:
+			*out = TimestampGetDatum((Timestamp) v);
+			return true;
+		case TIMESTAMPTZOID:
+			*out = TimestampTzGetDatum((TimestampTz) v);
+			return true;
+		case FLOAT4OID:
+		case FLOAT8OID:
+			/* lossy: -0.0 is stored as 0.0, every NaN as one NaN */
+			return false;
+		default:
+			return false;
+	}
+}
+
+/* Can an index-only scan return a column of base type coltype? */
+bool
+dex_type_returnable(Oid coltype)
+{
+	Datum		unused;
+
+	return dex_image_datum(0, coltype, &unused);
+}
+
+/*
+ * The datum of a VALUE key of a column of base type coltype; false if the
+ * type is not returnable. Re-encodes the result and compares: an image the
+ * decoder does not map back to itself (a drift between the two switches, or
+ * a corrupt key) is an error, never a wrong row.
+ */
+bool
+dex_key_datum(const DexKey *key, Oid coltype, Datum *out)
+{
+	int64		v = DEX_KEY_TO_INT64(key->value);
+
+	Assert(key->cls == DEX_KEY_VALUE);
+	if (!dex_image_datum(v, coltype, out))
+		return false;
+	if (dex_datum_image(*out, coltype) != v)
+		elog(ERROR, "dex key image " INT64_FORMAT " of type %s does not decode exactly",
+			 v, format_type_be(coltype));
+	return true;
+}
+
 void
 dex_make_key(DexKey *key, Relation index, Datum value, bool isnull,
 			 ItemPointer tid)
@@ -390,4 +480,31 @@ dex_make_key(DexKey *key, Relation index, Datum value, bool isnull,
 	else
 		dex_make_value_key(key, dex_datum_image(value, dex_column_basetype(index)),
 						   block, off);
+}
+
+/*
+ * dex_key_roundtrip(v) RETURNS anyelement: v through a key and back, the way
+ * an index-only scan returns it (for tests: must give v back bit for bit for
+ * every returnable type; an error for the others).
+ */
+PG_FUNCTION_INFO_V1(dex_sql_key_roundtrip);
+
+Datum
+dex_sql_key_roundtrip(PG_FUNCTION_ARGS)
+{
+	Oid			typid = getBaseType(get_fn_expr_argtype(fcinfo->flinfo, 0));
+	DexKey		key;
+	Datum		out;
+
+	if (!dex_type_supported(typid))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("dex does not index type %s", format_type_be(typid))));
+	dex_make_value_key(&key, dex_datum_image(PG_GETARG_DATUM(0), typid), 1, 1);
+	if (!dex_key_datum(&key, typid, &out))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("dex cannot give a %s back from its key", format_type_be(typid)),
+				 errdetail("Its key stores -0 as 0 and every NaN as one NaN.")));
+	PG_RETURN_DATUM(out);
 }

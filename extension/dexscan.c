@@ -6,8 +6,9 @@
  * distinct value of "= ANY(array)" keys. Arguments are placed among the
  * column's images by dexkeys.c (cross-type ones as their operator converts
  * them). Strict bounds use extreme TIDs, so the core returns exactly the
- * matching entries. Every result is flagged
- * recheck (an entry may point at a heap slot whose tuple never committed).
+ * matching entries. A scan with keys flags every result recheck: a
+ * cross-type bound may be a window (dexkeys.c), and the executor's recheck
+ * of a returned value is cheap. Index-only scans are dexios.c's.
  */
 #include "dex.h"
 
@@ -41,6 +42,7 @@ dex_scan_release(void *arg)
 	so->dscan = NULL;
 	so->batch = NULL;
 	so->nbatch = so->batch_pos = 0;
+	dex_ios_release(so);		/* an aborted index-only scan's announcement */
 }
 
 static void
@@ -71,6 +73,7 @@ dexbeginscan(Relation r, int nkeys, int norderbys)
 	so->keycxt = AllocSetContextCreate(cxt, "dex scan keys",
 									   ALLOCSET_SMALL_SIZES);
 	so->atttype = dex_column_basetype(r);
+	so->ios_slot = -1;
 	so->cb.func = dex_scan_release;
 	so->cb.arg = so;
 	MemoryContextRegisterResetCallback(cxt, &so->cb);
@@ -85,6 +88,7 @@ dexrescan(IndexScanDesc scan, ScanKey scankey, int nscankeys,
 	DexScanOpaque so = (DexScanOpaque) scan->opaque;
 
 	dex_end_core_scan(so);
+	dex_ios_quiet(so);			/* the executor is done with what we returned */
 	if (scankey && scan->numberOfKeys > 0)
 		memmove(scan->keyData, scankey, scan->numberOfKeys * sizeof(ScanKeyData));
 	so->keys_ready = false;
@@ -101,6 +105,7 @@ dexendscan(IndexScanDesc scan)
 	DexScanOpaque so = (DexScanOpaque) scan->opaque;
 
 	dex_end_core_scan(so);
+	dex_ios_end(scan);
 	MemoryContextDelete(so->scancxt);	/* so is gone now */
 	scan->opaque = NULL;
 }
@@ -362,6 +367,8 @@ dex_next_batch(IndexScanDesc scan)
 	int			rc;
 
 	memset(&err, 0, sizeof(err));
+	if (scan->xs_want_itup)
+		dex_ios_announce(scan); /* VACUUM waits for what we read now */
 	rc = dex_scan_next(so->dscan, &entries, &n, &err);
 	if (rc != DEX_OK)
 	{
@@ -411,24 +418,11 @@ dex_standby_block_exists(IndexScanDesc scan, BlockNumber block)
 	return block < so->heap_nblocks;
 }
 
-bool
-dexgettuple(IndexScanDesc scan, ScanDirection dir)
+static bool
+dex_next_entry(IndexScanDesc scan, ScanDirection dir)
 {
 	DexScanOpaque so = (DexScanOpaque) scan->opaque;
 	bool		forward = ScanDirectionIsForward(dir);
-
-	/*
-	 * Index-only scans would trust an entry without its heap tuple whenever
-	 * the page is all-visible; dex entries are not WAL-logged with the heap,
-	 * so only the heap recheck keeps a crash from producing wrong rows.
-	 * dexcostestimate() keeps the planner away from them; this is the net.
-	 */
-	if (scan->xs_want_itup)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("index \"%s\" cannot be used for an index-only scan",
-						RelationGetRelationName(scan->indexRelation)),
-				 errhint("Use SET enable_indexonlyscan = off for this query.")));
 
 	dex_ensure_ready(scan);
 	if (so->empty)
@@ -499,7 +493,10 @@ dexgettuple(IndexScanDesc scan, ScanDirection dir)
 			if (!dex_standby_block_exists(scan, k->block))
 				continue;
 			dex_key_to_tid(k, &scan->xs_heaptid);
-			scan->xs_recheck = true;
+			if (scan->xs_want_itup && !dex_ios_entry(scan, k))
+				continue;
+			/* with no keys there is nothing to recheck (CLUSTER insists) */
+			scan->xs_recheck = scan->numberOfKeys > 0;
 			return true;
 		}
 		if (so->dscan != NULL)
@@ -519,6 +516,23 @@ dexgettuple(IndexScanDesc scan, ScanDirection dir)
 		dex_start_core_scan(scan, &so->ranges[so->range_idx].lo,
 							&so->ranges[so->range_idx].hi, !forward);
 	}
+}
+
+bool
+dexgettuple(IndexScanDesc scan, ScanDirection dir)
+{
+	bool		found;
+
+	/*
+	 * Index-only scan (also of a column that cannot be returned, when the
+	 * query reads no column): entries come back as index tuples.
+	 */
+	if (scan->xs_want_itup)
+		dex_ios_begin(scan);
+	found = dex_next_entry(scan, dir);
+	if (!found)
+		dex_ios_quiet((DexScanOpaque) scan->opaque);
+	return found;
 }
 
 int64

@@ -14,6 +14,10 @@
 # 5. The walsender is killed: sb1 reconnects and stays exact. Cached point
 #    selects on sb1 make 0 remote reads. dex_stats()/dex_memnodes() work on a
 #    standby; writes and dex_free_orphans() fail as they should.
+# 5b. Index-only scans: the primary plans them, a standby does not (plain
+#    index scans for the column, seqscan for count(*)); with replay paused
+#    and new rows in all-visible pages, a forced index-only count(*) on the
+#    standby checks the heap and equals its seqscan.
 # 6. Copies of the primary's data directory started while it runs: a backup
 #    from earlier (behind the trees) and a fresh one (a second primary) are
 #    refused.
@@ -182,6 +186,49 @@ out=$(q1 -c "insert into t(k, v) values (1, 1)" 2>&1) && fail "insert on a stand
 grep -q "read-only transaction" <<<"$out" || fail "insert on a standby: $out"
 out=$(q1 -c "select * from dex_free_orphans()" 2>&1) && fail "dex_free_orphans() ran on a standby"
 grep -q "during recovery" <<<"$out" || fail "dex_free_orphans() on a standby: $out"
+
+echo "== 5b. index-only scans: planned on the primary, not on a standby; a forced one checks the heap"
+# wide rows (4 a page): a sequential scan costs more than the index-only scan
+qp -c "create table iv(k int, pad text) with (autovacuum_enabled = off)"
+qp -c "insert into iv select g, repeat('x', 1500) from generate_series(1, 4000) g"
+qp -c "create index iv_k on iv using dex (k)"
+qp -c "delete from iv where k % 4 = 0"
+qp -c "vacuum analyze iv"   # every page all-visible, with free slots for later inserts
+wait_replay "$SB1"; wait_replay "$SB2"
+IOS_OFF="set enable_seqscan = off; set enable_bitmapscan = off;"
+plan=$(qp -c "$IOS_OFF explain (costs off) select k from iv where k < 100")
+grep -q "Index Only Scan using iv_k" <<<"$plan" || fail "the primary plans no index-only scan: $plan"
+for p in "$SB1" "$SB2"; do
+    plan=$(dpsql "$p" -d postgres -At -c "$IOS_OFF explain (costs off) select k from iv where k < 100")
+    grep -q "Index Scan using iv_k" <<<"$plan" && ! grep -q "Index Only" <<<"$plan" \
+        || fail "standby on $p: the column query is not a plain index scan: $plan"
+    plan=$(dpsql "$p" -d postgres -At -c "set enable_bitmapscan = off; explain (costs off) select count(*) from iv")
+    grep -q "Index Only" <<<"$plan" && fail "standby on $p plans an index-only scan for count(*): $plan"
+    a=$(dpsql "$p" -d postgres -At -c "$IOS_OFF select count(*), sum(k) from iv where k < 2000")
+    b=$(qp -c "select count(*), sum(k) from iv where k < 2000")
+    [ "$a" = "$b" ] || fail "standby on $p: index scan $a, the primary $b"
+done
+# Replay paused on sb2: the primary's new rows land in its all-visible pages;
+# their entries are in the tree, their heap inserts (which clear the pages'
+# all-visible bits) not replayed. count(*) with every other path disabled is
+# an index-only scan that must check the heap and count what the seqscan does.
+q2 -c "select pg_wal_replay_pause()" >/dev/null
+for _ in $(seq 1 100); do [ "$(q2 -c "select pg_get_wal_replay_pause_state()")" = paused ] && break; sleep 0.1; done
+[ "$(q2 -c "select pg_get_wal_replay_pause_state()")" = paused ] || fail "sb2 did not pause its replay"
+qp -c "insert into iv select g * 4, 'new' from generate_series(1, 100) g"   # fewer than a journal lane: no wait for sb2
+sleep 0.5
+ios="set dex.cache_leaves = off; $IOS_OFF"
+plan=$(q2 -c "$ios explain (costs off) select count(*) from iv")
+grep -q "Index Only Scan using iv_k" <<<"$plan" || fail "sb2: count(*) with other paths disabled is no index-only scan: $plan"
+a=$(q2 -c "$ios select count(*) from iv")
+b=$(q2 -c "set enable_indexscan = off; set enable_bitmapscan = off; select count(*) from iv")
+echo "sb2 (replay paused, 100 rows inserted on the primary): index-only count $a, seqscan $b"
+[ "$a" = "$b" ] && [ "$b" = 3000 ] || fail "sb2's index-only scan counted rows it has not replayed: $a vs $b"
+q2 -c "select pg_wal_replay_resume()" >/dev/null
+wait_replay "$SB2"
+a=$(q2 -c "$ios select count(*) from iv"); b=$(qp -c "select count(*) from iv")
+[ "$a" = "$b" ] && [ "$b" = 3100 ] || fail "sb2 after replay: index-only count $a, primary $b"
+qp -c "drop table iv"
 
 echo "== 6. copies of the primary's data directory while it runs: refused"
 # the early backup (a point in time before later inserts and VACUUMs), restored
