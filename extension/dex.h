@@ -15,6 +15,8 @@
  *   dexios.c       index-only scans: amcanreturn, returned tuples, the VACUUM
  *                  interlock, heap verification on a standby
  *   dexguc.c       GUC definitions, the dex worker
+ *   dexpending.c   batched inserts: entries aminsert holds back, their flushes,
+ *                  the tree for any other use (dex_get_tree)
  *   dexxact.c      transaction callbacks: remote memory freed at commit/abort
  *   dexsession.c   this backend's configuration of the core, interrupt hook,
  *                  open-tree registry and its invalidation
@@ -304,11 +306,11 @@ extern void dex_session_init(void);
 extern void dex_config_changed(void);
 extern int	dex_try_configure(DexError *err);
 extern void dex_ensure_configured(void);
-extern DexTree *dex_get_tree(Relation index);
 extern DexTree *dex_open_tree(Relation index);
 
 /* dexpending.c: entries held back by aminsert (src/README.md "Batched inserts") */
 extern int	dex_insert_batch;
+extern DexTree *dex_get_tree(Relation index);
 extern bool dex_pending_allowed(Relation index, IndexUniqueCheck checkUnique,
 								struct IndexInfo *indexInfo);
 extern bool dex_pending_add(Relation index, Relation heapRel, const DexKey *key);

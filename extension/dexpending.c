@@ -284,6 +284,18 @@ dex_pending_flush_index(Relation index)
 	dex_pending_write(index, p);
 }
 
+/*
+ * The remote tree of a dex index, for any use but aminsert's: with the
+ * entries this backend's inserts still hold back written first
+ * (rule 1), so that it sees its own rows.
+ */
+DexTree *
+dex_get_tree(Relation index)
+{
+	dex_pending_flush_index(index);
+	return dex_open_tree(index);
+}
+
 /* Rule 2: every index's entries (end of statement, commit, PREPARE). */
 static void
 dex_pending_flush_all(void)

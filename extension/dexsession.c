@@ -293,18 +293,6 @@ dex_resolve_node(Relation index, const DexMetaPageData *meta)
 }
 
 /*
- * The remote tree of a dex index, for any use but aminsert's: with the
- * entries this backend's inserts still hold back written first
- * (dexpending.c, rule 1), so that it sees its own rows.
- */
-DexTree *
-dex_get_tree(Relation index)
-{
-	dex_pending_flush_index(index);
-	return dex_open_tree(index);
-}
-
-/*
  * Open (or find in the cache) the remote tree of a dex index. Reads the
  * metapage every time (a shared buffer), so REINDEX/TRUNCATE (new
  * relfilenode, new namespace) are noticed.

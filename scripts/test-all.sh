@@ -9,7 +9,7 @@
 #
 # Two tiers:
 #   bash scripts/test-all.sh           the full run (CI): every part below
-#   bash scripts/test-all.sh --quick   everyday work: ctest + pg_regress only
+#   bash scripts/test-all.sh --quick   everyday work: ctest + pg_regress + t_layers (no slow shell tests)
 # DEX_ONLY="ctest pg_regress t_crash" runs only the named parts (for development;
 # CI runs everything). REGRESS="dex_build dex_dml" narrows the pg_regress suites.
 # The summary prints how long each part took.
@@ -17,7 +17,7 @@
 # PostgreSQL, so two runs from two checkouts must not interleave.
 set -uo pipefail
 case "${1:-}" in
-    --quick) [ -n "${DEX_ONLY:-}" ] || export DEX_ONLY="ctest pg_regress"; shift ;;
+    --quick) [ -n "${DEX_ONLY:-}" ] || export DEX_ONLY="ctest pg_regress t_layers"; shift ;;
     --full|"") ;;
     *) echo "usage: $0 [--quick|--full]" >&2; exit 2 ;;
 esac
