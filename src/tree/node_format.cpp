@@ -8,6 +8,8 @@ namespace {
 
 inline uint64_t rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
 
+}  // namespace
+
 // Multiply-xorshift mix of 8-byte words; order dependent.
 uint64_t hash_words(const uint8_t* p, size_t len) {
     uint64_t h = 0x6a09e667f3bcc908ull ^ (len * 0x9e3779b97f4a7c15ull);
@@ -29,8 +31,6 @@ uint64_t hash_words(const uint8_t* p, size_t len) {
     h ^= h >> 33;
     return h;
 }
-
-}  // namespace
 
 uint64_t node_checksum(const Node& n) {
     const uint8_t* base = reinterpret_cast<const uint8_t*>(&n);

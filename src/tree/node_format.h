@@ -19,6 +19,8 @@ inline size_t used_bytes(const Node& n) {
     return kNodeHeaderBytes + c * entry_size(n.level);
 }
 
+// A 64-bit hash of len bytes (multiply-xorshift over 8-byte words).
+uint64_t hash_words(const uint8_t* p, size_t len);
 // 64-bit hash over bytes [16, 72 + count * entry size).
 uint64_t node_checksum(const Node& n);
 // Snapshot is acceptable: unlocked, body_version == lock version, sane count, checksum ok.
