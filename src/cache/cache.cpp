@@ -136,9 +136,8 @@ uint32_t Cache::delegate(uint32_t f) {
         uint64_t v = h.begin_read();
         if (v == FrameHeader::kRestart) return kNoFrame;
         const Node* n = r_.node(f);
-        uint32_t count = __atomic_load_n(&n->count, __ATOMIC_RELAXED);
+        uint32_t count = CacheRegion::entries_in_use(n);
         if (__atomic_load_n(&n->level, __ATOMIC_RELAXED) == 0 || count == 0) return kNoFrame;
-        if (count > kInnerCapacity) count = kInnerCapacity;
         uint32_t start = rng().below(count), child = kNoFrame;
         for (uint32_t k = 0; k < count; k++) {
             GAddr c = CacheRegion::load_child(n, (start + k) % count);

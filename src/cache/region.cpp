@@ -12,9 +12,16 @@ namespace {
 constexpr uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 constexpr size_t kAlign = 64;
 constexpr uint32_t kMinFrames = 4;
-// Byte offset of inner entry i's child pointer: 72 + 24 i + 16, always 8-aligned.
-constexpr size_t child_off(uint32_t i) { return kNodeHeaderBytes + i * sizeof(InnerEntry) + sizeof(EntryKey); }
-static_assert(child_off(0) % 8 == 0 && sizeof(InnerEntry) % 8 == 0);
+// Byte offset of inner slot i's child pointer in either layout
+// (tree/node_format.h), always 8-aligned. The layout flag is read racily like
+// the rest of a frame; any offset below a layout's slot limit is inside the node.
+size_t child_off(const Node* n, uint32_t i) {
+    return tree::child_offset((__atomic_load_n(&n->flags, __ATOMIC_RELAXED) & kNodeSlotted) != 0, i);
+}
+static_assert(tree::child_offset(false, 0) % 8 == 0 && sizeof(InnerEntry) % 8 == 0);
+static_assert(tree::child_offset(true, 0) % 8 == 0 && DEX_SLOTTED_INNER_SLOT_BYTES % 8 == 0);
+static_assert(tree::child_offset(false, kInnerCapacity - 1) + 8 <= kNodeSize &&
+              tree::child_offset(true, DEX_SLOTTED_MAX_INNER_SLOTS - 1) + 8 <= kNodeSize);
 
 char* aligned_base(void* mem) {
     return reinterpret_cast<char*>(align_up(reinterpret_cast<uintptr_t>(mem), kAlign));
@@ -130,19 +137,19 @@ bool CacheRegion::touch(uint32_t f, GAddr g) {
 // ---- swizzling ---------------------------------------------------------------
 
 GAddr CacheRegion::load_child(const Node* n, uint32_t i) {
-    return __atomic_load_n(reinterpret_cast<const uint64_t*>(reinterpret_cast<const char*>(n) + child_off(i)),
+    return __atomic_load_n(reinterpret_cast<const uint64_t*>(reinterpret_cast<const char*>(n) + child_off(n, i)),
                            __ATOMIC_RELAXED);
 }
 
 void CacheRegion::store_child(Node* n, uint32_t i, GAddr v) {
-    __atomic_store_n(reinterpret_cast<uint64_t*>(reinterpret_cast<char*>(n) + child_off(i)), v, __ATOMIC_RELAXED);
+    __atomic_store_n(reinterpret_cast<uint64_t*>(reinterpret_cast<char*>(n) + child_off(n, i)), v, __ATOMIC_RELAXED);
 }
 
 bool CacheRegion::swizzle(uint32_t parent, uint16_t slot, uint32_t child) {
     FrameHeader& p = header(parent);
     FrameHeader& c = header(child);
     Node* pn = node(parent);
-    if (parent == child || pn->level == 0 || slot >= pn->count || slot >= kInnerCapacity) return false;
+    if (parent == child || pn->level == 0 || slot >= pn->count || slot >= slot_limit(pn)) return false;
     GAddr cur = load_child(pn, slot);
     if (gaddr_is_swizzled(cur)) return swizzled_frame(cur) == child;
     if (p.get_state() != FrameState::kHot) return false;
@@ -169,7 +176,7 @@ bool CacheRegion::swizzle_optimistic(uint32_t parent, uint64_t pv, uint16_t slot
 
 bool CacheRegion::unswizzle(uint32_t parent, uint16_t slot) {
     Node* pn = node(parent);
-    if (pn->level == 0 || slot >= kInnerCapacity) return false;
+    if (pn->level == 0 || slot >= slot_limit(pn)) return false;
     GAddr cur = load_child(pn, slot);
     if (!gaddr_is_swizzled(cur)) return false;
     FrameHeader& c = header(swizzled_frame(cur));
@@ -183,7 +190,8 @@ bool CacheRegion::unswizzle(uint32_t parent, uint16_t slot) {
 
 uint32_t CacheRegion::unswizzle_all(uint32_t parent) {
     uint32_t n = 0;
-    for (uint32_t i = 0; i < kInnerCapacity && header(parent).swizzled_children.load() > 0; i++)
+    const uint32_t slots = child_slots(node(parent));
+    for (uint32_t i = 0; i < slots && header(parent).swizzled_children.load() > 0; i++)
         if (unswizzle(parent, static_cast<uint16_t>(i))) n++;
     return n;
 }
@@ -191,8 +199,8 @@ uint32_t CacheRegion::unswizzle_all(uint32_t parent) {
 void CacheRegion::copy_unswizzled(uint32_t f, Node& out) {
     std::memcpy(&out, node(f), kNodeSize);
     if (out.level == 0) return;
-    // All slots, not just [0, count): an entry moved by a shift may linger past count.
-    for (uint32_t i = 0; i < kInnerCapacity; i++) {
+    // child_slots(): a fixed node's stale copies past count included.
+    for (uint32_t i = 0, slots = child_slots(&out); i < slots; i++) {
         GAddr c = load_child(&out, i);
         if (gaddr_is_swizzled(c) && swizzled_frame(c) < nframes_)
             store_child(&out, i, header(swizzled_frame(c)).gaddr.load(std::memory_order_acquire));

@@ -24,6 +24,7 @@
 #include "cache/frame.h"
 #include "cache/index_stack.h"
 #include "cache/mapping_table.h"
+#include "tree/node_format.h"
 #include "tree/node_layout.h"
 
 namespace dex::cache {
@@ -111,10 +112,24 @@ public:
     // Racy-but-untearable accessors for an inner entry's child pointer (aligned 8 bytes).
     static GAddr load_child(const Node* n, uint32_t i);
     static void store_child(Node* n, uint32_t i, GAddr v);
-    // min(count, kInnerCapacity) of an inner node (count read racily).
+    // How many slots an inner node of this layout can have (flag read racily).
+    static uint32_t slot_limit(const Node* n) {
+        return tree::max_inner_slots((__atomic_load_n(&n->flags, __ATOMIC_RELAXED) & kNodeSlotted) != 0);
+    }
+    // min(count, slot limit) of an inner node (count read racily).
     static uint32_t entries_in_use(const Node* n) {
-        uint32_t c = __atomic_load_n(&n->count, __ATOMIC_RELAXED);
-        return c < kInnerCapacity ? c : static_cast<uint32_t>(kInnerCapacity);
+        uint32_t c = __atomic_load_n(&n->count, __ATOMIC_RELAXED), lim = slot_limit(n);
+        return c < lim ? c : lim;
+    }
+    // The slots that may hold a swizzled child reference. Fixed layout: all
+    // of them, since an in-place shift may leave a stale copy past count.
+    // Slotted layout: [0, count) only -- past the slot array lie free space
+    // and entry bytes, which must never be taken for a child, and a slotted
+    // erase zeroes the slot it vacates, so no reference lingers there
+    // (tree/slotted_node.cpp; cache invariant C15 in src/README.md).
+    static uint32_t child_slots(const Node* n) {
+        return (__atomic_load_n(&n->flags, __ATOMIC_RELAXED) & kNodeSlotted) != 0 ? entries_in_use(n)
+                                                                                   : slot_limit(n);
     }
 
     // ---- pinning ----

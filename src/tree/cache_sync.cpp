@@ -35,8 +35,8 @@ bool BTree::install_locked(uint32_t f, const Node& fresh, const std::vector<uint
     // swizzled pointer may linger past `count` after a shift and must not be
     // counted twice.)
     if (n->level > 0) {
-        for (uint32_t i = 0; i < kInnerCapacity && R.header(f).swizzled_children.load(std::memory_order_acquire) > 0;
-             i++) {
+        const uint32_t slots = cache::CacheRegion::child_slots(n);
+        for (uint32_t i = 0; i < slots && R.header(f).swizzled_children.load(std::memory_order_acquire) > 0; i++) {
             GAddr c = cache::CacheRegion::load_child(n, i);
             if (!gaddr_is_swizzled(c)) continue;
             uint32_t cf = cache::swizzled_frame(c);

@@ -45,6 +45,8 @@
 #define DEX_SLOTTED_BODY_BYTES		(DEX_NODE_BYTES - DEX_SLOTTED_HEADER_BYTES)
 #define DEX_SLOTTED_MAX_ENTRY_BYTES \
 	((((DEX_SLOTTED_BODY_BYTES / 2) - DEX_SLOTTED_INNER_SLOT_BYTES) / 3) / 8 * 8)
+/* Most inner slots a slotted node can have (entries of 0 bytes). */
+#define DEX_SLOTTED_MAX_INNER_SLOTS	(DEX_SLOTTED_BODY_BYTES / DEX_SLOTTED_INNER_SLOT_BYTES)
 /* The longest key (column bytes) an index of byte-string keys accepts. */
 #define DEX_SLOTTED_MAX_KEY_BYTES	(DEX_SLOTTED_MAX_ENTRY_BYTES - DEX_TID_BYTES)
 

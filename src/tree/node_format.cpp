@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "tree/slotted_node.h"
+
 namespace dex::tree {
 
 namespace {
@@ -37,14 +39,27 @@ uint64_t node_checksum(const Node& n) {
     return hash_words(base + 16, used_bytes(n) - 16);
 }
 
-bool snapshot_valid(const Node& n) {
-    if (lock_held(n.lock)) return false;
-    if (!versions_match(n.body_version, n.lock)) return false;
+namespace {
+const slotted::SNode& as_slotted(const Node& n) { return reinterpret_cast<const slotted::SNode&>(n); }
+}  // namespace
+
+bool body_intact(const Node& n) {
+    if (is_slotted(n)) return slotted::layout_valid(as_slotted(n)) && slotted::checksum(as_slotted(n)) == n.checksum;
     if (n.level > 32 || n.count > capacity_of(n.level)) return false;
     return node_checksum(n) == n.checksum;
 }
 
+bool snapshot_valid(const Node& n) {
+    if (lock_held(n.lock)) return false;
+    if (!versions_match(n.body_version, n.lock)) return false;
+    return body_intact(n);
+}
+
 void seal_node(Node& n, uint64_t version) {
+    if (is_slotted(n)) {
+        slotted::seal(reinterpret_cast<slotted::SNode&>(n), version);
+        return;
+    }
     n.body_version = version;
     n.checksum = node_checksum(n);
     n.lock = make_lock_word(version, 0, false);

@@ -74,7 +74,7 @@ void NodeIO::steal(GAddr a, uint64_t word) {
     // and publish max(lock version, body version) + 1.
     Node n;
     read_raw(a, n);
-    bool ok = n.level <= 32 && n.count <= capacity_of(n.level) && node_checksum(n) == n.checksum;
+    bool ok = body_intact(n);
     if (!ok) {
         try {
             t.cas(gaddr_offset(a), mine, make_lock_word(ver, 0, false));

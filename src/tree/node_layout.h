@@ -51,6 +51,14 @@ constexpr int kLockVersionShift = 40;
 constexpr uint64_t kLockVersionMask = (1ull << 24) - 1;
 
 constexpr uint8_t kNodeDeleted = 0x01;
+// The node has the slotted layout of tree/slotted_node.h (byte-string keys);
+// only the first 40 bytes above are then as described here. A tree uses one
+// layout; the flag lets code below the tree (validation, node I/O, the
+// cache's child pointers) handle either, and makes a reused node of the
+// other layout fail validation.
+constexpr uint8_t kNodeSlotted = 0x02;
+// Slotted nodes only: the high fence is +inf.
+constexpr uint8_t kNodeHighPosInf = 0x04;
 
 #pragma pack(push, 1)
 struct InnerEntry {

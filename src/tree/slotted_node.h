@@ -45,8 +45,9 @@ constexpr size_t kBodyBytes = DEX_SLOTTED_BODY_BYTES;
 constexpr size_t kMaxEntryBytes = DEX_SLOTTED_MAX_ENTRY_BYTES;
 
 // flags, beside dex::kNodeDeleted
-constexpr uint8_t kSlotted = 0x02;     // this layout (a torn or reused node of the other fails validation)
-constexpr uint8_t kHighPosInf = 0x04;  // the high fence is +inf
+constexpr uint8_t kSlotted = kNodeSlotted;        // this layout (node_layout.h)
+constexpr uint8_t kHighPosInf = kNodeHighPosInf;  // the high fence is +inf
+constexpr size_t kMaxInnerSlots = DEX_SLOTTED_MAX_INNER_SLOTS;
 
 // A byte string inside a node or a caller's buffer. Compared with memcmp, a
 // proper prefix first.
@@ -99,6 +100,7 @@ static_assert(offsetof(SNode, lock) == offsetof(Node, lock) && offsetof(SNode, c
               offsetof(SNode, right) == offsetof(Node, right),
               "the first 40 bytes are dex::Node's: the lock and version protocol is shared");
 static_assert(offsetof(SNode, raw) == kHeaderBytes && kHeaderBytes % 8 == 0);
+static_assert(kHeaderBytes + kMaxInnerSlots * kInnerSlotBytes <= kNodeSize && offsetof(InnerSlot, child) == 0);
 // The split argument of node_capacity.h: half the body holds one more entry
 // (inner slot + longest entry) and two longest fences.
 static_assert(kInnerSlotBytes + 3 * kMaxEntryBytes <= kBodyBytes / 2);
