@@ -31,7 +31,7 @@ if [ -z "${DEX_INSTALL_LOCKED:-}" ]; then
 fi
 source "$(dirname "$0")/../scripts/lib.sh"
 A=${1:?REF_A}; B=${2:?REF_B}; ROWS=${3:-1000000}; SECS=${4:-10}; ROUNDS=${5:-3}; CLIENTS=${6:-2}
-DEX_WORK=${DEX_WORK:-/tmp/dex-bench-ab}; export DEX_WORK
+default_work_dir /tmp/dex-bench-ab
 install_deps
 ra=$(git -C "$DEX_ROOT" rev-parse --short "$A"); rb=$(git -C "$DEX_ROOT" rev-parse --short "$B")
 

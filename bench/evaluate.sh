@@ -70,7 +70,7 @@ mkdir -p "$OUT"; OUT=$(cd "$OUT" && pwd)
 RAW=$OUT/raw; SCRIPTS=$OUT/scripts
 rm -rf "$RAW" "$SCRIPTS" "$OUT"/*.png "$OUT"/*.jsonl "$OUT"/*.csv "$OUT"/report.md
 mkdir -p "$RAW" "$SCRIPTS"
-DEX_WORK=${DEX_WORK:-/tmp/dex-eval}; export DEX_WORK
+default_work_dir /tmp/dex-eval
 mkdir -p "$DEX_WORK"; prepare_workdir
 T_START=$(date +%s)
 PY="python3 $HERE/evaluate_report.py"

@@ -5,7 +5,7 @@
 set -euo pipefail
 source "$(dirname "$0")/../scripts/lib.sh"
 ROWS=${1:-1000000}; SECS=${2:-30}; CLIENTS=${3:-2}
-DEX_WORK=${DEX_WORK:-/tmp/dex-bench}; export DEX_WORK
+default_work_dir /tmp/dex-bench
 install_deps
 build_install
 mport=$(free_port); pport=$(free_port)

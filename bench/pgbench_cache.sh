@@ -11,7 +11,7 @@ set -euo pipefail
 source "$(dirname "$0")/../scripts/lib.sh"
 ROWS=${1:-1000000}; SECS=${2:-20}; CLIENTS=${3:-2}; WARM=${WARM:-10}
 ZIPF=1.01  # pgbench (PostgreSQL >= 13) only accepts exponents in [1.001, 1000]; YCSB's 0.99 is not allowed
-DEX_WORK=${DEX_WORK:-/tmp/dex-bench-cache}; export DEX_WORK
+default_work_dir /tmp/dex-bench-cache
 install_deps
 build_install
 mport=$(free_port); pport=$(free_port)

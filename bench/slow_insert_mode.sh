@@ -10,7 +10,7 @@ if [ -z "${DEX_INSTALL_LOCKED:-}" ]; then
     exec flock /tmp/dex-pg-install.lock bash "$0" "$@"
 fi
 source "$(dirname "$0")/../scripts/lib.sh"
-DEX_WORK=${DEX_WORK:-/tmp/dex-slow-mode}; export DEX_WORK
+default_work_dir /tmp/dex-slow-mode
 ROWS=${ROWS:-300000}; SECS=${SECS:-6}; ROUNDS=${ROUNDS:-8}
 MEMPFX=${MEMPFX:-}
 mport=$(free_port); pport=$(free_port)

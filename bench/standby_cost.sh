@@ -14,7 +14,7 @@ if [ -z "${DEX_INSTALL_LOCKED:-}" ]; then  # installs into the system PostgreSQL
 fi
 source "$(dirname "$0")/../scripts/lib.sh"
 ROWS=${1:-1000000}; SECS=${2:-10}; ROUNDS=${3:-3}; CLIENTS=${4:-2}
-DEX_WORK=${DEX_WORK:-/tmp/dex-bench-standby}; export DEX_WORK
+default_work_dir /tmp/dex-bench-standby
 install_deps
 build_install
 mport=$(free_port); pport=$(free_port); sport=$(free_port)

@@ -5,7 +5,7 @@
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 ROWS=${ROWS:-1000000}; SECS=${SECS:-15}; CLIENTS=${CLIENTS:-2}
-DEX_WORK=${DEX_WORK:-/tmp/dex-demo}
+default_work_dir /tmp/dex-demo
 export DEX_WORK
 
 install_deps

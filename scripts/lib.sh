@@ -7,6 +7,9 @@
 
 DEX_ROOT=${DEX_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
 DEX_RUN_USER=${DEX_RUN_USER:-postgres}
+# DEX_WORK as the caller's environment gave it (empty: not given), so that a
+# script can choose its own default after sourcing this file (default_work_dir).
+DEX_WORK_FROM_ENV=${DEX_WORK_FROM_ENV-${DEX_WORK:-}}
 DEX_WORK=${DEX_WORK:-/tmp/dex-work}
 PG_BIN=${PG_BIN:-$(pg_config --bindir 2>/dev/null || echo /usr/lib/postgresql/15/bin)}
 
@@ -17,6 +20,13 @@ qemu-system-x86 busybox-static sqlsmith"
 # (rdma-core: the rdma:// transport; qemu + busybox-static: `make check-rdma` boots a
 # Soft-RoCE guest with scripts/rdma/vm.sh, which also uses iproute2's `rdma`, see README.md;
 # sqlsmith: the SQL fuzzer of scripts/tests/t_sqlsmith.sh)
+
+# default_work_dir DIR: use DIR as DEX_WORK unless the environment set one.
+# (A plain ${DEX_WORK:-DIR} after sourcing this file never takes effect.)
+default_work_dir() {
+    DEX_WORK=${DEX_WORK_FROM_ENV:-$1}
+    export DEX_WORK
+}
 
 log() { printf '\n\033[1m== %s\033[0m\n' "$*" >&2; }
 die() { printf 'ERROR: %s\n' "$*" >&2; exit 1; }

@@ -27,8 +27,12 @@ if [ -z "${DEX_INSTALL_LOCKED:-}" ]; then
 fi
 source "$(dirname "$0")/lib.sh"
 
-DEX_WORK=${DEX_WORK:-$(mktemp -d /tmp/dex-test.XXXXXX)}
-export DEX_WORK
+# A fresh work directory per run (unless DEX_WORK is given): two runs from two
+# checkouts never share clusters, sockets or logs. Removed after a run that
+# passed; kept, and named in the summary, after a failure.
+own_work=""
+if [ -z "$DEX_WORK_FROM_ENV" ]; then own_work=$(mktemp -d /tmp/dex-test.XXXXXX); fi
+default_work_dir "$own_work"
 passed=0; failed=0; failures=(); skipped=0; skips=(); timings=()
 run_started=$SECONDS; part_started=$SECONDS
 start_part() { part_started=$SECONDS; log "$1"; }
@@ -96,4 +100,9 @@ echo "  total (with build)       $((SECONDS - run_started))s"
 for f in "${failures[@]+"${failures[@]}"}"; do echo "failed: $f"; done
 for f in "${skips[@]+"${skips[@]}"}"; do echo "SKIPPED (not tested): $f"; done
 echo "$passed passed, $failed failed, $skipped skipped"
-[ "$failed" = 0 ]
+if [ "$failed" = 0 ]; then
+    [ -n "$own_work" ] && { cleanup; rm -rf "$own_work"; }
+    exit 0
+fi
+echo "work directory (clusters, logs): $DEX_WORK"
+exit 1

@@ -6,7 +6,7 @@
 # reject a report whose numbers were altered.
 set -euo pipefail
 source "$(dirname "$0")/../lib.sh"
-DEX_WORK=${DEX_WORK:-$(mktemp -d /tmp/dex-bench-smoke.XXXXXX)}; export DEX_WORK
+[ -n "$DEX_WORK_FROM_ENV" ] || default_work_dir "$(mktemp -d /tmp/dex-bench-smoke.XXXXXX)"
 mkdir -p "$DEX_WORK"; prepare_workdir
 OUT=$DEX_WORK/out
 fail() { echo "FAIL: $*" >&2; exit 1; }
