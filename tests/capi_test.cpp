@@ -1,76 +1,23 @@
 // C API end to end against a real dex-memnode process over TCP.
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "capi/dex_capi.h"
+#include "memnode_process.h"
 #include "tree/key.h"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using dex::testing::MemnodeOptions;
+using dex::testing::MemnodeProcess;
 
-class Memnode {
-public:
-    explicit Memnode(int port = 0) {
-        std::vector<std::string> args = {DEX_MEMNODE_BIN, "--listen", "127.0.0.1:" + std::to_string(port), "--memory",
-                                         "64MB", "--no-hugepages"};
-        int pfd[2];
-        if (pipe2(pfd, O_CLOEXEC) != 0) throw std::runtime_error("pipe");
-        pid_ = fork();
-        if (pid_ == 0) {
-            dup2(pfd[1], 2);
-            std::vector<char*> argv;
-            for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-            argv.push_back(nullptr);
-            execv(argv[0], argv.data());
-            _exit(127);
-        }
-        close(pfd[1]);
-        fd_ = pfd[0];
-        std::string log;
-        auto t0 = Clock::now();
-        while (port_ == 0 && Clock::now() - t0 < std::chrono::seconds(10)) {
-            pollfd p{fd_, POLLIN, 0};
-            if (poll(&p, 1, 100) <= 0) continue;
-            char c;
-            if (read(fd_, &c, 1) != 1) break;
-            log += c;
-            size_t at = log.rfind("listening on 127.0.0.1:");
-            if (c == '\n' && at != std::string::npos) port_ = std::atoi(log.c_str() + at + 23);
-        }
-        drain_ = std::thread([this] {
-            char buf[4096];
-            while (read(fd_, buf, sizeof buf) > 0) {
-            }
-        });
-    }
-    ~Memnode() {
-        kill(pid_, SIGKILL);
-        waitpid(pid_, nullptr, 0);
-        if (drain_.joinable()) drain_.join();
-        close(fd_);
-    }
-    int port() const { return port_; }
-    std::string address() const { return "tcp://127.0.0.1:" + std::to_string(port_); }
-
-private:
-    pid_t pid_ = -1;
-    int fd_ = -1;
-    int port_ = 0;
-    std::thread drain_;
-};
+// A dex-memnode process on 127.0.0.1:port (0: a free one); stdout inherited,
+// no PR_SET_PDEATHSIG.
+MemnodeOptions node_opts(int port = 0) { return {.port = port, .die_with_parent = false, .quiet_stdout = false}; }
 
 DexKey key(int64_t v, uint32_t block, uint16_t off) {
     DexKey k{};
@@ -135,7 +82,7 @@ TEST(CApi, UnreachableIsAnErrorNotACrash) {
 }
 
 TEST(CApi, EndToEndAndLostMemory) {
-    auto node = std::make_unique<Memnode>();
+    auto node = std::make_unique<MemnodeProcess>(node_opts());
     ASSERT_GT(node->port(), 0);
     DexError err;
     ASSERT_EQ(dex_configure(node->address().c_str(), "", 2000, 5000, &err), DEX_OK) << err.message;
@@ -207,7 +154,7 @@ TEST(CApi, EndToEndAndLostMemory) {
     // Restart the memory node on the same port: the tree lost its memory.
     int port = node->port();
     node.reset();
-    node = std::make_unique<Memnode>(port);
+    node = std::make_unique<MemnodeProcess>(node_opts(port));
     ASSERT_EQ(node->port(), port);
     DexKey k = key(77, 7, 7);
     int rc = dex_tree_insert(t, &k, 0, 0, &err);
@@ -240,7 +187,7 @@ uint64_t census_frames(int node, int64_t tree_id = -1) {
 }
 
 TEST(CApi, CacheForgetsRestartedMemnodeAndDroppedNamespaces) {
-    auto node = std::make_unique<Memnode>();
+    auto node = std::make_unique<MemnodeProcess>(node_opts());
     ASSERT_GT(node->port(), 0);
     DexError err;
     ASSERT_EQ(dex_configure(node->address().c_str(), "", 2000, 5000, &err), DEX_OK) << err.message;
@@ -281,7 +228,7 @@ TEST(CApi, CacheForgetsRestartedMemnodeAndDroppedNamespaces) {
     // Restart: the same addresses and (likely) the same namespace id come back.
     int port = node->port();
     node.reset();
-    node = std::make_unique<Memnode>(port);
+    node = std::make_unique<MemnodeProcess>(node_opts(port));
     ASSERT_EQ(node->port(), port);
     uint64_t ns2 = 0, inc2 = 0;
     uint8_t tag[DEX_NS_TAG_LEN] = {};
@@ -337,7 +284,7 @@ TEST(CApi, CacheForgetsRestartedMemnodeAndDroppedNamespaces) {
 // journal's prefix rule comes back as DEX_ERR_NEED_WAL_FLUSH with *done and
 // need_lsn, and with offloading off the same call inserts one at a time.
 TEST(CApi, InsertBatchOverTcp) {
-    Memnode node;
+    MemnodeProcess node(node_opts());
     ASSERT_GT(node.port(), 0);
     DexError err;
     ASSERT_EQ(dex_configure(node.address().c_str(), "", 2000, 5000, &err), DEX_OK) << err.message;

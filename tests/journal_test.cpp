@@ -2,23 +2,16 @@
 // write-through insert whose heap LSN is not yet durable, lane wrap-around,
 // lanes of several writers and memory nodes, offloaded inserts, the frame LSN
 // of write-back mode, recovery (read / clear / life CAS) and the C API.
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
-#include <thread>
 #include <utility>
 
 #include "cache/cache.h"
 #include "cache/region.h"
 #include "capi/dex_capi.h"
+#include "memnode_process.h"
 #include "tree/journal.h"
 #include "tree/offload_policy.h"
 #include "tree_test_util.h"
@@ -507,49 +500,9 @@ TEST(JournalWriteBack, DirtyFrameWaitsForItsLsn) {
     EXPECT_EQ(R->header(fr).lsn.load(), 0u);
 }
 
-class Memnode {  // a dex-memnode process on a free port (as in capi_test.cpp)
-public:
-    Memnode() {
-        int pfd[2];
-        if (pipe2(pfd, O_CLOEXEC) != 0) throw std::runtime_error("pipe");
-        if ((pid_ = fork()) == 0) {
-            dup2(pfd[1], 2);
-            execl(DEX_MEMNODE_BIN, DEX_MEMNODE_BIN, "--listen", "127.0.0.1:0", "--memory", "64MB", "--no-hugepages",
-                  static_cast<char*>(nullptr));
-            _exit(127);
-        }
-        close(pfd[1]);
-        fd_ = pfd[0];
-        std::string log;
-        char ch;
-        for (auto t0 = std::chrono::steady_clock::now();
-             port_ == 0 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10);) {
-            pollfd p{fd_, POLLIN, 0};
-            if (poll(&p, 1, 100) <= 0) continue;
-            if (read(fd_, &ch, 1) != 1) break;
-            log += ch;
-            size_t at = log.rfind("listening on 127.0.0.1:");
-            if (ch == '\n' && at != std::string::npos) port_ = std::atoi(log.c_str() + at + 23);
-        }
-        drain_ = std::thread([this] {
-            for (char buf[4096]; read(fd_, buf, sizeof buf) > 0;) {
-            }
-        });
-    }
-    ~Memnode() {
-        kill(pid_, SIGKILL);
-        waitpid(pid_, nullptr, 0);
-        drain_.join();
-        close(fd_);
-    }
-    std::string address() const { return "tcp://127.0.0.1:" + std::to_string(port_); }
-    int port_ = 0;
-
-private:
-    pid_t pid_ = -1;
-    int fd_ = -1;
-    std::thread drain_;
-};
+// A dex-memnode process on a free port, as in capi_test.cpp (stdout
+// inherited, no PR_SET_PDEATHSIG).
+MemnodeOptions capi_node_opts() { return {.die_with_parent = false, .quiet_stdout = false}; }
 
 DexKey dkey(int64_t v) {
     DexKey k{};
@@ -577,12 +530,12 @@ bool has(DexTree* t, int64_t v) {
 }
 // A connected process with a fresh tree holding `n` even keys.
 struct CApiTree {
-    Memnode node;
+    MemnodeProcess node{capi_node_opts()};
     DexTree* t = nullptr;
     uint64_t ns = 0;
     DexError err{};
     explicit CApiTree(int n, uint64_t cache_bytes = 0) {
-        EXPECT_GT(node.port_, 0);
+        EXPECT_GT(node.port(), 0);
         EXPECT_EQ(dex_configure(node.address().c_str(), "", 2000, 5000, &err), DEX_OK) << err.message;
         if (cache_bytes) {
             cmem.resize(dex_cache_shmem_size(cache_bytes) / 8 + 1);

@@ -5,13 +5,9 @@
 // NS_LIST answers in pages, each small enough for one RDMA message, so any
 // number of namespaces can be listed over any transport.
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <signal.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -21,11 +17,10 @@
 #include <fstream>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <sstream>
 #include <string>
-#include <thread>
+#include <utility>
 #include <vector>
 
 #include "capi/dex_capi.h"
@@ -35,6 +30,7 @@
 #include "net/rdma_wire.h"
 #include "transport/inproc_transport.h"
 #include "transport/tcp_transport.h"
+#include "memnode_process.h"
 #include "wire_test_util.h"
 #include "test_util.h"
 
@@ -48,71 +44,14 @@ namespace {
 
 using dex::testing::ms_since;
 
-// A dex-memnode child process on a free loopback port; its stderr is kept.
-class MemnodeChild {
-public:
-    explicit MemnodeChild(std::vector<std::string> extra = {}) {
-        std::vector<std::string> args = {DEX_MEMNODE_BIN, "--listen", "127.0.0.1:0", "--memory", "16MB",
-                                         "--no-hugepages"};
-        args.insert(args.end(), extra.begin(), extra.end());
-        int pfd[2];
-        if (pipe2(pfd, O_CLOEXEC) != 0) throw std::runtime_error("pipe");
-        pid_ = fork();
-        if (pid_ == 0) {
-            prctl(PR_SET_PDEATHSIG, SIGKILL);
-            dup2(pfd[1], 2);
-            std::vector<char*> argv;
-            for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-            argv.push_back(nullptr);
-            execv(argv[0], argv.data());
-            _exit(127);
-        }
-        close(pfd[1]);
-        fd_ = pfd[0];
-        auto t0 = Clock::now();
-        const std::string tag = "listening on 127.0.0.1:";
-        while (port_ == 0 && ms_since(t0) < 10000) {
-            pollfd p{fd_, POLLIN, 0};
-            if (poll(&p, 1, 100) <= 0) continue;
-            char c;
-            if (read(fd_, &c, 1) != 1) break;
-            std::lock_guard<std::mutex> g(mu_);
-            log_ += c;
-            size_t at = log_.rfind(tag);
-            if (c == '\n' && at != std::string::npos) port_ = std::atoi(log_.c_str() + at + tag.size());
-        }
-        drain_ = std::thread([this] {
-            char buf[4096];
-            ssize_t n;
-            while ((n = read(fd_, buf, sizeof buf)) > 0) {
-                std::lock_guard<std::mutex> g(mu_);
-                log_.append(buf, static_cast<size_t>(n));
-            }
-        });
-    }
-    ~MemnodeChild() {
-        kill(pid_, SIGKILL);
-        waitpid(pid_, nullptr, 0);
-        if (drain_.joinable()) drain_.join();
-        close(fd_);
-    }
-    int port() const { return port_; }
-    pid_t pid() const { return pid_; }
-    std::string address() const { return "tcp://127.0.0.1:" + std::to_string(port_); }
-    bool alive() const { return kill(pid_, 0) == 0 && waitpid(pid_, nullptr, WNOHANG) == 0; }
-    std::string log() {
-        std::lock_guard<std::mutex> g(mu_);
-        return log_;
-    }
+using dex::testing::MemnodeOptions;
+using dex::testing::MemnodeProcess;
 
-private:
-    pid_t pid_ = -1;
-    int fd_ = -1;
-    int port_ = 0;
-    std::mutex mu_;
-    std::string log_;
-    std::thread drain_;
-};
+// A dex-memnode child process on a free loopback port with a 16 MB pool
+// (stdout inherited, stderr kept for log()).
+MemnodeOptions node_opts(std::vector<std::string> extra = {}) {
+    return {.extra = std::move(extra), .memory = "16MB", .quiet_stdout = false};
+}
 
 using dex::testing::opts;
 
@@ -246,7 +185,7 @@ TEST(PreAuthFrames, EngineRejectsAFrameLargerThanAHelloBeforeHello) {
 TEST(PreAuthFrames, LargestHelloIsStillAccepted) {
     std::string token(net::kMaxTokenLen, 'k');
     std::string path = write_token_file(token);
-    MemnodeChild node({"--token-file", path});
+    MemnodeProcess node(node_opts({"--token-file", path}));
     unlink(path.c_str());
     ASSERT_GT(node.port(), 0) << node.log();
     TcpTransport t(node.address(), opts(token));
@@ -255,7 +194,7 @@ TEST(PreAuthFrames, LargestHelloIsStillAccepted) {
 }
 
 TEST(PreAuthFrames, OversizedFrameBeforeHelloClosesTheConnectionAtOnce) {
-    MemnodeChild node;
+    MemnodeProcess node(node_opts());
     ASSERT_GT(node.port(), 0) << node.log();
     int fd = raw_connect(node.port());
     ASSERT_GE(fd, 0);
@@ -276,7 +215,7 @@ TEST(PreAuthFrames, OversizedFrameBeforeHelloClosesTheConnectionAtOnce) {
 }
 
 TEST(PreAuthFrames, ClientsAnnouncingHugeFramesDoNotGrowTheServer) {
-    MemnodeChild node;
+    MemnodeProcess node(node_opts());
     ASSERT_GT(node.port(), 0) << node.log();
     {
         TcpTransport warm(node.address(), opts());  // both workers' first allocations happen here
@@ -336,7 +275,7 @@ bool eventually(const std::function<bool()>& f, int timeout_ms = 3000) {
 }  // namespace
 
 TEST(ConnectionCap, FourthConnectionIsRefusedWithAClearErrorUntilOneCloses) {
-    MemnodeChild node({"--max-connections", "3"});
+    MemnodeProcess node(node_opts({"--max-connections", "3"}));
     ASSERT_GT(node.port(), 0) << node.log();
     std::vector<std::unique_ptr<TcpTransport>> held;
     for (int i = 0; i < 3; i++) {
@@ -373,7 +312,7 @@ TEST(ConnectionCap, FourthConnectionIsRefusedWithAClearErrorUntilOneCloses) {
 }
 
 TEST(ConnectionCap, UnauthenticatedConnectionsCountAndRefusalsAreLoggedOncePerSecond) {
-    MemnodeChild node({"--max-connections", "2"});
+    MemnodeProcess node(node_opts({"--max-connections", "2"}));
     ASSERT_GT(node.port(), 0) << node.log();
     // Two connections that never say HELLO occupy the node's two places.
     int a = raw_connect(node.port()), b = raw_connect(node.port());
@@ -487,7 +426,7 @@ TEST(NsListPaging, FiveThousandNamespacesInBoundedPages) {
 }
 
 TEST(NsListPaging, CApiListsEveryNamespaceOfARealNode) {
-    MemnodeChild node;
+    MemnodeProcess node(node_opts());
     ASSERT_GT(node.port(), 0) << node.log();
     TcpTransport t(node.address(), opts());
     std::vector<uint64_t> ids;

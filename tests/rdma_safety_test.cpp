@@ -31,7 +31,6 @@
 #include <chrono>
 #include <cstring>
 #include <functional>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -43,6 +42,7 @@
 #include "engine/engine.h"
 #include "net/protocol.h"
 #include "net/rdma_wire.h"
+#include "memnode_process.h"
 #include "rdma_test_util.h"
 #include "transport/inproc_transport.h"
 #include "transport/rdma_transport.h"
@@ -79,83 +79,12 @@ TransportOptions topts(int op_ms = 5000, bool token = true) {
     return o;
 }
 
-// A dex-memnode child process (always with the test token). rdma: also
-// --rdma-listen on the RDMA interface's address.
-class Memnode {
-public:
-    explicit Memnode(bool rdma, std::vector<std::string> extra = {}) : rdma_(rdma) {
-        std::vector<std::string> args = {DEX_MEMNODE_BIN, "--listen", "127.0.0.1:0", "--memory", "64MB",
-                                         "--no-hugepages", "--token-file", dex::testing::test_token_file()};
-        if (rdma) args.insert(args.end(), {"--rdma-listen", dex::testing::rdma_ip() + ":0"});
-        args.insert(args.end(), extra.begin(), extra.end());
-        int pfd[2];
-        if (pipe2(pfd, O_CLOEXEC) != 0) throw std::runtime_error("pipe");
-        pid_ = fork();
-        if (pid_ == 0) {
-            prctl(PR_SET_PDEATHSIG, SIGKILL);
-            int devnull = open("/dev/null", O_WRONLY);
-            dup2(devnull, 1);
-            dup2(pfd[1], 2);
-            std::vector<char*> argv;
-            for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-            argv.push_back(nullptr);
-            execv(argv[0], argv.data());
-            _exit(127);
-        }
-        close(pfd[1]);
-        fd_ = pfd[0];
-        auto t0 = Clock::now();
-        while (port_ == 0 && ms_since(t0) < 15000) {
-            pollfd p{fd_, POLLIN, 0};
-            if (poll(&p, 1, 100) <= 0) continue;
-            char c;
-            if (read(fd_, &c, 1) != 1) break;
-            std::lock_guard<std::mutex> g(mu_);
-            log_ += c;
-            if (c != '\n') continue;
-            const char* tag = "listening on 127.0.0.1:";
-            size_t at = log_.rfind(tag);
-            if (at != std::string::npos) port_ = std::atoi(log_.c_str() + at + strlen(tag));
-            const char* rtag = "RDMA clients accepted on ";
-            at = log_.rfind(rtag);
-            if (at != std::string::npos && rport_ == 0) {
-                size_t colon = log_.find(':', at + strlen(rtag));
-                if (colon != std::string::npos) rport_ = std::atoi(log_.c_str() + colon + 1);
-            }
-        }
-        drain_ = std::thread([this] {
-            char buf[4096];
-            ssize_t n;
-            while ((n = read(fd_, buf, sizeof buf)) > 0) {
-                std::lock_guard<std::mutex> g(mu_);
-                log_.append(buf, static_cast<size_t>(n));
-            }
-        });
-    }
-    ~Memnode() {
-        kill(pid_, SIGKILL);
-        waitpid(pid_, nullptr, 0);
-        if (drain_.joinable()) drain_.join();
-        close(fd_);
-    }
-    bool up() const { return port_ != 0 && (!rdma_ || rport_ != 0); }
-    std::string tcp() const { return "tcp://127.0.0.1:" + std::to_string(port_); }
-    std::string rdma() const { return "rdma://" + dex::testing::rdma_ip() + ":" + std::to_string(rport_); }
-    int rdma_port() const { return rport_; }
-    std::string log() {
-        std::lock_guard<std::mutex> g(mu_);
-        return log_;
-    }
+using dex::testing::MemnodeOptions;
+using dex::testing::MemnodeProcess;
 
-private:
-    bool rdma_;
-    pid_t pid_ = -1;
-    int fd_ = -1;
-    int port_ = 0, rport_ = 0;
-    std::mutex mu_;
-    std::string log_;
-    std::thread drain_;
-};
+// The memory nodes here always require the test token (rdma: also an RDMA
+// listener on the RDMA interface's address).
+MemnodeOptions node_opts(bool rdma) { return {.rdma = rdma, .token = true, .start_timeout_ms = 15000}; }
 
 std::unique_ptr<RemoteMemory> one_node(std::unique_ptr<Transport> t) {
     std::vector<std::unique_ptr<Transport>> v;
@@ -199,7 +128,7 @@ void bulk_load_even(tree::BTree& t, int64_t n) {
 // Without an RDMA listener nothing but this CPU touches the pool: offloaded
 // writes stay on, and the compute side uses them.
 TEST(CpuAtomics, TcpOnlyNodeKeepsOffloadedWrites) {
-    Memnode node(false);
+    MemnodeProcess node(node_opts(false));
     ASSERT_TRUE(node.up()) << node.log();
     auto setup = make_transport(node.tcp(), topts());
     EXPECT_TRUE(setup->offload_writes_allowed());
@@ -441,7 +370,7 @@ struct RawClient {
 TEST_F(RdmaSafety, HcaAtomicsNodeRefusesCpuAtomics) {
     int cap = device_atomic_cap();
     ASSERT_NE(cap, -1) << "no RDMA device has " << dex::testing::rdma_ip();
-    Memnode node(true);
+    MemnodeProcess node(node_opts(true));
     ASSERT_TRUE(node.up()) << node.log();
     auto rt = make_transport(node.rdma(), topts());
     auto tt = make_transport(node.tcp(), topts());
@@ -497,7 +426,7 @@ TEST_F(RdmaSafety, HcaAtomicsNodeRefusesCpuAtomics) {
 // the queue pair's retry budget, the node closes the connection (queue pair
 // in error first), and the waiter takes the lock over.
 TEST_F(RdmaSafety, VanishedLockHolderIsFoundGoneWithinSeconds) {
-    Memnode node(true);
+    MemnodeProcess node(node_opts(true));
     ASSERT_TRUE(node.up()) << node.log();
     auto mem = one_node(make_transport(node.rdma(), topts(30000)));
     uint64_t ns = ns_create(mem->node(0));
@@ -577,7 +506,7 @@ public:
 // Checked for several times the probe's failure bound; then the stopped
 // process is killed, its kernel closes the connection, and it is gone.
 TEST_F(RdmaSafety, StoppedOrBusyClientIsNeverFoundGone) {
-    Memnode node(true);
+    MemnodeProcess node(node_opts(true));
     ASSERT_TRUE(node.up()) << node.log();
     // The stopped client: a process of its own (see StoppedClientProcess).
     int pfd[2];

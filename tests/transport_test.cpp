@@ -12,7 +12,6 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -25,7 +24,6 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
-#include <mutex>
 #include <random>
 #include <set>
 #include <string>
@@ -38,6 +36,7 @@
 #include "common/stats.h"
 #include "net/protocol.h"
 #include "net/rdma_wire.h"
+#include "memnode_process.h"
 #include "wire_test_util.h"
 #include "test_util.h"
 #include "rdma_test_util.h"
@@ -59,127 +58,8 @@ constexpr uint64_t kPool = 64ull << 20;
 
 using dex::testing::ms_since;
 
-// A dex-memnode child process. Its stderr is collected; the port is read from
-// the "listening on" line (the server is started on port 0 unless told).
-class MemnodeProcess {
-public:
-    // rdma: also --rdma-listen on dex::testing::rdma_ip() (port `rport`), with
-    // the test token (an RDMA listener always needs one).
-    explicit MemnodeProcess(std::vector<std::string> extra = {}, int port = 0, bool rdma = false, int rport = 0)
-        : rdma_(rdma) {
-        std::vector<std::string> args = {DEX_MEMNODE_BIN, "--listen", "127.0.0.1:" + std::to_string(port),
-                                         "--memory", "64MB", "--no-hugepages"};
-        if (rdma) {
-            args.insert(args.end(), {"--rdma-listen", dex::testing::rdma_ip() + ":" + std::to_string(rport)});
-            bool has_token = false;
-            for (auto& e : extra) has_token |= e == "--token-file";
-            if (!has_token) args.insert(args.end(), {"--token-file", dex::testing::test_token_file()});
-        }
-        args.insert(args.end(), extra.begin(), extra.end());
-        int pfd[2];
-        if (pipe2(pfd, O_CLOEXEC) != 0) throw std::runtime_error("pipe");
-        pid_ = fork();
-        if (pid_ == 0) {
-            prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive a crashed test
-            int devnull = open("/dev/null", O_WRONLY);
-            dup2(devnull, 1);
-            dup2(pfd[1], 2);
-            std::vector<char*> argv;
-            for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-            argv.push_back(nullptr);
-            execv(argv[0], argv.data());
-            _exit(127);
-        }
-        close(pfd[1]);
-        fd_ = pfd[0];
-        // Wait (bounded) for the listening line.
-        auto t0 = Clock::now();
-        std::string line;
-        while (port_ == 0 && ms_since(t0) < 10000) {
-            pollfd p{fd_, POLLIN, 0};
-            if (poll(&p, 1, 100) <= 0) continue;
-            char c;
-            if (read(fd_, &c, 1) != 1) break;
-            std::lock_guard<std::mutex> g(mu_);
-            log_ += c;
-            if (c != '\n') continue;
-            size_t at = log_.rfind("listening on 127.0.0.1:");
-            if (at != std::string::npos) port_ = std::atoi(log_.c_str() + at + strlen("listening on 127.0.0.1:"));
-            const char* rtag = "RDMA clients accepted on ";
-            at = log_.rfind(rtag);
-            if (at != std::string::npos && rport_ == 0) {
-                size_t colon = log_.find(':', at + strlen(rtag));
-                if (colon != std::string::npos) rport_ = std::atoi(log_.c_str() + colon + 1);
-            }
-        }
-        drain_ = std::thread([this] {
-            char buf[4096];
-            ssize_t n;
-            while ((n = read(fd_, buf, sizeof buf)) > 0) {
-                std::lock_guard<std::mutex> g(mu_);
-                log_.append(buf, static_cast<size_t>(n));
-            }
-        });
-    }
-    ~MemnodeProcess() {
-        if (pid_ > 0 && !reaped_) {
-            kill(pid_, SIGKILL);
-            waitpid(pid_, nullptr, 0);
-        }
-        if (drain_.joinable()) drain_.join();
-        close(fd_);
-    }
-    // The TCP port, or 0 if not up (for an rdma server also 0 if the RDMA listener is not up).
-    int port() const { return rdma_ && rport_ == 0 ? 0 : port_; }
-    int rdma_port() const { return rport_; }
-    pid_t pid() const { return pid_; }
-    std::string address() const { return "tcp://127.0.0.1:" + std::to_string(port_); }
-    std::string address(const std::string& scheme) const {
-        if (scheme == "rdma") return "rdma://" + dex::testing::rdma_ip() + ":" + std::to_string(rport_);
-        return address();
-    }
-    bool alive() const { return !reaped_ && kill(pid_, 0) == 0 && waitpid(pid_, nullptr, WNOHANG) == 0; }
-    std::string log() {
-        std::lock_guard<std::mutex> g(mu_);
-        return log_;
-    }
-    // True once `text` appears in the log (bounded wait). The log reaches us
-    // through a pipe and a drain thread, so a line the server has written may
-    // not be in log_ yet: never test for it with a single log() read.
-    bool log_has(const std::string& text, int timeout_ms = 10000) {
-        auto t0 = Clock::now();
-        for (;;) {
-            if (log().find(text) != std::string::npos) return true;
-            if (ms_since(t0) >= timeout_ms) return false;
-            usleep(10000);
-        }
-    }
-    // Sends `sig` and waits (bounded) for the exit; returns the wait status or -1.
-    int stop(int sig = SIGTERM, int timeout_ms = 5000) {
-        kill(pid_, sig);
-        auto t0 = Clock::now();
-        int st = 0;
-        while (ms_since(t0) < timeout_ms) {
-            if (waitpid(pid_, &st, WNOHANG) == pid_) {
-                reaped_ = true;
-                return st;
-            }
-            usleep(5000);
-        }
-        return -1;
-    }
-
-private:
-    bool rdma_ = false;
-    pid_t pid_ = -1;
-    int fd_ = -1;
-    int port_ = 0;
-    int rport_ = 0;
-    bool reaped_ = false;
-    std::mutex mu_;
-    std::string log_;
-    std::thread drain_;
-};
+using dex::testing::MemnodeOptions;
+using dex::testing::MemnodeProcess;
 
 using dex::testing::code_of;
 using dex::testing::opts;
@@ -309,7 +189,7 @@ class TransportTest : public ::testing::TestWithParam<std::string> {
 protected:
     void SetUp() override {
         DEX_SKIP_UNLESS_SCHEME_USABLE(GetParam());
-        server = std::make_unique<MemnodeProcess>(std::vector<std::string>{}, 0, rdma());
+        server = std::make_unique<MemnodeProcess>(MemnodeOptions{.rdma = rdma()});
         ASSERT_NE(server->port(), 0) << server->log();
     }
     bool rdma() const { return GetParam() == "rdma"; }
@@ -678,7 +558,7 @@ TEST(TcpFailures, InterruptAbandonsWaitQuickly) {
 }
 
 TEST_P(SchemeTest, InterruptDuringOperationOnRealServer) {
-    MemnodeProcess server({}, 0, rdma());
+    MemnodeProcess server({.rdma = rdma()});
     ASSERT_NE(server.port(), 0) << server.log();
     HookGuard hook;
     auto tp = make_transport(server.address(GetParam()), topts());
@@ -701,7 +581,7 @@ TEST_P(SchemeTest, TokenRequiredAndChecked) {
     const char content[] = "correct horse\n\n";
     ASSERT_EQ(write(fd, content, sizeof content - 1), static_cast<ssize_t>(sizeof content - 1));
     close(fd);
-    MemnodeProcess server({"--token-file", path}, 0, rdma());
+    MemnodeProcess server({.extra = {"--token-file", path}, .rdma = rdma()});
     unlink(path);
     ASSERT_NE(server.port(), 0) << server.log();
 
@@ -735,7 +615,7 @@ TEST_P(SchemeTest, TokenRequiredAndChecked) {
 }
 
 TEST_P(SchemeTest, RestartChangesIncarnationAndTransportReconnects) {
-    auto first = std::make_unique<MemnodeProcess>(std::vector<std::string>{}, 0, rdma());
+    auto first = std::make_unique<MemnodeProcess>(MemnodeOptions{.rdma = rdma()});
     ASSERT_NE(first->port(), 0) << first->log();
     int port = first->port(), rport = first->rdma_port();
     auto tp = make_transport(first->address(GetParam()), topts(1000, 1000));
@@ -743,7 +623,7 @@ TEST_P(SchemeTest, RestartChangesIncarnationAndTransportReconnects) {
     uint64_t inc1 = t.incarnation();
     EXPECT_EQ(WEXITSTATUS(first->stop(SIGKILL)), 0);
     first.reset();
-    MemnodeProcess second({}, port, rdma(), rport);  // SO_REUSEADDR: same port right away
+    MemnodeProcess second({.port = port, .rdma = rdma(), .rdma_port = rport});  // SO_REUSEADDR: same port right away
     ASSERT_EQ(second.port(), port) << second.log();
     ASSERT_EQ(second.rdma_port(), rport) << second.log();
     // The old connection is dead: the first call fails, the next one reconnects.
@@ -759,7 +639,7 @@ TEST_P(SchemeTest, RestartChangesIncarnationAndTransportReconnects) {
 }
 
 TEST_P(SchemeTest, SigtermExitsCleanly) {
-    MemnodeProcess server({"--threads", "3", "--verbose"}, 0, rdma());
+    MemnodeProcess server({.extra = {"--threads", "3", "--verbose"}, .rdma = rdma()});
     ASSERT_NE(server.port(), 0) << server.log();
     auto tp = make_transport(server.address(GetParam()), topts());
     Transport& t = *tp;
@@ -812,7 +692,7 @@ protected:
     void SetUp() override {
         std::string why = dex::testing::rdma_unavailable();
         if (!why.empty()) GTEST_SKIP() << "rdma:// not tested: " << why;
-        server = std::make_unique<MemnodeProcess>(std::vector<std::string>{}, 0, true);
+        server = std::make_unique<MemnodeProcess>(MemnodeOptions{.rdma = true});
         ASSERT_NE(server->port(), 0) << server->log();
     }
     TransportOptions topts() const { return opts(2000, 5000, dex::testing::kTestToken); }
