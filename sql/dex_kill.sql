@@ -9,6 +9,20 @@ CREATE EXTENSION IF NOT EXISTS dex;
 CREATE EXTENSION IF NOT EXISTS dblink;
 RESET client_min_messages;
 
+-- Kills need the global xmin horizon past the deleters: wait (up to 10 s)
+-- until no other backend holds a snapshot (an autoanalyze, say).
+CREATE FUNCTION kill_quiet() RETURNS bool LANGUAGE plpgsql AS $$
+BEGIN
+  FOR i IN 1..100 LOOP
+    IF NOT EXISTS (SELECT 1 FROM pg_stat_activity
+                   WHERE backend_xmin IS NOT NULL AND pid <> pg_backend_pid()) THEN
+      RETURN true;
+    END IF;
+    PERFORM pg_sleep(0.1);
+  END LOOP;
+  RETURN false;
+END $$;
+
 -- v has a btree index, so every update of v is a non-HOT update: each one
 -- adds a dex entry for k too, and the old version's entry becomes dead.
 CREATE TABLE kill_t (k int, v int) WITH (autovacuum_enabled = off);
@@ -34,6 +48,7 @@ SELECT kills FROM dex_stats();
 -- entries of key 5 are left, 100 in all.
 RESET enable_indexscan;
 SET enable_bitmapscan = off;
+SELECT kill_quiet();
 EXPLAIN (COSTS OFF) SELECT count(*), sum(v) FROM kill_t WHERE k = 5;
 SELECT count(*), sum(v) FROM kill_t WHERE k = 5;
 SELECT entries FROM dex_check('kill_t_k');
@@ -71,6 +86,7 @@ SELECT dblink_disconnect('old');
 -- a transaction with an xid moves this session's xmin, which makes it
 -- recompute the global horizon (GlobalVisTestShouldUpdate) without 'old'
 SELECT txid_current() > 0 AS xid_assigned;
+SELECT kill_quiet();
 SELECT count(*), sum(v) FROM kill_t WHERE k = 5;
 SELECT entries FROM dex_check('kill_t_k');
 SELECT kills FROM dex_stats();
@@ -78,9 +94,11 @@ SELECT kills FROM dex_stats();
 -- 4. Backward scans and a cursor that changes direction kill too, answers
 -- unchanged.
 SELECT 'UPDATE kill_t SET v = v + 1000 WHERE k = 7' FROM generate_series(1, 10) \gexec
+SELECT kill_quiet();
 SELECT array_agg(v ORDER BY v) FROM (SELECT v FROM kill_t WHERE k = 7 ORDER BY k DESC) q;
 SELECT entries FROM dex_check('kill_t_k');
 SELECT 'UPDATE kill_t SET v = v + 1000 WHERE k = 3' FROM generate_series(1, 6) \gexec
+SELECT kill_quiet();
 BEGIN;
 DECLARE c SCROLL CURSOR FOR SELECT v FROM kill_t WHERE k = 3 ORDER BY k;
 FETCH 3 FROM c;
@@ -97,3 +115,4 @@ SELECT * FROM dex_check('kill_t_k');
 RESET enable_seqscan;
 RESET enable_bitmapscan;
 DROP TABLE kill_t, kill_idx;
+DROP FUNCTION kill_quiet();
