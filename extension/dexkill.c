@@ -39,6 +39,10 @@ dex_kill_remember(IndexScanDesc scan)
 	 */
 	if (RecoveryInProgress() || scan->xs_snapshot == NULL || !IsMVCCSnapshot(scan->xs_snapshot))
 		return;
+	/* write-back trees never kill (K5): spare them the WAL flush and the gate */
+	if (scan->indexRelation->rd_options &&
+		((DexOptions *) scan->indexRelation->rd_options)->write_back)
+		return;
 	if (so->killed == NULL)
 		so->killed = MemoryContextAlloc(so->scancxt, sizeof(DexKey) * DEX_LEAF_CAPACITY);
 	if (so->nkilled >= DEX_LEAF_CAPACITY)
