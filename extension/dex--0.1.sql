@@ -276,7 +276,8 @@ CREATE FUNCTION dex_stats(
     OUT cache_misses bigint, OUT admissions bigint, OUT evictions bigint,
     OUT coolings bigint, OUT restarts bigint, OUT lock_steals bigint,
     OUT dirty_updates bigint, OUT write_backs bigint, OUT offloads bigint,
-    OUT migrations bigint, OUT batched_inserts bigint)
+    OUT migrations bigint, OUT batched_inserts bigint, OUT kills bigint,
+    OUT kills_skipped bigint, OUT kills_refused bigint)
 RETURNS record
 AS 'MODULE_PATHNAME', 'dex_sql_stats'
 LANGUAGE C STRICT VOLATILE;

@@ -14,6 +14,8 @@
  *   dexunique.c    unique indexes: the check before an insert
  *   dexios.c       index-only scans: amcanreturn, returned tuples, the VACUUM
  *                  interlock, heap verification on a standby
+ *   dexkill.c      dead-entry hints: entries kill_prior_tuple found dead, removed
+ *                  when the scan leaves their batch
  *   dexguc.c       GUC definitions, the dex worker
  *   dexpending.c   batched inserts: entries aminsert holds back, their flushes,
  *                  the tree for any other use (dex_get_tree)
@@ -221,6 +223,11 @@ typedef struct DexScanOpaqueData
 	MemoryContext itupcxt;		/* holds xs_itup; reset per tuple */
 	struct IndexFetchTableData *vfetch; /* heap verification */
 	struct TupleTableSlot *vslot;
+
+	/* dead-entry hints (dexkill.c) */
+	DexLeafStamp stamp;			/* leaf and version the current batch was read at */
+	DexKey	   *killed;			/* entries of this batch found dead */
+	int			nkilled;
 
 	MemoryContextCallback cb;	/* ends the core scan on context reset */
 } DexScanOpaqueData;
@@ -432,6 +439,11 @@ extern void dex_ios_release(DexScanOpaque so);
 extern bool dex_ios_entry(IndexScanDesc scan, const DexKey *k);
 extern void dex_ios_end(IndexScanDesc scan);
 extern void dex_ios_wait_readers(Relation index);
+
+/* ---- dexkill.c -------------------------------------------------------- */
+
+extern void dex_kill_remember(IndexScanDesc scan);
+extern void dex_kill_flush(IndexScanDesc scan);
 
 /* ---- access method entry points ------------------------------------- */
 

@@ -87,6 +87,7 @@ dexrescan(IndexScanDesc scan, ScanKey scankey, int nscankeys,
 {
 	DexScanOpaque so = (DexScanOpaque) scan->opaque;
 
+	dex_kill_flush(scan);
 	dex_end_core_scan(so);
 	dex_ios_quiet(so);			/* the executor is done with what we returned */
 	if (scankey && scan->numberOfKeys > 0)
@@ -104,6 +105,7 @@ dexendscan(IndexScanDesc scan)
 {
 	DexScanOpaque so = (DexScanOpaque) scan->opaque;
 
+	dex_kill_flush(scan);
 	dex_end_core_scan(so);
 	dex_ios_end(scan);
 	MemoryContextDelete(so->scancxt);	/* so is gone now */
@@ -367,6 +369,7 @@ dex_next_batch(IndexScanDesc scan)
 	int			rc;
 
 	memset(&err, 0, sizeof(err));
+	dex_kill_flush(scan);		/* leaving the batch: its dead entries */
 	if (scan->xs_want_itup)
 		dex_ios_announce(scan); /* VACUUM waits for what we read now */
 	rc = dex_scan_next(so->dscan, &entries, &n, &err);
@@ -383,6 +386,7 @@ dex_next_batch(IndexScanDesc scan)
 	so->batch = entries;
 	so->nbatch = n;
 	so->batch_pos = 0;
+	dex_scan_stamp(so->dscan, &so->stamp);
 	return true;
 }
 
@@ -441,6 +445,7 @@ dex_next_entry(IndexScanDesc scan, ScanDirection dir)
 	else if (dir != so->dir)
 	{
 		/* direction change: continue from the current position */
+		dex_kill_flush(scan);
 		dex_end_core_scan(so);
 		so->dir = dir;
 		switch (so->pos)
@@ -529,6 +534,9 @@ dexgettuple(IndexScanDesc scan, ScanDirection dir)
 	 */
 	if (scan->xs_want_itup)
 		dex_ios_begin(scan);
+	/* the entry returned last was dead to everyone (dexkill.c) */
+	if (scan->kill_prior_tuple)
+		dex_kill_remember(scan);
 	found = dex_next_entry(scan, dir);
 	if (!found)
 		dex_ios_quiet((DexScanOpaque) scan->opaque);

@@ -80,13 +80,11 @@ dexbulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 	bool		more = true;
 	bool		have_last = false;
 	double		live = 0;
-	double		removed_before;
 
 	if (stats == NULL)
 		stats = (IndexBulkDeleteResult *) palloc0(sizeof(IndexBulkDeleteResult));
 
 	tree = dex_get_tree(index);
-	removed_before = stats->tuples_removed;
 
 	/*
 	 * WAL before removal (src/README.md "Crash survival"): the dead TIDs come
@@ -191,10 +189,12 @@ dexbulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 	/*
 	 * Before the heap pass may set pages all-visible: no index-only scan may
 	 * still be about to trust the visibility map for an entry read before
-	 * its removal (src/README.md "Index-only scans").
+	 * its removal (src/README.md "Index-only scans"). Always, not only when
+	 * this pass removed something: a scan's dead-entry hints may have
+	 * removed this pass's dead entries before it got to them (src/README.md
+	 * "Dead-entry hints").
 	 */
-	if (stats->tuples_removed > removed_before)
-		dex_ios_wait_readers(index);
+	dex_ios_wait_readers(index);
 
 	stats->num_index_tuples = live;
 	stats->num_pages = RelationGetNumberOfBlocks(index);

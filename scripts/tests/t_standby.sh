@@ -18,6 +18,9 @@
 #    index scans for the column, seqscan for count(*)); with replay paused
 #    and new rows in all-visible pages, a forced index-only count(*) on the
 #    standby checks the heap and equals its seqscan.
+# 5c. Dead-entry hints: with standbys registered the primary's index scan
+#    removes no dead entry (kills_refused), and a REPEATABLE READ snapshot
+#    on sb2 that still sees the old versions keeps counting them.
 # 6. Copies of the primary's data directory started while it runs: a backup
 #    from earlier (behind the trees) and a fresh one (a second primary) are
 #    refused.
@@ -229,6 +232,46 @@ wait_replay "$SB2"
 a=$(q2 -c "$ios select count(*) from iv"); b=$(qp -c "select count(*) from iv")
 [ "$a" = "$b" ] && [ "$b" = 3100 ] || fail "sb2 after replay: index-only count $a, primary $b"
 qp -c "drop table iv"
+
+echo "== 5c. dead-entry hints: none while standbys hold slots; a standby's snapshot keeps its rows"
+# src/README.md "Dead-entry hints": the primary's index scan finds the hot
+# key's old versions dead to everyone (no hot_standby_feedback), but sb2's
+# REPEATABLE READ snapshot still sees them. Few rows on one page: no prune,
+# so no recovery conflict cancels sb2's transaction -- had the primary
+# removed the entries, its second count would be 0.
+qp -c "create table hk(k int, v int) with (autovacuum_enabled = off)"
+qp -c "create index hk_v on hk (v)"   # btree on v: every update of v is non-HOT
+qp -c "insert into hk select g % 10, g from generate_series(1, 50) g"
+qp -c "create index hk_k on hk using dex (k)"
+wait_replay "$SB2"
+HK="select count(*), sum(v) from hk where k = 5"
+rm -f "$DEX_WORK/hk.in"; mkfifo "$DEX_WORK/hk.in"; chmod 666 "$DEX_WORK/hk.in"
+dpsql "$SB2" -d postgres -At <"$DEX_WORK/hk.in" >"$DEX_WORK/hk.out" 2>&1 &
+hk=$!
+exec 7>"$DEX_WORK/hk.in"
+echo "set enable_seqscan = off; set enable_bitmapscan = off;" >&7
+echo "begin isolation level repeatable read; select 'first', 1, * from ($HK) q;" >&7
+for _ in $(seq 1 50); do grep -q "^first" "$DEX_WORK/hk.out" && break; sleep 0.1; done
+for _ in $(seq 1 10); do qp -c "update hk set v = v + 1000 where k = 5" >/dev/null; done
+before=$(qp -c "select entries from dex_check('hk_k')")
+qp -c "select dex_stats_reset()" >/dev/null
+live=$(qp -c "set enable_seqscan = off; set enable_bitmapscan = off; $HK")
+after=$(qp -c "select entries from dex_check('hk_k')")
+kr=$(qp -c "select kills, kills_refused from dex_stats()")
+echo "primary: hot key $live, entries $before -> $after after its index scan, kills|refused $kr"
+[ "$before" = 100 ] && [ "$after" = 100 ] || fail "the primary removed entries while standbys hold slots: $before -> $after"
+[ "${kr%%|*}" = 0 ] && [ "${kr#*|}" -gt 0 ] || fail "kills|kills_refused: $kr"
+wait_replay "$SB2"
+echo "select 'second', 1, * from ($HK) q; commit;" >&7
+exec 7>&-
+wait $hk || true
+cat "$DEX_WORK/hk.out"
+first=$(grep "^first" "$DEX_WORK/hk.out" | cut -d'|' -f3-)
+[ "$first" = "5|$(qp -c "select sum(g) from generate_series(1, 50) g where g % 10 = 5")" ] || fail "sb2's first count: $first"
+grep -q "^second|1|$first\$" "$DEX_WORK/hk.out" || fail "sb2's snapshot lost rows it sees (second count differs from $first)"
+a=$(q2 -c "set enable_seqscan = off; set enable_bitmapscan = off; $HK"); b=$(q2 -c "set enable_indexscan = off; set enable_bitmapscan = off; $HK")
+[ "$a" = "$b" ] && [ "$a" = "$live" ] || fail "sb2 now: index $a, seqscan $b, primary $live"
+qp -c "drop table hk"
 
 echo "== 6. copies of the primary's data directory while it runs: refused"
 # the early backup (a point in time before later inserts and VACUUMs), restored

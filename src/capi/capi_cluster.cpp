@@ -5,6 +5,7 @@
 
 #include "capi/capi_internal.h"
 #include "cluster/registry.h"
+#include "common/stats.h"
 
 using dex::capi::guarded;
 using dex::capi::proc;
@@ -66,6 +67,15 @@ int dex_registry_cas_writer(uint64_t addr, uint64_t expected, uint64_t life, uin
 
 int dex_registry_writer_beat(uint64_t addr, uint64_t beat, uint64_t hwm, uint32_t tli, DexError* err) {
     return guarded(err, [&] { Registry(proc().mem(), addr).writer_beat(beat, hwm, tli); });
+}
+
+int dex_registry_kill_allowed(uint64_t addr, uint64_t life, uint64_t lsn, int n, int* allowed, DexError* err) {
+    if (allowed) *allowed = 0;
+    return guarded(err, [&] {
+        if (!addr || !allowed) throw Error(ErrorCode::kInvalid, "dex_registry_kill_allowed: no registry");
+        *allowed = Registry(proc().mem(), addr).kill_allowed(life, lsn) ? 1 : 0;
+        if (!*allowed && n > 0) dex::Stats::add(dex::stats().kills_refused, static_cast<uint64_t>(n));
+    });
 }
 
 int dex_registry_set_removal_lsn(uint64_t addr, uint64_t lsn, DexError* err) {

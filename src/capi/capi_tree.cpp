@@ -271,6 +271,26 @@ int dex_scan_next(DexScan* scan, const DexKey** entries, int* n, DexError* err) 
 
 void dex_scan_end(DexScan* scan) { delete scan; }
 
+void dex_scan_stamp(const DexScan* scan, DexLeafStamp* out) {
+    if (!out) return;
+    out->leaf = scan && scan->scan ? scan->scan->leaf() : 0;
+    out->version = scan && scan->scan ? scan->scan->leaf_version() : 0;
+}
+
+int dex_tree_kill(DexTree* tree, const DexLeafStamp* stamp, const DexKey* keys, int n, uint64_t* removed,
+                  DexError* err) {
+    if (removed) *removed = 0;
+    return guarded(err, [&] {
+        if (!tree || !stamp || (n > 0 && !keys)) throw Error(ErrorCode::kInvalid, "dex_tree_kill: NULL argument");
+        if (n <= 0) return;
+        std::vector<dex::EntryKey> v(static_cast<size_t>(n));
+        std::memcpy(v.data(), keys, v.size() * sizeof(dex::EntryKey));
+        uint64_t d = 0;
+        tree->run([&](dex::tree::BTree& b) { d = b.remove_if_unchanged(stamp->leaf, stamp->version, v.data(), v.size()); });
+        if (removed) *removed = d;
+    });
+}
+
 int dex_tree_check(DexTree* tree, DexTreeInfo* info, DexError* err) {
     return guarded(err, [&] {
         if (!tree) throw Error(ErrorCode::kInvalid, "NULL tree handle");

@@ -286,6 +286,22 @@ int			dex_scan_next(DexScan *scan, const DexKey **entries, int *n, DexError *err
 void		dex_scan_end(DexScan *scan);
 
 /*
+ * Dead-entry hints (src/README.md "Dead-entry hints"). dex_scan_stamp: the
+ * leaf the last dex_scan_next batch came from and the body version of the
+ * image read (both 0: unknown). dex_tree_kill removes keys[0..n) (sorted
+ * ascending, all from that batch) only if the leaf is still at that version;
+ * *removed = how many went (0: it changed since, or a write-back tree).
+ */
+typedef struct DexLeafStamp
+{
+	uint64_t	leaf;
+	uint64_t	version;
+} DexLeafStamp;
+void		dex_scan_stamp(const DexScan *scan, DexLeafStamp *out);
+int			dex_tree_kill(DexTree *tree, const DexLeafStamp *stamp, const DexKey *keys, int n,
+						  uint64_t *removed, DexError *err);
+
+/*
  * Merge away leaves left empty by deletes (merges skipped under contention are
  * retried here). *freed = nodes returned to the memory node. VACUUM calls it.
  */
@@ -371,6 +387,14 @@ int			dex_registry_read(uint64_t addr, DexRegistryState *out, DexError *err);
 int			dex_registry_cas_writer(uint64_t addr, uint64_t expected, uint64_t life, uint64_t *seen, DexError *err);
 int			dex_registry_writer_beat(uint64_t addr, uint64_t beat, uint64_t hwm, uint32_t tli, DexError *err);
 int			dex_registry_set_removal_lsn(uint64_t addr, uint64_t lsn, DexError *err);
+/*
+ * Dead-entry hints: may writer `life` remove n entries (dead by its WAL up to
+ * lsn) without waiting? Raises removal_lsn to lsn, then *allowed = 1 only if
+ * life is the writer and no standby slot is held (live or expired); a refusal
+ * counts n in kills_refused.
+ */
+int			dex_registry_kill_allowed(uint64_t addr, uint64_t life, uint64_t lsn, int n, int *allowed,
+									  DexError *err);
 int			dex_registry_raise_hwm(uint64_t addr, uint64_t lsn, DexError *err);
 int			dex_registry_expire_slot(uint64_t addr, int slot, uint64_t beat, int *done, DexError *err);
 int			dex_registry_claim_slot(uint64_t addr, uint64_t life, uint64_t replay_lsn, uint32_t tli,

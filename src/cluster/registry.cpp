@@ -75,10 +75,28 @@ uint64_t Registry::raise_hwm(uint64_t lsn) {
 }
 
 void Registry::set_removal_lsn(uint64_t lsn) {
+    // A CAS loop, not a plain write: several VACUUMs and killing scans of the
+    // writer raise it concurrently, and a read-then-write could lower it.
+    GAddr w = addr_ + offsetof(RegistryHeader, removal_lsn);
     uint64_t cur = 0;
-    mem_.read(addr_ + offsetof(RegistryHeader, removal_lsn), &cur, sizeof cur);
-    if (cur >= lsn) return;
-    mem_.write(addr_ + offsetof(RegistryHeader, removal_lsn), &lsn, sizeof lsn);
+    mem_.read(w, &cur, sizeof cur);
+    while (cur < lsn) {
+        uint64_t seen = mem_.cas(w, cur, lsn);
+        if (seen == cur) return;
+        cur = seen;
+    }
+}
+
+bool Registry::kill_allowed(uint64_t life, uint64_t lsn) {
+    // First the removal position, then the slots: a standby that claims a slot
+    // after our read of the slots reads removal_lsn after our raise (one
+    // memory node executes both in order) and replays past it first.
+    set_removal_lsn(lsn);
+    RegistryHeader h = read();
+    if (h.magic != kRegistryMagic || h.writer_life != life || life == 0) return false;
+    for (uint32_t i = 0; i < kMaxStandbys; i++)
+        if (h.slots[i].owner != 0) return false;  // live or expired: a standby's
+    return true;
 }
 
 bool Registry::expire_slot(uint32_t i, uint64_t beat) {

@@ -99,8 +99,16 @@ public:
     // Raise writer_hwm to at least lsn (CAS loop: several processes of the
     // writer may publish); returns the value now there.
     uint64_t raise_hwm(uint64_t lsn);
-    // Writer: raise removal_lsn to at least lsn (single writer: plain write).
+    // Writer: raise removal_lsn to at least lsn (CAS loop: VACUUMs and
+    // killing scans of the writer raise it concurrently).
     void set_removal_lsn(uint64_t lsn);
+    // Dead-entry hints (src/README.md "Dead-entry hints"): may the writer
+    // `life` remove entries whose removal its WAL up to `lsn` justifies,
+    // without waiting? Raises removal_lsn to lsn first (a standby that
+    // registers later replays past it), then true only if `life` is the
+    // writer and no slot is held -- by a live standby or an expired one,
+    // whose snapshots may still need the entries.
+    bool kill_allowed(uint64_t life, uint64_t lsn);
     // Writer: expire slot i if its beat is still `beat` (CAS). True if done.
     bool expire_slot(uint32_t i, uint64_t beat);
 

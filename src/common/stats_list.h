@@ -39,6 +39,9 @@
 	X(write_backs, "write-back mode: dirty frames written to remote memory") \
 	X(offloads, "operations executed by a memory node (OFFLOAD RPC)") \
 	X(migrations, "subtrees moved to an emptier memory node at a split") \
-	X(batched_inserts, "entries inserted through a batched offload")
+	X(batched_inserts, "entries inserted through a batched offload") \
+	X(kills, "dead-entry hints: entries removed by a scan that found them dead") \
+	X(kills_skipped, "dead-entry hints: not removed, the leaf changed since the scan read it") \
+	X(kills_refused, "dead-entry hints: not removed, a standby holds a registry slot")
 
 #endif							/* DEX_STATS_LIST_H */

@@ -350,6 +350,58 @@ uint64_t BTree::remove(const EntryKey* keys, size_t n) {
     return deleted;
 }
 
+// ---- dead-entry hints -----------------------------------------------------------
+
+uint64_t BTree::remove_if_unchanged(GAddr leaf, uint64_t version, const EntryKey* keys, size_t n) {
+    Stats::add(stats().index_ops);
+    if (n == 0) return 0;
+    if (wb_ || leaf == kNullGAddr || version == 0) {
+        Stats::add(stats().kills_skipped, n);
+        return 0;
+    }
+    Deadline dl = deadline();
+    int attempt = 0;
+    for (;;) {
+        dl.check("removing dead entries");
+        Node snap;
+        auto t0 = std::chrono::steady_clock::now();
+        // The version test is on a validated image: the body_version of a
+        // node whose tree id, level or liveness changed means nothing here.
+        if (io_.read(leaf, snap, dl) != NodeIO::Read::kOk || !valid_node(snap, 0) || snap.is_deleted() ||
+            snap.body_version != version) {
+            Stats::add(stats().kills_skipped, n);
+            return 0;
+        }
+        Locks locks(io_);
+        LockedNode* ln = locks.try_lock(leaf, snap, t0);
+        if (!ln) {  // locked meanwhile, or changed: the next read tells which
+            Stats::add(stats().restarts);
+            backoff(attempt++);
+            continue;
+        }
+        // Locked at `version`: the node is exactly the image the scan read.
+        Node& nd = ln->node;
+        uint64_t removed = 0;
+        for (size_t i = 0; i < n; i++) {
+            size_t pos = leaf_lower_bound(nd, keys[i]);
+            if (pos < nd.count && nd.leaf[pos] == keys[i]) {
+                std::memmove(&nd.leaf[pos], &nd.leaf[pos + 1], (nd.count - pos - 1) * sizeof(EntryKey));
+                nd.count--;
+                removed++;
+            }
+        }
+        if (removed == 0) {
+            locks.unlock(ln);
+        } else {
+            locks.publish({ln});
+            cache_update(ln->addr, nd);  // write-through: remote first, then the cached copy
+        }
+        Stats::add(stats().kills, removed);
+        if (removed < n) Stats::add(stats().kills_skipped, n - removed);
+        return removed;
+    }
+}
+
 // ---- scans -------------------------------------------------------------------
 
 BTree::Scan::Scan(BTree& t, const EntryKey& lo, const EntryKey& hi, bool backward)
@@ -366,12 +418,15 @@ bool BTree::Scan::next(std::vector<EntryKey>& out) {
     while (!done_) {
         if (!backward_) {
             bool ok = false;
+            GAddr at = next_addr_;
             if (next_addr_) {
                 ok = t_.read_node(next_addr_, n, dl) && t_.valid_node(n, 0) &&
                      !n.is_deleted() && n.low == cursor_;
                 next_addr_ = 0;
             }
-            if (!ok) t_.descend_leaf(cursor_, net::kOffloadLeaf, n, nullptr, dl);
+            if (!ok) at = t_.descend_leaf(cursor_, net::kOffloadLeaf, n, nullptr, dl).addr;
+            leaf_ = at;
+            leaf_version_ = n.body_version;
             for (size_t i = leaf_lower_bound(n, cursor_); i < n.count; i++) {
                 if (compare_keys(n.leaf[i], hi_) > 0) break;
                 out.push_back(n.leaf[i]);
@@ -383,7 +438,8 @@ bool BTree::Scan::next(std::vector<EntryKey>& out) {
                 next_addr_ = n.right;
             }
         } else {
-            t_.descend(cursor_, 0, n, nullptr, dl, exclusive_);
+            leaf_ = t_.descend(cursor_, 0, n, nullptr, dl, exclusive_).addr;
+            leaf_version_ = n.body_version;
             for (size_t i = n.count; i-- > 0;) {
                 const EntryKey& k = n.leaf[i];
                 int c = compare_keys(k, cursor_);

@@ -102,6 +102,17 @@ public:
     bool contains(const EntryKey& key);
     // Deletes exact entries; `keys` sorted ascending. Returns how many existed.
     uint64_t remove(const EntryKey* keys, size_t n);
+    // Dead-entry hints (src/README.md "Dead-entry hints"): removes keys[0..n)
+    // (sorted ascending) from the leaf at `leaf` only if that leaf is still
+    // at body_version `version`, the image a Scan returned them from
+    // (Scan::leaf(), leaf_version()). Any publish since -- an insert, a
+    // split, a merge, a delete, a reuse of the memory -- makes it a no-op:
+    // the scan's judgement was about that image, and an equal (key, TID)
+    // inserted after a VACUUM cycle freed and reused the TID must not go.
+    // Returns how many were removed. Never merges (an emptied leaf waits for
+    // compact()). Write-back trees remove nothing: their in-place changes do
+    // not advance body_version.
+    uint64_t remove_if_unchanged(GAddr leaf, uint64_t version, const EntryKey* keys, size_t n);
     // Merge away leaves that a delete left empty (a merge skipped under lock
     // contention is retried here; VACUUM calls it). Returns nodes freed.
     uint64_t compact();
@@ -112,6 +123,10 @@ public:
         Scan(BTree& t, const EntryKey& lo, const EntryKey& hi, bool backward);
         // Next batch (ascending, or descending if backward); false at the end.
         bool next(std::vector<EntryKey>& out);
+        // The leaf the last batch came from and the body_version of the
+        // image it was copied from (for remove_if_unchanged; 0: none).
+        GAddr leaf() const { return leaf_; }
+        uint64_t leaf_version() const { return leaf_version_; }
 
     private:
         BTree& t_;
@@ -121,6 +136,8 @@ public:
         EntryKey cursor_;         // forward: next key >= cursor; backward: keys <= / < cursor
         bool exclusive_ = false;  // backward: cursor is exclusive
         GAddr next_addr_ = 0;     // forward: right sibling to try first
+        GAddr leaf_ = 0;          // the last batch's leaf
+        uint64_t leaf_version_ = 0;
     };
     std::unique_ptr<Scan> scan(const EntryKey& lo, const EntryKey& hi, bool backward = false) {
         return std::make_unique<Scan>(*this, lo, hi, backward);

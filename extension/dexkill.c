@@ -1,0 +1,104 @@
+/*
+ * dexkill.c — dead-entry hints (src/README.md "Dead-entry hints").
+ *
+ * When the executor found the heap tuple of the entry amgettuple returned
+ * last dead to every transaction (scan->kill_prior_tuple, set by
+ * index_fetch_heap from heap_hot_search_buffer's all_dead), the scan
+ * remembers that entry, as nbtree's killedItems. When it leaves the batch
+ * (next batch, direction change, rescan, end of scan) the remembered entries
+ * are removed -- only if the leaf is still at the version the batch was read
+ * at (dex_tree_kill), only on the writer, and only while no hot standby holds
+ * a slot in the cluster registry (dex_registry_kill_allowed, which first
+ * raises the registry's removal_lsn). Kills are hints: anything that goes
+ * wrong drops them (DEBUG1), never the query. No latch, frame or remote
+ * lock is held when this runs; the C API returns with all of them released.
+ */
+#include "dex.h"
+
+#include "access/relscan.h"
+#include "access/xlog.h"
+#include "miscadmin.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+
+#include "tree/node_capacity.h"
+
+/* The entry returned last was found dead: remember it for its batch. */
+void
+dex_kill_remember(IndexScanDesc scan)
+{
+	DexScanOpaque so = (DexScanOpaque) scan->opaque;
+
+	if (so == NULL || so->batch == NULL || so->pos != DEX_POS_AT)
+		return;
+	/*
+	 * Only MVCC scans on the primary: a standby never sets kill_prior_tuple,
+	 * and non-MVCC scans (dirty-snapshot constraint checks, CLUSTER's
+	 * SnapshotAny) are left alone -- rare, and not worth an argument.
+	 */
+	if (RecoveryInProgress() || scan->xs_snapshot == NULL || !IsMVCCSnapshot(scan->xs_snapshot))
+		return;
+	/* write-back trees never kill (K5): spare them the WAL flush and the gate */
+	if (scan->indexRelation->rd_options &&
+		((DexOptions *) scan->indexRelation->rd_options)->write_back)
+		return;
+	if (so->killed == NULL)
+		so->killed = MemoryContextAlloc(so->scancxt, sizeof(DexKey) * DEX_LEAF_CAPACITY);
+	if (so->nkilled >= DEX_LEAF_CAPACITY)
+		return;
+	/* a direction change within a batch can return an entry twice */
+	for (int i = 0; i < so->nkilled; i++)
+		if (dex_key_cmp(&so->killed[i], &so->curkey) == 0)
+			return;
+	so->killed[so->nkilled++] = so->curkey;
+}
+
+static int
+dex_kill_cmp(const void *a, const void *b)
+{
+	return dex_key_cmp((const DexKey *) a, (const DexKey *) b);
+}
+
+/*
+ * Leaving the current batch: remove what was remembered for it. Called
+ * before the core scan fetches another batch or ends; never errors.
+ */
+void
+dex_kill_flush(IndexScanDesc scan)
+{
+	DexScanOpaque so = (DexScanOpaque) scan->opaque;
+	int			n = so->nkilled;
+	uint64		addr;
+	uint64		lsn;
+	int			allowed = 0;
+	uint64_t	removed = 0;
+	DexError	err;
+
+	so->nkilled = 0;
+	if (n == 0 || so->tree == NULL || so->dscan == NULL)
+		return;
+	addr = dex_cluster_registry();
+	if (addr == 0 || RecoveryInProgress())
+		return;
+	/*
+	 * WAL before removal, as for VACUUM (src/README.md "Crash survival"): the
+	 * tuples were found dead through hint bits (their deleters' commits are
+	 * durable) or line pointers a prune made dead, whose record may not be.
+	 */
+	dex_wal_flush_all();
+	lsn = dex_wal_durable();
+	qsort(so->killed, n, sizeof(DexKey), dex_kill_cmp);
+	memset(&err, 0, sizeof(err));
+	if (dex_registry_kill_allowed(addr, dex_life(), lsn, n, &allowed, &err) != DEX_OK)
+	{
+		elog(DEBUG1, "dex: dead-entry hints of \"%s\" dropped: %s",
+			 RelationGetRelationName(scan->indexRelation), err.message);
+		return;
+	}
+	if (!allowed)
+		return;
+	if (dex_tree_kill(so->tree, &so->stamp, so->killed, n, &removed, &err) != DEX_OK)
+		elog(DEBUG1, "dex: dead-entry hints of \"%s\" dropped: %s",
+			 RelationGetRelationName(scan->indexRelation), err.message);
+}

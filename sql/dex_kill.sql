@@ -1,0 +1,118 @@
+-- Dead-entry hints (src/README.md "Dead-entry hints"): an index scan whose
+-- heap fetches find versions dead to everyone removes their entries when it
+-- leaves their leaf, so a hot key under updates stops walking dead versions
+-- between VACUUMs. Answers always match a sequential scan; bitmap scans kill
+-- nothing; a repeatable-read snapshot (another session, through dblink) that
+-- still sees old versions keeps them.
+SET client_min_messages = warning;  -- quiet whether or not an earlier suite created it
+CREATE EXTENSION IF NOT EXISTS dex;
+CREATE EXTENSION IF NOT EXISTS dblink;
+RESET client_min_messages;
+
+-- Kills need the global xmin horizon past the deleters: wait (up to 10 s)
+-- until no other backend holds a snapshot (an autoanalyze, say).
+CREATE FUNCTION kill_quiet() RETURNS bool LANGUAGE plpgsql AS $$
+BEGIN
+  FOR i IN 1..100 LOOP
+    IF NOT EXISTS (SELECT 1 FROM pg_stat_activity
+                   WHERE backend_xmin IS NOT NULL AND pid <> pg_backend_pid()) THEN
+      RETURN true;
+    END IF;
+    PERFORM pg_sleep(0.1);
+  END LOOP;
+  RETURN false;
+END $$;
+
+-- v has a btree index, so every update of v is a non-HOT update: each one
+-- adds a dex entry for k too, and the old version's entry becomes dead.
+CREATE TABLE kill_t (k int, v int) WITH (autovacuum_enabled = off);
+CREATE INDEX kill_t_v ON kill_t (v);
+INSERT INTO kill_t SELECT g % 10, g FROM generate_series(1, 100) g;
+CREATE INDEX kill_t_k ON kill_t USING dex (k);
+
+-- 30 updates of the 10 rows of the hot key 5, each its own transaction
+SELECT 'UPDATE kill_t SET v = v + 1000 WHERE k = 5' FROM generate_series(1, 30) \gexec
+SELECT entries FROM dex_check('kill_t_k');
+
+-- 1. Bitmap scans never kill (no heap verdict reaches the index).
+SET enable_seqscan = off;
+SET enable_indexscan = off;
+SET enable_indexonlyscan = off;
+SELECT dex_stats_reset();
+EXPLAIN (COSTS OFF) SELECT count(*), sum(v) FROM kill_t WHERE k = 5;
+SELECT count(*), sum(v) FROM kill_t WHERE k = 5;
+SELECT entries FROM dex_check('kill_t_k');
+SELECT kills FROM dex_stats();
+
+-- 2. One index scan of the hot key removes its 300 dead entries: 10 live
+-- entries of key 5 are left, 100 in all.
+RESET enable_indexscan;
+SET enable_bitmapscan = off;
+SELECT kill_quiet();
+EXPLAIN (COSTS OFF) SELECT count(*), sum(v) FROM kill_t WHERE k = 5;
+SELECT count(*), sum(v) FROM kill_t WHERE k = 5;
+SELECT entries FROM dex_check('kill_t_k');
+SELECT kills, kills_refused FROM dex_stats();
+-- the next scan walks only live entries and removes nothing
+SELECT count(*), sum(v) FROM kill_t WHERE k = 5;
+SELECT kills FROM dex_stats();
+-- answers equal a sequential scan's, every key
+CREATE TABLE kill_idx AS SELECT k, count(*) AS n, sum(v) AS s FROM kill_t WHERE k BETWEEN 0 AND 9 GROUP BY k;
+RESET enable_seqscan;
+SET enable_indexscan = off;
+SELECT count(*) AS differing FROM
+    (SELECT k, count(*) AS n, sum(v) AS s FROM kill_t GROUP BY k) q FULL JOIN kill_idx USING (k)
+    WHERE q.n IS DISTINCT FROM kill_idx.n OR q.s IS DISTINCT FROM kill_idx.s;
+RESET enable_indexscan;
+SET enable_seqscan = off;
+
+-- 3. A repeatable-read snapshot in another session holds the old versions:
+-- they are not dead to everyone, the scan removes nothing, the old snapshot
+-- still finds its rows through the index; once it ends they go.
+SELECT dblink_connect('old', format('dbname=%s port=%s host=%s user=%s', current_database(),
+    current_setting('port'), split_part(current_setting('unix_socket_directories'), ',', 1), current_user));
+SELECT dblink_exec('old', 'BEGIN ISOLATION LEVEL REPEATABLE READ');
+SELECT dblink_exec('old', 'SET enable_seqscan = off');
+SELECT dblink_exec('old', 'SET enable_bitmapscan = off');
+SELECT * FROM dblink('old', 'SELECT count(*), sum(v) FROM kill_t WHERE k = 5') AS t(n bigint, s bigint);
+SELECT 'UPDATE kill_t SET v = v + 1000 WHERE k = 5' FROM generate_series(1, 5) \gexec
+SELECT dex_stats_reset();
+SELECT count(*), sum(v) FROM kill_t WHERE k = 5;
+SELECT entries FROM dex_check('kill_t_k');
+SELECT kills FROM dex_stats();
+SELECT * FROM dblink('old', 'SELECT count(*), sum(v) FROM kill_t WHERE k = 5') AS t(n bigint, s bigint);
+SELECT dblink_exec('old', 'COMMIT');
+SELECT dblink_disconnect('old');
+-- a transaction with an xid moves this session's xmin, which makes it
+-- recompute the global horizon (GlobalVisTestShouldUpdate) without 'old'
+SELECT txid_current() > 0 AS xid_assigned;
+SELECT kill_quiet();
+SELECT count(*), sum(v) FROM kill_t WHERE k = 5;
+SELECT entries FROM dex_check('kill_t_k');
+SELECT kills FROM dex_stats();
+
+-- 4. Backward scans and a cursor that changes direction kill too, answers
+-- unchanged.
+SELECT 'UPDATE kill_t SET v = v + 1000 WHERE k = 7' FROM generate_series(1, 10) \gexec
+SELECT kill_quiet();
+SELECT array_agg(v ORDER BY v) FROM (SELECT v FROM kill_t WHERE k = 7 ORDER BY k DESC) q;
+SELECT entries FROM dex_check('kill_t_k');
+SELECT 'UPDATE kill_t SET v = v + 1000 WHERE k = 3' FROM generate_series(1, 6) \gexec
+SELECT kill_quiet();
+BEGIN;
+DECLARE c SCROLL CURSOR FOR SELECT v FROM kill_t WHERE k = 3 ORDER BY k;
+FETCH 3 FROM c;
+FETCH BACKWARD 2 FROM c;
+FETCH ALL FROM c;
+COMMIT;
+SELECT entries FROM dex_check('kill_t_k');
+SELECT count(*) AS differing FROM
+    (SELECT k, count(*) AS n, sum(v) AS s FROM kill_t WHERE k BETWEEN 0 AND 9 GROUP BY k) q
+    FULL JOIN (SELECT k, count(*) AS n, sum(v) AS s FROM kill_t WHERE k + 0 BETWEEN 0 AND 9 GROUP BY k) r USING (k)
+    WHERE q.n IS DISTINCT FROM r.n OR q.s IS DISTINCT FROM r.s;
+SELECT * FROM dex_check('kill_t_k');
+
+RESET enable_seqscan;
+RESET enable_bitmapscan;
+DROP TABLE kill_t, kill_idx;
+DROP FUNCTION kill_quiet();

@@ -1,0 +1,199 @@
+// Dead-entry hints (src/README.md "Dead-entry hints"): BTree::remove_if_unchanged
+// removes entries a scan judged dead only while their leaf is still at the
+// version the scan read it at -- never after an insert, a split, a delete or a
+// reuse of the same (key, TID) -- through the remote lock protocol, keeping
+// cached copies exact; and the registry's gate (Registry::kill_allowed) that
+// refuses kills while a standby holds a slot and raises removal_lsn first.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <vector>
+
+#include "cache/cache.h"
+#include "cache/region.h"
+#include "cluster/registry.h"
+#include "common/stats.h"
+#include "tree_test_util.h"
+
+using namespace dex;
+using namespace dex::testing;
+using dex::tree::BTree;
+
+namespace {
+
+struct KillConfig {
+    const char* name;
+    uint32_t frames;  // 0: no cache
+};
+
+void PrintTo(const KillConfig& c, std::ostream* os) { *os << c.name; }
+
+// One memory node, one tree; a second BTree object over the same tree plays
+// another backend (another compute server when uncached).
+class KillTest : public ::testing::TestWithParam<KillConfig> {
+protected:
+    void SetUp() override {
+        engine = make_engine(64ull << 20);
+        mem = make_mem(*engine);
+        ns = ns_create(mem->node(0));
+        tree::TreeOptions o;
+        if (GetParam().frames) {
+            reg = std::make_unique<Region>(GetParam().frames);
+            handle = std::make_unique<cache::Cache>(*reg->region, 777);
+            o.cache = handle.get();
+        }
+        t = std::make_unique<BTree>(*mem, 0, ns, o);
+        t->init_empty();
+        other = std::make_unique<BTree>(*mem, 0, ns, o);
+        stats().reset();
+    }
+    void TearDown() override {
+        if (reg) expect_cache_coherent(*reg->region, *mem);
+        EXPECT_EQ(t->check().entries, model.size());
+        auto all = scan_all(*t, neg_inf_key(), pos_inf_key(), false);
+        EXPECT_TRUE(std::equal(all.begin(), all.end(), model.begin(), model.end()));
+    }
+    void add(const EntryKey& k) {
+        ASSERT_TRUE(t->insert(k));
+        model.insert(k);
+    }
+    // First batch of a scan over value v, with its stamp.
+    std::vector<EntryKey> first_batch(int64_t v, GAddr* leaf, uint64_t* version) {
+        std::vector<EntryKey> b;
+        auto s = t->scan(KMin(v), KMax(v));
+        EXPECT_TRUE(s->next(b));
+        *leaf = s->leaf();
+        *version = s->leaf_version();
+        return b;
+    }
+
+    std::unique_ptr<memnode::Engine> engine;
+    std::unique_ptr<RemoteMemory> mem;
+    uint64_t ns = 0;
+    std::unique_ptr<Region> reg;
+    std::unique_ptr<cache::Cache> handle;
+    std::unique_ptr<BTree> t, other;
+    std::set<EntryKey> model;
+};
+
+TEST_P(KillTest, RemovesAtTheScannedVersion) {
+    for (uint16_t i = 1; i <= 20; i++) add(K(7, 1, i));
+    GAddr leaf;
+    uint64_t ver;
+    auto b = first_batch(7, &leaf, &ver);
+    ASSERT_EQ(b.size(), 20u);
+    ASSERT_NE(leaf, 0u);
+    ASSERT_NE(ver, 0u);
+    std::vector<EntryKey> dead(b.begin(), b.begin() + 15);
+    EXPECT_EQ(t->remove_if_unchanged(leaf, ver, dead.data(), dead.size()), 15u);
+    for (auto& k : dead) model.erase(k);
+    EXPECT_EQ(stats().kills.load(), 15u);
+    // The same stamp again: the leaf moved on (our own publish), nothing more.
+    EXPECT_EQ(t->remove_if_unchanged(leaf, ver, b.data() + 15, 1), 0u);
+    EXPECT_EQ(stats().kills_skipped.load(), 1u);
+    // The other handle sees the removals (remote and cached copies agree).
+    EXPECT_EQ(scan_all(*other, KMin(7), KMax(7), false).size(), 5u);
+}
+
+TEST_P(KillTest, SkippedAfterAnInsertIntoTheLeaf) {
+    for (uint16_t i = 1; i <= 10; i++) add(K(7, 1, i));
+    GAddr leaf;
+    uint64_t ver;
+    auto b = first_batch(7, &leaf, &ver);
+    ASSERT_TRUE(other->insert(K(7, 2, 1)));  // another backend changes the leaf
+    model.insert(K(7, 2, 1));
+    EXPECT_EQ(t->remove_if_unchanged(leaf, ver, b.data(), b.size()), 0u);
+    EXPECT_EQ(stats().kills.load(), 0u);
+    EXPECT_EQ(stats().kills_skipped.load(), b.size());
+}
+
+TEST_P(KillTest, SkippedAfterASplitMovedTheEntries) {
+    for (uint16_t i = 1; i <= 40; i++) add(K(7, 1, i));
+    GAddr leaf;
+    uint64_t ver;
+    auto b = first_batch(7, &leaf, &ver);
+    ASSERT_EQ(b.size(), 40u);
+    // Fill past the leaf's capacity: it splits, half of b moves right.
+    for (uint16_t i = 1; i <= kLeafCapacity; i++) {
+        ASSERT_TRUE(other->insert(K(7, 3, i)));
+        model.insert(K(7, 3, i));
+    }
+    EXPECT_EQ(t->remove_if_unchanged(leaf, ver, b.data(), b.size()), 0u);
+    EXPECT_EQ(stats().kills.load(), 0u);
+}
+
+// The reason a present entry is not enough: VACUUM removed (k, tid), the TID
+// was reused by a new row with the same key, and that live entry is
+// byte-identical to the dead one the scan saw.
+TEST_P(KillTest, ReusedTidIsNotRemoved) {
+    for (uint16_t i = 1; i <= 10; i++) add(K(7, 1, i));
+    GAddr leaf;
+    uint64_t ver;
+    auto b = first_batch(7, &leaf, &ver);
+    EntryKey e = b[3];
+    ASSERT_EQ(other->remove(&e, 1), 1u);  // VACUUM
+    ASSERT_TRUE(other->insert(e));        // the same TID reused, same key
+    EXPECT_EQ(t->remove_if_unchanged(leaf, ver, &e, 1), 0u);
+    EXPECT_TRUE(t->contains(e));
+}
+
+TEST_P(KillTest, EmptiedLeafStaysUntilCompact) {
+    for (int64_t v = 0; v < 200; v++) add(K(v, 1, 1));
+    GAddr leaf;
+    uint64_t ver;
+    auto b = first_batch(100, &leaf, &ver);
+    ASSERT_EQ(b.size(), 1u);
+    // The whole leaf's entries, from one scan of it.
+    std::vector<EntryKey> all;
+    {
+        Node n;
+        mem->read(leaf, &n, kNodeSize);
+        all.assign(n.leaf, n.leaf + n.count);
+    }
+    EXPECT_EQ(t->remove_if_unchanged(leaf, ver, all.data(), all.size()), all.size());
+    for (auto& k : all) model.erase(k);
+    EXPECT_GE(t->compact(), 1u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Configs, KillTest,
+                         ::testing::Values(KillConfig{"uncached", 0}, KillConfig{"cached", 1u << 12}),
+                         [](const ::testing::TestParamInfo<KillConfig>& i) { return std::string(i.param.name); });
+
+// A backward scan stamps its batches too.
+TEST(KillScan, BackwardBatchesCarryTheirLeaf) {
+    auto engine = make_engine(64ull << 20);
+    auto mem = make_mem(*engine);
+    BTree t(*mem, 0, ns_create(mem->node(0)));
+    t.init_empty();
+    for (int64_t v = 0; v < 300; v++) ASSERT_TRUE(t.insert(K(v, 1, 1)));
+    auto s = t.scan(neg_inf_key(), pos_inf_key(), true);
+    std::vector<EntryKey> b;
+    ASSERT_TRUE(s->next(b));
+    EXPECT_EQ(leaf_for(*mem, t.root(), b.front()), s->leaf());
+    EXPECT_EQ(t.remove_if_unchanged(s->leaf(), s->leaf_version(), &b.back(), 1), 1u);
+    EXPECT_FALSE(t.contains(b.back()));
+}
+
+// The gate: no kill while any standby slot is held; removal_lsn raised first.
+TEST(KillRegistry, RefusedWhileAStandbyHoldsASlot) {
+    auto engine = make_engine(64ull << 20);
+    auto mem = make_mem(*engine);
+    uint64_t ns = ns_create(mem->node(0));
+    cluster::Registry r(*mem, cluster::Registry::open(*mem, 0, ns, true, 0x100));
+    EXPECT_FALSE(r.kill_allowed(0, 0x200));  // no writer yet
+    ASSERT_EQ(r.cas_writer(0, 42), 0u);
+    EXPECT_FALSE(r.kill_allowed(43, 0x200));  // not the writer
+    EXPECT_TRUE(r.kill_allowed(42, 0x300));
+    EXPECT_EQ(r.read().removal_lsn, 0x300u);
+    uint64_t beat = 0;
+    int slot = r.claim_slot(777, 0x50, 1, &beat);
+    ASSERT_GE(slot, 0);
+    EXPECT_FALSE(r.kill_allowed(42, 0x400));  // a live standby
+    EXPECT_EQ(r.read().removal_lsn, 0x400u);  // raised all the same (harmless)
+    ASSERT_TRUE(r.expire_slot(static_cast<uint32_t>(slot), beat));
+    EXPECT_FALSE(r.kill_allowed(42, 0x500));  // an expired one: still refused
+    r.set_removal_lsn(0x450);                 // never lowered
+    EXPECT_EQ(r.read().removal_lsn, 0x500u);
+}
+
+}  // namespace
