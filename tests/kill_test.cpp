@@ -174,8 +174,10 @@ TEST(KillScan, BackwardBatchesCarryTheirLeaf) {
     EXPECT_FALSE(t.contains(b.back()));
 }
 
-// The gate: no kill while any standby slot is held; removal_lsn raised first.
-TEST(KillRegistry, RefusedWhileAStandbyHoldsASlot) {
+// The gate: no kill while a live standby holds a slot; an expired slot lets
+// kills through, and the standby that claims it again must replay past every
+// removal made meanwhile; removal_lsn raised first.
+TEST(KillRegistry, RefusedWhileALiveStandbyHoldsASlot) {
     auto engine = make_engine(64ull << 20);
     auto mem = make_mem(*engine);
     uint64_t ns = ns_create(mem->node(0));
@@ -191,9 +193,15 @@ TEST(KillRegistry, RefusedWhileAStandbyHoldsASlot) {
     EXPECT_FALSE(r.kill_allowed(42, 0x400));  // a live standby
     EXPECT_EQ(r.read().removal_lsn, 0x400u);  // raised all the same (harmless)
     ASSERT_TRUE(r.expire_slot(static_cast<uint32_t>(slot), beat));
-    EXPECT_FALSE(r.kill_allowed(42, 0x500));  // an expired one: still refused
-    r.set_removal_lsn(0x450);                 // never lowered
+    EXPECT_TRUE(r.kill_allowed(42, 0x500));  // an expired one stopped answering
+    r.set_removal_lsn(0x450);                // never lowered
     EXPECT_EQ(r.read().removal_lsn, 0x500u);
+    // The standby comes back: it claims a slot, then reads removal_lsn (the
+    // order of extension/dexcluster.c) and must replay past the kill's 0x500.
+    uint64_t beat2 = 0;
+    ASSERT_GE(r.claim_slot(777, 0x60, 1, &beat2), 0);
+    EXPECT_GE(r.read().removal_lsn, 0x500u);
+    EXPECT_FALSE(r.kill_allowed(42, 0x600)) << "a reclaimed slot is live again";
 }
 
 }  // namespace

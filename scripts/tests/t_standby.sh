@@ -25,6 +25,7 @@
 #    from earlier (behind the trees) and a fresh one (a second primary) are
 #    refused.
 # 7. Failover: the primary stops, sb1 is promoted, writes, VACUUMs, dex_check;
+#    with no live standby slot left, its index scans kill dead entries again;
 #    the old primary started again is refused (never writes), and so is a base
 #    backup taken early and restored.
 source "$(dirname "$0")/common.sh"
@@ -303,6 +304,22 @@ as_user "$PG_BIN/pg_ctl" -D "$DEX_WORK/sb1" -w promote >/dev/null || fail "promo
 q1 -c "insert into t(k, v) select 10, -g from generate_series(1, 500) g" || fail "insert on the promoted standby"
 q1 -c "delete from t where k = 10 and v < 0 and v % 2 = 0" -c "vacuum t" || fail "vacuum on the promoted standby"
 q1 -c "select * from dex_check('t_k')" >/dev/null || fail "dex_check on the promoted standby"
+# Dead-entry hints come back once no live standby slot is left: sb2 is gone
+# and the VACUUM above expired its slot (5 s without a beat), sb1's own slot
+# went with its promotion. (Before K3 let expired slots through, every
+# standby that ever registered disabled kills for good.)
+q1 -c "create table hk(k int, v int) with (autovacuum_enabled = off)" -c "create index hk_v on hk (v)" \
+    -c "insert into hk select g % 10, g from generate_series(1, 50) g" -c "create index hk_k on hk using dex (k)"
+for _ in $(seq 1 10); do q1 -c "update hk set v = v + 1000 where k = 5" >/dev/null; done
+q1 -c "select txid_current()" >/dev/null   # the horizon moves past the updaters
+before=$(q1 -c "select entries from dex_check('hk_k')")
+q1 -c "select dex_stats_reset()" >/dev/null
+live=$(q1 -c "set enable_seqscan = off; set enable_bitmapscan = off; select count(*), sum(v) from hk where k = 5")
+after=$(q1 -c "select entries from dex_check('hk_k')")
+kr=$(q1 -c "select kills, kills_refused from dex_stats()")
+echo "promoted sb1: hot key $live, entries $before -> $after, kills|refused $kr"
+[ "$before" = 100 ] && [ "$after" = 50 ] && [ "${kr%%|*}" = 50 ] || fail "no kills after the standbys left: $before -> $after, $kr"
+q1 -c "drop table hk"
 a=$(counts "$SB1" "k >= 0"); b=$((final + 250))
 [ "$a" = "$b|$b|$b" ] || fail "promoted sb1: $a, expected $b"
 # the old primary comes back as a primary

@@ -94,8 +94,14 @@ bool Registry::kill_allowed(uint64_t life, uint64_t lsn) {
     set_removal_lsn(lsn);
     RegistryHeader h = read();
     if (h.magic != kRegistryMagic || h.writer_life != life || life == 0) return false;
+    // A live slot refuses. An expired one does not: its standby stopped
+    // answering when its lease ran out, and must claim a slot again and then
+    // read removal_lsn -- after our raise -- and replay past it before it
+    // answers (VACUUM's argument; src/README.md K3). A claim in progress
+    // (owner set, beat still expired) reads removal_lsn after its beat CAS,
+    // which comes after this read of the slots.
     for (uint32_t i = 0; i < kMaxStandbys; i++)
-        if (h.slots[i].owner != 0) return false;  // live or expired: a standby's
+        if (h.slots[i].owner != 0 && !(h.slots[i].beat & kExpired)) return false;
     return true;
 }
 

@@ -106,8 +106,9 @@ public:
     // `life` remove entries whose removal its WAL up to `lsn` justifies,
     // without waiting? Raises removal_lsn to lsn first (a standby that
     // registers later replays past it), then true only if `life` is the
-    // writer and no slot is held -- by a live standby or an expired one,
-    // whose snapshots may still need the entries.
+    // writer and no live (unexpired) standby slot is held: a live standby's
+    // snapshots may still need the entries; an expired one answers nothing
+    // until it has claimed a slot again and replayed past removal_lsn.
     bool kill_allowed(uint64_t life, uint64_t lsn);
     // Writer: expire slot i if its beat is still `beat` (CAS). True if done.
     bool expire_slot(uint32_t i, uint64_t beat);
