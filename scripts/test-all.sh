@@ -31,7 +31,8 @@ source "$(dirname "$0")/lib.sh"
 # checkouts never share clusters, sockets or logs. Removed after a run that
 # passed; kept, and named in the summary, after a failure.
 own_work=""
-if [ -z "$DEX_WORK_FROM_ENV" ]; then own_work=$(mktemp -d /tmp/dex-test.XXXXXX); fi
+# (mktemp makes it 0700: the postgres user must reach the tests' subdirectories.)
+if [ -z "$DEX_WORK_FROM_ENV" ]; then own_work=$(mktemp -d /tmp/dex-test.XXXXXX) && chmod 755 "$own_work"; fi
 default_work_dir "$own_work"
 passed=0; failed=0; failures=(); skipped=0; skips=(); timings=()
 run_started=$SECONDS; part_started=$SECONDS

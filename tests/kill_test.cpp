@@ -202,6 +202,14 @@ TEST(KillRegistry, RefusedWhileALiveStandbyHoldsASlot) {
     ASSERT_GE(r.claim_slot(777, 0x60, 1, &beat2), 0);
     EXPECT_GE(r.read().removal_lsn, 0x500u);
     EXPECT_FALSE(r.kill_allowed(42, 0x600)) << "a reclaimed slot is live again";
+    // A promoted standby: its own slot (never renewed again) is not another
+    // server's and does not block it.
+    cluster::Registry p(*mem, cluster::Registry::open(*mem, 0, ns_create(mem->node(0)), true, 0x100));
+    uint64_t own = 0;
+    ASSERT_GE(p.claim_slot(99, 0x10, 1, &own), 0);
+    ASSERT_EQ(p.cas_writer(0, 99), 0u);
+    EXPECT_TRUE(p.kill_allowed(99, 0x200));
+    EXPECT_FALSE(p.kill_allowed(42, 0x200)) << "not the writer";
 }
 
 }  // namespace

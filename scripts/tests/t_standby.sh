@@ -305,9 +305,9 @@ q1 -c "insert into t(k, v) select 10, -g from generate_series(1, 500) g" || fail
 q1 -c "delete from t where k = 10 and v < 0 and v % 2 = 0" -c "vacuum t" || fail "vacuum on the promoted standby"
 q1 -c "select * from dex_check('t_k')" >/dev/null || fail "dex_check on the promoted standby"
 # Dead-entry hints come back once no live standby slot is left: sb2 is gone
-# and the VACUUM above expired its slot (5 s without a beat), sb1's own slot
-# went with its promotion. (Before K3 let expired slots through, every
-# standby that ever registered disabled kills for good.)
+# and the primary's worker expired its slot (5 s without a beat); sb1's own
+# former slot is its own. (Before K3 let expired slots through, every standby
+# that ever registered disabled kills for good.)
 q1 -c "create table hk(k int, v int) with (autovacuum_enabled = off)" -c "create index hk_v on hk (v)" \
     -c "insert into hk select g % 10, g from generate_series(1, 50) g" -c "create index hk_k on hk using dex (k)"
 for _ in $(seq 1 10); do q1 -c "update hk set v = v + 1000 where k = 5" >/dev/null; done

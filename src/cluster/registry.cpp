@@ -99,9 +99,10 @@ bool Registry::kill_allowed(uint64_t life, uint64_t lsn) {
     // read removal_lsn -- after our raise -- and replay past it before it
     // answers (VACUUM's argument; src/README.md K3). A claim in progress
     // (owner set, beat still expired) reads removal_lsn after its beat CAS,
-    // which comes after this read of the slots.
+    // which comes after this read of the slots. Our own slot (a promoted
+    // standby's, never renewed again) is no other server's.
     for (uint32_t i = 0; i < kMaxStandbys; i++)
-        if (h.slots[i].owner != 0 && !(h.slots[i].beat & kExpired)) return false;
+        if (h.slots[i].owner != 0 && h.slots[i].owner != life && !(h.slots[i].beat & kExpired)) return false;
     return true;
 }
 
