@@ -24,6 +24,7 @@
  *                  open-tree registry and its invalidation
  *   dexjournal.c   crash consistency: the insert journal, WAL flushes
  *   dexupgrade.c   pg_upgrade: taking over the trees of the cluster upgraded from
+ *   dexclusterns.c which namespaces on the memory nodes are this cluster's
  *   dexcluster.c   primary and hot standbys: the cluster registry, this life
  *   dexwal.c       dex's WAL resource manager
  *   dexkeybytes.c  datums as order-preserving byte strings (src/tree/key_bytes.h)
@@ -331,6 +332,18 @@ extern void dex_forget_all_trees(void);
 extern uint64 dex_upgrade_foreign_owner(Relation index);
 extern bool dex_upgrade_adopt(Relation index, uint64 old_sysid, bool for_drop);
 
+/* ---- dexclusterns.c --------------------------------------------------- */
+
+/* A namespace this cluster created (or adopted) on a memory node, with its parsed tag. */
+typedef struct DexClusterNs
+{
+	uint64		ns;
+	uint64		bytes;
+	DexNsTag	tag;
+} DexClusterNs;
+extern int	dex_list_cluster_namespaces(int node, DexClusterNs **out, int *n,
+										DexError *err);
+
 /* ---- dexcluster.c ----------------------------------------------------- */
 
 extern int	dex_standby_wait_timeout_ms;
@@ -359,16 +372,6 @@ extern uint64 dex_cluster_published_hwm(void);
 extern uint64 dex_cluster_registry_lookup(uint64 sysid, bool create, uint64 floor,
 										  DexError *err);
 extern uint64 dex_cluster_registry(void);
-
-/* A namespace this cluster created (or adopted) on a memory node, with its parsed tag. */
-typedef struct DexClusterNs
-{
-	uint64		ns;
-	uint64		bytes;
-	DexNsTag	tag;
-} DexClusterNs;
-extern int	dex_list_cluster_namespaces(int node, DexClusterNs **out, int *n,
-										DexError *err);
 
 /*
  * A server that holds the writer role beats at least every DEX_LEASE_MS; one
