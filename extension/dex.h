@@ -445,6 +445,7 @@ extern void dex_ios_wait_readers(Relation index);
 
 /* ---- dexkill.c -------------------------------------------------------- */
 
+extern bool dex_kill_gate(Relation index, int n);
 extern void dex_kill_remember(IndexScanDesc scan);
 extern void dex_kill_flush(IndexScanDesc scan);
 

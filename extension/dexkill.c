@@ -61,6 +61,41 @@ dex_kill_cmp(const void *a, const void *b)
 }
 
 /*
+ * May n entries of `index` found dead to everyone be removed now? Only on
+ * the writer, with WAL flushed, while no hot standby holds a registry slot
+ * (K2, K3). Shared by the kills and bottom-up deletion (dexbottomup.c), so
+ * both justify a removal the same way. Never errors: false drops the
+ * removal (DEBUG1 if something failed).
+ */
+bool
+dex_kill_gate(Relation index, int n)
+{
+	uint64		addr;
+	uint64		lsn;
+	int			allowed = 0;
+	DexError	err;
+
+	addr = dex_cluster_registry();
+	if (addr == 0 || RecoveryInProgress())
+		return false;
+	/*
+	 * WAL before removal, as for VACUUM (src/README.md "Crash survival"): the
+	 * tuples were found dead through hint bits (their deleters' commits are
+	 * durable) or line pointers a prune made dead, whose record may not be.
+	 */
+	dex_wal_flush_all();
+	lsn = dex_wal_durable();
+	memset(&err, 0, sizeof(err));
+	if (dex_registry_kill_allowed(addr, dex_life(), lsn, n, &allowed, &err) != DEX_OK)
+	{
+		elog(DEBUG1, "dex: dead entries of \"%s\" not removed: %s",
+			 RelationGetRelationName(index), err.message);
+		return false;
+	}
+	return allowed != 0;
+}
+
+/*
  * Leaving the current batch: remove what was remembered for it. Called
  * before the core scan fetches another batch or ends; never errors.
  */
@@ -69,36 +104,17 @@ dex_kill_flush(IndexScanDesc scan)
 {
 	DexScanOpaque so = (DexScanOpaque) scan->opaque;
 	int			n = so->nkilled;
-	uint64		addr;
-	uint64		lsn;
-	int			allowed = 0;
 	uint64_t	removed = 0;
 	DexError	err;
 
 	so->nkilled = 0;
 	if (n == 0 || so->tree == NULL || so->dscan == NULL)
 		return;
-	addr = dex_cluster_registry();
-	if (addr == 0 || RecoveryInProgress())
+	if (!dex_kill_gate(scan->indexRelation, n))
 		return;
-	/*
-	 * WAL before removal, as for VACUUM (src/README.md "Crash survival"): the
-	 * tuples were found dead through hint bits (their deleters' commits are
-	 * durable) or line pointers a prune made dead, whose record may not be.
-	 */
-	dex_wal_flush_all();
-	lsn = dex_wal_durable();
 	qsort(so->killed, n, sizeof(DexKey), dex_kill_cmp);
 	memset(&err, 0, sizeof(err));
-	if (dex_registry_kill_allowed(addr, dex_life(), lsn, n, &allowed, &err) != DEX_OK)
-	{
-		elog(DEBUG1, "dex: dead-entry hints of \"%s\" dropped: %s",
-			 RelationGetRelationName(scan->indexRelation), err.message);
-		return;
-	}
-	if (!allowed)
-		return;
-	if (dex_tree_kill(so->tree, &so->stamp, so->killed, n, &removed, &err) != DEX_OK)
+	if (dex_tree_kill(so->tree, &so->stamp, so->killed, n, 0, &removed, &err) != DEX_OK)
 		elog(DEBUG1, "dex: dead-entry hints of \"%s\" dropped: %s",
 			 RelationGetRelationName(scan->indexRelation), err.message);
 }

@@ -2,6 +2,7 @@
 // checks, write-back mode, the insert journal. Thin wrappers around
 // dex::tree::BTree; the process state they need is dex::cluster::ComputeProcess.
 // No exception leaves this file.
+#include <algorithm>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
@@ -215,6 +216,34 @@ int dex_tree_insert(DexTree* tree, const DexKey* key, uint64_t lsn, uint64_t dur
     });
 }
 
+int dex_tree_insert_nosplit(DexTree* tree, const DexKey* key, uint64_t lsn, uint64_t durable, DexLeafStamp* full,
+                            DexError* err) {
+    if (full) *full = DexLeafStamp{0, 0};
+    dex::tree::BTree::LeafFull lf;
+    int rc = guarded(err, [&] {
+        if (!tree || !key || !full) throw Error(ErrorCode::kInvalid, "dex_tree_insert_nosplit: NULL argument");
+        dex::EntryKey k = to_key(key);
+        tree->run([&](dex::tree::BTree& b) { b.insert(k, lsn, durable, &lf); });
+    });
+    if (rc != DEX_OK || lf.leaf == 0) return rc;
+    full->leaf = lf.leaf;
+    full->version = lf.version;
+    return DEX_LEAF_FULL;
+}
+
+int dex_tree_read_leaf(DexTree* tree, const DexLeafStamp* stamp, DexKey* out, int* n, DexError* err) {
+    if (n) *n = 0;
+    return guarded(err, [&] {
+        if (!tree || !stamp || !out || !n) throw Error(ErrorCode::kInvalid, "dex_tree_read_leaf: NULL argument");
+        std::vector<dex::EntryKey> v;
+        tree->run([&](dex::tree::BTree& b) { b.read_leaf(stamp->leaf, stamp->version, v); });
+        static_assert(sizeof(dex::EntryKey) == sizeof(DexKey), "DexKey is EntryKey's C image");
+        size_t m = std::min<size_t>(v.size(), DEX_LEAF_CAPACITY);
+        if (m) std::memcpy(out, v.data(), m * sizeof(DexKey));
+        *n = static_cast<int>(m);
+    });
+}
+
 int dex_tree_insert_batch(DexTree* tree, const DexKey* keys, const uint64_t* lsns, int n, uint64_t durable,
                           int* done, DexError* err) {
     if (done) *done = 0;
@@ -277,8 +306,8 @@ void dex_scan_stamp(const DexScan* scan, DexLeafStamp* out) {
     out->version = scan && scan->scan ? scan->scan->leaf_version() : 0;
 }
 
-int dex_tree_kill(DexTree* tree, const DexLeafStamp* stamp, const DexKey* keys, int n, uint64_t* removed,
-                  DexError* err) {
+int dex_tree_kill(DexTree* tree, const DexLeafStamp* stamp, const DexKey* keys, int n, int bottom_up,
+                  uint64_t* removed, DexError* err) {
     if (removed) *removed = 0;
     return guarded(err, [&] {
         if (!tree || !stamp || (n > 0 && !keys)) throw Error(ErrorCode::kInvalid, "dex_tree_kill: NULL argument");
@@ -286,7 +315,9 @@ int dex_tree_kill(DexTree* tree, const DexLeafStamp* stamp, const DexKey* keys, 
         std::vector<dex::EntryKey> v(static_cast<size_t>(n));
         std::memcpy(v.data(), keys, v.size() * sizeof(dex::EntryKey));
         uint64_t d = 0;
-        tree->run([&](dex::tree::BTree& b) { d = b.remove_if_unchanged(stamp->leaf, stamp->version, v.data(), v.size()); });
+        tree->run([&](dex::tree::BTree& b) {
+            d = b.remove_if_unchanged(stamp->leaf, stamp->version, v.data(), v.size(), bottom_up != 0);
+        });
         if (removed) *removed = d;
     });
 }

@@ -36,6 +36,12 @@ extern "C" {
  * Returned by inserts, deletes and compaction.
  */
 #define DEX_ERR_NEED_WAL_FLUSH 12
+/*
+ * Not an error: dex_tree_insert_nosplit found the entry's leaf full (it would
+ * split) and changed nothing (src/README.md "Dead-entry hints", bottom-up
+ * deletion).
+ */
+#define DEX_LEAF_FULL 13
 
 typedef struct DexError
 {
@@ -269,6 +275,25 @@ int			dex_tree_insert(DexTree *tree, const DexKey *key, uint64_t lsn,
  */
 int			dex_tree_insert_batch(DexTree *tree, const DexKey *keys, const uint64_t *lsns, int n,
 								  uint64_t durable, int *done, DexError *err);
+/*
+ * Bottom-up deletion (src/README.md "Dead-entry hints"). dex_tree_insert_nosplit
+ * is dex_tree_insert, except that where the entry's leaf is full and would
+ * split it answers DEX_LEAF_FULL instead, with *full = that leaf and the body
+ * version it was locked at, having changed nothing (journal included) and
+ * released every lock. (Write-back trees, and an insert whose offloaded
+ * attempt already wrote its journal record, split as usual.)
+ * dex_tree_read_leaf copies the leaf's entries (at most DEX_LEAF_CAPACITY)
+ * into out[] if it is still at full->version; else *n = 0.
+ */
+typedef struct DexLeafStamp
+{
+	uint64_t	leaf;
+	uint64_t	version;
+} DexLeafStamp;
+int			dex_tree_insert_nosplit(DexTree *tree, const DexKey *key, uint64_t lsn,
+									uint64_t durable, DexLeafStamp *full, DexError *err);
+int			dex_tree_read_leaf(DexTree *tree, const DexLeafStamp *stamp, DexKey *out, int *n,
+							   DexError *err);
 /* Delete exact entries; `keys` sorted ascending. *deleted = how many existed. */
 int			dex_tree_delete(DexTree *tree, const DexKey *keys, int n,
 							uint64_t *deleted, DexError *err);
@@ -291,15 +316,12 @@ void		dex_scan_end(DexScan *scan);
  * image read (both 0: unknown). dex_tree_kill removes keys[0..n) (sorted
  * ascending, all from that batch) only if the leaf is still at that version;
  * *removed = how many went (0: it changed since, or a write-back tree).
+ * bottom_up != 0: a bottom-up deletion pass's removal (counted in
+ * bottomup_removed instead of kills).
  */
-typedef struct DexLeafStamp
-{
-	uint64_t	leaf;
-	uint64_t	version;
-} DexLeafStamp;
 void		dex_scan_stamp(const DexScan *scan, DexLeafStamp *out);
 int			dex_tree_kill(DexTree *tree, const DexLeafStamp *stamp, const DexKey *keys, int n,
-						  uint64_t *removed, DexError *err);
+						  int bottom_up, uint64_t *removed, DexError *err);
 
 /*
  * Merge away leaves left empty by deletes (merges skipped under contention are

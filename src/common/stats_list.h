@@ -42,6 +42,8 @@
 	X(batched_inserts, "entries inserted through a batched offload") \
 	X(kills, "dead-entry hints: entries removed by a scan that found them dead") \
 	X(kills_skipped, "dead-entry hints: not removed, the leaf changed since the scan read it") \
-	X(kills_refused, "dead-entry hints: not removed, a standby holds a registry slot")
+	X(kills_refused, "dead-entry hints: not removed, a standby holds a registry slot") \
+	X(bottomup_passes, "bottom-up deletion: inserts that gave up before splitting a full leaf") \
+	X(bottomup_removed, "bottom-up deletion: dead entries removed from such a leaf")
 
 #endif							/* DEX_STATS_LIST_H */

@@ -186,7 +186,7 @@ void BTree::init_empty() {
 
 // ---- insert ----------------------------------------------------------------
 
-bool BTree::insert(const EntryKey& key, uint64_t lsn, uint64_t durable) {
+bool BTree::insert(const EntryKey& key, uint64_t lsn, uint64_t durable, LeafFull* full) {
     if (key.cls != kValue && key.cls != kNull)
         throw Error(ErrorCode::kInvalid, "cannot insert a key of class " + std::to_string(key.cls));
     Stats::add(stats().index_ops);
@@ -194,10 +194,11 @@ bool BTree::insert(const EntryKey& key, uint64_t lsn, uint64_t durable) {
     // throw NeedDurable), so that whichever leaf takes the entry can record it.
     // Write-back mode journals only what it writes through; its in-place
     // changes keep the LSN in their frame instead (wb_modify).
-    return insert_reserved(key, lsn, journal_ != nullptr && journal_->reserve(lsn, durable), true);
+    if (full) *full = LeafFull{};
+    return insert_reserved(key, lsn, journal_ != nullptr && journal_->reserve(lsn, durable), true, full);
 }
 
-bool BTree::insert_reserved(const EntryKey& key, uint64_t lsn, bool journal, bool may_offload) {
+bool BTree::insert_reserved(const EntryKey& key, uint64_t lsn, bool journal, bool may_offload, LeafFull* full) {
     IntentScope intent(*this, key, lsn, journal);
     Deadline dl = deadline();
     int attempt = 0;
@@ -212,7 +213,11 @@ bool BTree::insert_reserved(const EntryKey& key, uint64_t lsn, bool journal, boo
         Descent d = descend_leaf(key, offload ? net::kOffloadInsert : 0, snap, &path, dl);
         if (d.offloaded != kNoOffload) return d.offloaded == net::kOffloadDone;
         uint8_t st;
-        if (offload && offload_cached_write(net::kOffloadInsert, d, snap, key, dl, &st)) return st == net::kOffloadDone;
+        // A cached leaf seen full would only answer "needs a split" (having
+        // written the journal record): with `full`, go one-sided and give up.
+        const bool seen_full = full && d.cached && snap.count >= kLeafCapacity;
+        if (offload && !seen_full && offload_cached_write(net::kOffloadInsert, d, snap, key, dl, &st))
+            return st == net::kOffloadDone;
         GAddr a = hint ? hint : d.addr;
         hint = 0;
         WbGuard guard;
@@ -254,6 +259,16 @@ bool BTree::insert_reserved(const EntryKey& key, uint64_t lsn, bool journal, boo
             else
                 cache_update(ln->addr, n);  // write-through: remote first, then the cached copy
             return true;
+        }
+        // Bottom-up deletion: give up before the split, unchanged. Not if an
+        // offloaded attempt ("needs a split") already wrote the journal
+        // record: that insert has changed something and goes on.
+        if (full && !wb_ && !(journal && journal_->any_slot_taken())) {
+            full->leaf = ln->addr;
+            full->version = n.body_version;  // locked at it: the image is the node
+            Stats::add(stats().bottomup_passes);
+            locks.unlock(ln);
+            return false;
         }
         split_leaf(locks, ln, pos, key, path, dl, wb_ ? &guard : nullptr);
         return true;
@@ -352,7 +367,22 @@ uint64_t BTree::remove(const EntryKey* keys, size_t n) {
 
 // ---- dead-entry hints -----------------------------------------------------------
 
-uint64_t BTree::remove_if_unchanged(GAddr leaf, uint64_t version, const EntryKey* keys, size_t n) {
+bool BTree::read_leaf(GAddr leaf, uint64_t version, std::vector<EntryKey>& out) {
+    Stats::add(stats().index_ops);
+    out.clear();
+    if (leaf == kNullGAddr || version == 0) return false;
+    Deadline dl = deadline();
+    Node snap;
+    // Validated as in remove_if_unchanged: a version means nothing on a node
+    // of another tree or level, or a freed one.
+    if (io_.read(leaf, snap, dl) != NodeIO::Read::kOk || !valid_node(snap, 0) || snap.is_deleted() ||
+        snap.body_version != version)
+        return false;
+    out.assign(snap.leaf, snap.leaf + snap.count);
+    return true;
+}
+
+uint64_t BTree::remove_if_unchanged(GAddr leaf, uint64_t version, const EntryKey* keys, size_t n, bool bottom_up) {
     Stats::add(stats().index_ops);
     if (n == 0) return 0;
     if (wb_ || leaf == kNullGAddr || version == 0) {
@@ -396,7 +426,7 @@ uint64_t BTree::remove_if_unchanged(GAddr leaf, uint64_t version, const EntryKey
             locks.publish({ln});
             cache_update(ln->addr, nd);  // write-through: remote first, then the cached copy
         }
-        Stats::add(stats().kills, removed);
+        Stats::add(bottom_up ? stats().bottomup_removed : stats().kills, removed);
         if (removed < n) Stats::add(stats().kills_skipped, n - removed);
         return removed;
     }

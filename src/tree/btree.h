@@ -88,7 +88,21 @@ public:
     // in write-back mode, its dirty leaf is not written back before WAL up to
     // lsn is durable). Throws NeedDurable if WAL must be flushed first;
     // nothing was changed then.
-    bool insert(const EntryKey& key, uint64_t lsn = 0, uint64_t durable = UINT64_MAX);
+    //
+    // `full` (bottom-up deletion, src/README.md "Dead-entry hints"): when the
+    // leaf is full and the entry would split it, give up instead -- return
+    // false with full->leaf / full->version set to the leaf and the
+    // body_version it was locked at, having changed nothing (journal
+    // included) and released every lock; the caller may remove dead entries
+    // there (read_leaf, remove_if_unchanged) and insert again. full->leaf
+    // stays 0 whenever anything else happened. It still splits (as without
+    // `full`) in write-back mode (remove_if_unchanged removes nothing there)
+    // and when an offloaded attempt already wrote the entry's journal record.
+    struct LeafFull {
+        GAddr leaf = 0;
+        uint64_t version = 0;
+    };
+    bool insert(const EntryKey& key, uint64_t lsn = 0, uint64_t durable = UINT64_MAX, LeafFull* full = nullptr);
     // insert() of keys[0..n) (meant ascending and distinct; order is not
     // needed for correctness), lsns[i] being entry i's row LSN, in as few
     // round trips as it can: one OFFLOAD_BATCH per memory node for up to
@@ -112,7 +126,13 @@ public:
     // Returns how many were removed. Never merges (an emptied leaf waits for
     // compact()). Write-back trees remove nothing: their in-place changes do
     // not advance body_version.
-    uint64_t remove_if_unchanged(GAddr leaf, uint64_t version, const EntryKey* keys, size_t n);
+    // `bottom_up`: a bottom-up deletion pass's removal (counted apart).
+    uint64_t remove_if_unchanged(GAddr leaf, uint64_t version, const EntryKey* keys, size_t n,
+                                 bool bottom_up = false);
+    // The entries of the leaf at `leaf` (one remote read) if it is still at
+    // body_version `version` (what insert() reported in LeafFull); false
+    // (out empty) if it changed, was freed or reused.
+    bool read_leaf(GAddr leaf, uint64_t version, std::vector<EntryKey>& out);
     // Merge away leaves that a delete left empty (a merge skipped under lock
     // contention is retried here; VACUUM calls it). Returns nodes freed.
     uint64_t compact();
@@ -401,7 +421,7 @@ private:
     // entry is journaled (slots reserved); `may_offload` false keeps the
     // whole insert on the compute side (a batched attempt already asked the
     // memory node and got "needs a split").
-    bool insert_reserved(const EntryKey& key, uint64_t lsn, bool journal, bool may_offload);
+    bool insert_reserved(const EntryKey& key, uint64_t lsn, bool journal, bool may_offload, LeafFull* full = nullptr);
 
     // ---- batched inserts (insert_batch.cpp) ----
     // Whether insert_batch() may send OFFLOAD_BATCHes at all (a node cache, an

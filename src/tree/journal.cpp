@@ -250,6 +250,12 @@ uint32_t JournalWriter::batch_room(uint64_t durable, uint64_t* newest) {
 
 int64_t JournalWriter::slot_taken(uint32_t node) const { return node < lanes_.size() ? lanes_[node].current : -1; }
 
+bool JournalWriter::any_slot_taken() const {
+    for (const Lane& ln : lanes_)
+        if (ln.current >= 0) return true;
+    return false;
+}
+
 void JournalWriter::resume(uint32_t node, int64_t slot) {
     if (node < lanes_.size() && lanes_[node].addr && slot >= 0 && slot < static_cast<int64_t>(lanes_[node].lsn.size()))
         lanes_[node].current = slot;

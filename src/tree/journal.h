@@ -153,6 +153,9 @@ public:
     // an insert of a batch that goes on one at a time after its batched
     // attempt, taking that same slot up again (take() then reuses it).
     int64_t slot_taken(uint32_t node) const;
+    // Has the insert in progress taken a slot on any memory node (written its
+    // record there, or sent it with an offloaded insert)?
+    bool any_slot_taken() const;
     void resume(uint32_t node, int64_t slot);
     // Takes the next slot on memory node `node` for (key, lsn) -- or, if this
     // insert (since reserve()) took one there already, the same slot again: an
