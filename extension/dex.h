@@ -12,6 +12,8 @@
  *   dexbuild.c dexinsert.c dexscan.c dexvacuum.c dexvalidate.c dexcost.c
  *                  access method entry points
  *   dexunique.c    unique indexes: the check before an insert
+ *   dexbottomup.c  bottom-up deletion: dead entries of a full leaf removed before
+ *                  an UPDATE's insert splits it
  *   dexios.c       index-only scans: amcanreturn, returned tuples, the VACUUM
  *                  interlock, heap verification on a standby
  *   dexkill.c      dead-entry hints: entries kill_prior_tuple found dead, removed
@@ -318,6 +320,7 @@ extern DexTree *dex_open_tree(Relation index);
 
 /* dexpending.c: entries held back by aminsert (src/README.md "Batched inserts") */
 extern int	dex_insert_batch;
+extern bool dex_bottom_up;
 extern DexTree *dex_get_tree(Relation index);
 extern bool dex_pending_allowed(Relation index, IndexUniqueCheck checkUnique,
 								struct IndexInfo *indexInfo);
@@ -442,6 +445,13 @@ extern void dex_ios_release(DexScanOpaque so);
 extern bool dex_ios_entry(IndexScanDesc scan, const DexKey *k);
 extern void dex_ios_end(IndexScanDesc scan);
 extern void dex_ios_wait_readers(Relation index);
+extern int	dex_ios_hold(Relation index);
+extern void dex_ios_unhold(int slot);
+
+/* ---- dexbottomup.c ---------------------------------------------------- */
+
+extern uint64 dex_bottomup_pass(Relation index, Relation heapRel, DexTree *tree,
+								const DexKey *key, const DexLeafStamp *full);
 
 /* ---- dexkill.c -------------------------------------------------------- */
 

@@ -128,6 +128,14 @@ dex_define_gucs(void)
 							PGC_USERSET,
 							0,
 							NULL, NULL, NULL);
+	DefineCustomBoolVariable("dex.bottom_up",
+							 "Whether an UPDATE that did not change an index's key removes dead versions from a full leaf before splitting it.",
+							 "Such entries are then written at once rather than held back by dex.insert_batch.",
+							 &dex_bottom_up,
+							 true,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
 	DefineCustomEnumVariable("dex.offload",
 							 "Whether an index operation that misses the node cache at or below the placement level may be finished by the memory node's CPU.",
 							 "auto (default): when the DEX cost model says it is cheaper; on: always; off: never.",

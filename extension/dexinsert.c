@@ -4,29 +4,48 @@
  * The entry reaches remote memory before its row's heap WAL is durable; the
  * core journals it first (dexjournal.c, src/README.md "Crash survival").
  * A unique index checks the key first (dexunique.c). Other indexes hold the
- * entry back and write it with the statement's next ones (dexpending.c).
+ * entry back and write it with the statement's next ones (dexpending.c) --
+ * except an UPDATE's new version that left the key alone (indexUnchanged):
+ * it goes in at once, and if its leaf is full, a bottom-up deletion pass
+ * looks for dead versions there before the leaf splits (dexbottomup.c).
  */
 #include "dex.h"
 
 #include "nodes/execnodes.h"
 #include "utils/rel.h"
 
-/* Puts one entry into the tree. */
+/*
+ * Puts one entry into the tree. bottom_up: if the leaf is full, look for dead
+ * entries there once before letting it split.
+ */
 static void
-dex_insert_entry(Relation index, Relation heapRel, DexTree *tree, const DexKey *key)
+dex_insert_entry(Relation index, Relation heapRel, DexTree *tree, const DexKey *key, bool bottom_up)
 {
 	DexError	err;
 	int			rc;
 
 	for (;;)
 	{
+		DexLeafStamp full;
+
 		memset(&err, 0, sizeof(err));
 		/*
 		 * Journal slots are reusable up to the retention horizon as last
 		 * published (dexcluster.c): no remote access per row. A full lane
 		 * comes back as NEED_WAL_FLUSH, and the retry raises the horizon.
 		 */
-		rc = dex_tree_insert(tree, key, dex_row_lsn(heapRel), dex_cluster_retention_published(), &err);
+		if (bottom_up)
+			rc = dex_tree_insert_nosplit(tree, key, dex_row_lsn(heapRel),
+										 dex_cluster_retention_published(), &full, &err);
+		else
+			rc = dex_tree_insert(tree, key, dex_row_lsn(heapRel), dex_cluster_retention_published(), &err);
+		if (rc == DEX_LEAF_FULL)
+		{
+			/* nothing changed, no lock held: one pass, then insert as usual */
+			(void) dex_bottomup_pass(index, heapRel, tree, key, &full);
+			bottom_up = false;
+			continue;
+		}
 		if (rc != DEX_ERR_NEED_WAL_FLUSH)
 			break;
 		/* nothing was changed: flush WAL / wait for the standbys, then retry */
@@ -45,11 +64,18 @@ dexinsert(Relation index, Datum *values, bool *isnull,
 {
 	DexTree    *tree;
 	DexKey		key;
+	/*
+	 * As nbtree: a bottom-up pass only for an UPDATE's version of an
+	 * unchanged key -- the churn it is for. Not on write-back trees, which
+	 * never remove dead entries (K5).
+	 */
+	bool		bottom_up = indexUnchanged && dex_bottom_up &&
+		!(index->rd_options && ((DexOptions *) index->rd_options)->write_back);
 
 	/* opened even for a held-back entry: a lost tree fails this row's statement */
 	tree = dex_open_tree(index);
 	dex_make_key(&key, index, values[0], isnull[0], ht_ctid);
-	if (dex_pending_allowed(index, checkUnique, indexInfo) &&
+	if (!bottom_up && dex_pending_allowed(index, checkUnique, indexInfo) &&
 		dex_pending_add(index, heapRel, &key))
 		return false;			/* held back */
 
@@ -64,11 +90,11 @@ dexinsert(Relation index, Datum *values, bool *isnull,
 
 		/* UNIQUE_CHECK_EXISTING rechecks an entry that is already there */
 		if (checkUnique != UNIQUE_CHECK_EXISTING)
-			dex_insert_entry(index, heapRel, tree, &key);
+			dex_insert_entry(index, heapRel, tree, &key, bottom_up);
 		dex_unique_release(index, lockblk);
 		return unique;
 	}
 
-	dex_insert_entry(index, heapRel, tree, &key);
+	dex_insert_entry(index, heapRel, tree, &key, bottom_up);
 	return false;
 }

@@ -252,6 +252,42 @@ dex_ios_release(DexScanOpaque so)
 	so->ios_slot = -1;
 }
 
+/*
+ * Bottom-up deletion (dexbottomup.c) hands TIDs it read from a leaf to
+ * table_index_delete_tuples, which calls a TID whose line pointer is unused
+ * index corruption: a VACUUM that removed those entries meanwhile must not
+ * reach its heap pass before the pass is done. The same announcement as an
+ * index-only scan's batch, taken before the leaf is read and held until the
+ * heap answered. Returns it (dex_ios_unhold), or -1: none free (or a
+ * standby), skip the pass. An error in between: cleared at transaction end.
+ */
+int
+dex_ios_hold(Relation index)
+{
+	int			slot;
+	uint64		word;
+
+	if (RecoveryInProgress() || (slot = ios_claim()) < 0)
+		return -1;
+	if (++ios_generation == 0)
+		ios_generation = 1;
+	word = ((uint64) RelationGetRelid(index) << 32) | ios_generation;
+	pg_memory_barrier();
+	pg_atomic_write_u64(ios_slot(slot), word);
+	pg_memory_barrier();		/* before the leaf is read */
+	return slot;
+}
+
+void
+dex_ios_unhold(int slot)
+{
+	if (slot < 0)
+		return;
+	pg_memory_barrier();
+	pg_atomic_write_u64(ios_slot(slot), 0);
+	ios_used &= ~(1 << slot);
+}
+
 /* Does the heap hold a tuple at tid (a HOT chain's root) visible to the scan? */
 static bool
 ios_heap_visible(IndexScanDesc scan, ItemPointer tid)

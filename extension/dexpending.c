@@ -52,6 +52,12 @@
 
 /* dex.insert_batch: entries per index held back (1: write each at once) */
 int			dex_insert_batch = 256;
+/*
+ * dex.bottom_up: an UPDATE's entry whose key it did not change is not held
+ * back but inserted at once, with a bottom-up deletion pass if its leaf is
+ * full (dexinsert.c, dexbottomup.c).
+ */
+bool		dex_bottom_up = true;
 
 typedef struct DexPendingEntry
 {
