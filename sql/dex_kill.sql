@@ -8,6 +8,9 @@ SET client_min_messages = warning;  -- quiet whether or not an earlier suite cre
 CREATE EXTENSION IF NOT EXISTS dex;
 CREATE EXTENSION IF NOT EXISTS dblink;
 RESET client_min_messages;
+-- These are the kills' tests: no bottom-up pass may remove the dead versions
+-- first (sql/dex_bottomup.sql tests those).
+SET dex.bottom_up = off;
 
 -- Kills need the global xmin horizon past the deleters: wait (up to 10 s)
 -- until no other backend holds a snapshot (an autoanalyze, say).
