@@ -9,7 +9,7 @@
  * first asks the table which of the leaf's entries are dead to everyone
  * (table_index_delete_tuples, duplicates of the new key "promising"), then
  * removes those -- with the kills' gate (dex_kill_gate: writer only, WAL
- * flushed, no standby slot held) and only if the leaf is still at the
+ * flushed, no live standby slot held) and only if the leaf is still at the
  * version that was read (dex_tree_kill). The caller then inserts as usual,
  * splitting only if that freed nothing. A pass is a hint: anything of
  * dex's that goes wrong drops it (DEBUG1); only the heap access itself may

@@ -62,7 +62,7 @@ dex_kill_cmp(const void *a, const void *b)
 
 /*
  * May n entries of `index` found dead to everyone be removed now? Only on
- * the writer, with WAL flushed, while no hot standby holds a registry slot
+ * the writer, with WAL flushed, while no hot standby holds a live registry slot
  * (K2, K3). Shared by the kills and bottom-up deletion (dexbottomup.c), so
  * both justify a removal the same way. Never errors: false drops the
  * removal (DEBUG1 if something failed).
