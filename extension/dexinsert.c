@@ -4,10 +4,11 @@
  * The entry reaches remote memory before its row's heap WAL is durable; the
  * core journals it first (dexjournal.c, src/README.md "Crash survival").
  * A unique index checks the key first (dexunique.c). Other indexes hold the
- * entry back and write it with the statement's next ones (dexpending.c) --
- * except an UPDATE's new version that left the key alone (indexUnchanged):
- * it goes in at once, and if its leaf is full, a bottom-up deletion pass
- * looks for dead versions there before the leaf splits (dexbottomup.c).
+ * entry back and write it with the statement's next ones (dexpending.c).
+ * An entry written at once that is an UPDATE's new version with the key
+ * left alone (indexUnchanged) gets, if its leaf is full, a bottom-up
+ * deletion pass over that leaf's dead versions before the leaf splits
+ * (dexbottomup.c).
  */
 #include "dex.h"
 
@@ -75,7 +76,14 @@ dexinsert(Relation index, Datum *values, bool *isnull,
 	/* opened even for a held-back entry: a lost tree fails this row's statement */
 	tree = dex_open_tree(index);
 	dex_make_key(&key, index, values[0], isnull[0], ht_ctid);
-	if (!bottom_up && dex_pending_allowed(index, checkUnique, indexInfo) &&
+	/*
+	 * A multi-row statement's entries from the second on are held back and
+	 * written in batches (dexpending.c), bottom-up or not: a batch UPDATE
+	 * keeps its one round trip per batch, and its leaves split as a batch's
+	 * do. The bottom-up pass is for entries written at once -- single-row
+	 * UPDATEs, the churn of OLTP hot rows.
+	 */
+	if (dex_pending_allowed(index, checkUnique, indexInfo) &&
 		dex_pending_add(index, heapRel, &key))
 		return false;			/* held back */
 
