@@ -24,39 +24,16 @@ using dex::tree::BTree;
 
 namespace {
 
-struct BottomUpConfig {
-    const char* name;
-    uint32_t frames;  // 0: no cache
-};
-
-void PrintTo(const BottomUpConfig& c, std::ostream* os) { *os << c.name; }
-
 constexpr size_t kCap = dex::kLeafCapacity;
 
-class BottomUpTest : public ::testing::TestWithParam<BottomUpConfig> {
+class BottomUpTest : public ModelTreeTest {
 protected:
     void SetUp() override {
-        engine = make_engine(64ull << 20);
-        mem = make_mem(*engine);
-        ns = ns_create(mem->node(0));
-        tree::TreeOptions o;
-        if (GetParam().frames) {
-            reg = std::make_unique<Region>(GetParam().frames);
-            handle = std::make_unique<cache::Cache>(*reg->region, 778);
-            o.cache = handle.get();
-        }
-        t = std::make_unique<BTree>(*mem, 0, ns, o);
-        t->init_empty();
+        ModelTreeTest::SetUp();
         jroot = tree::journal_create(*mem, 0, {ns}, 5);
         journal = std::make_unique<tree::JournalWriter>(*mem, jroot, 2, std::vector<uint64_t>{ns});
         t->set_journal(journal.get());
         stats().reset();
-    }
-    void TearDown() override {
-        if (reg) expect_cache_coherent(*reg->region, *mem);
-        EXPECT_EQ(t->check().entries, model.size());
-        auto all = scan_all(*t, neg_inf_key(), pos_inf_key(), false);
-        EXPECT_TRUE(std::equal(all.begin(), all.end(), model.begin(), model.end()));
     }
     // n entries of value 7 (TIDs 1..n), journaled (lsn > durable).
     void fill(size_t n) {
@@ -73,15 +50,8 @@ protected:
     }
     std::vector<tree::JournalRecord> records() { return tree::journal_read(*mem, jroot).records; }
 
-    std::unique_ptr<memnode::Engine> engine;
-    std::unique_ptr<RemoteMemory> mem;
-    uint64_t ns = 0;
-    std::unique_ptr<Region> reg;
-    std::unique_ptr<cache::Cache> handle;
-    std::unique_ptr<BTree> t;
     GAddr jroot = 0;
     std::unique_ptr<tree::JournalWriter> journal;
-    std::set<EntryKey> model;
 };
 
 bool same_records(const std::vector<tree::JournalRecord>& a, const std::vector<tree::JournalRecord>& b) {
@@ -165,7 +135,7 @@ TEST_P(BottomUpTest, OnlyWhereASplitWouldHappen) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cache, BottomUpTest,
-                         ::testing::Values(BottomUpConfig{"uncached", 0}, BottomUpConfig{"cached", 256}),
-                         [](const auto& i) { return std::string(i.param.name); });
+                         ::testing::Values(CacheConfig{"uncached", 0}, CacheConfig{"cached", 256}),
+                         cache_config_name);
 
 }  // namespace

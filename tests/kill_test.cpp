@@ -21,37 +21,14 @@ using dex::tree::BTree;
 
 namespace {
 
-struct KillConfig {
-    const char* name;
-    uint32_t frames;  // 0: no cache
-};
-
-void PrintTo(const KillConfig& c, std::ostream* os) { *os << c.name; }
-
 // One memory node, one tree; a second BTree object over the same tree plays
 // another backend (another compute server when uncached).
-class KillTest : public ::testing::TestWithParam<KillConfig> {
+class KillTest : public ModelTreeTest {
 protected:
     void SetUp() override {
-        engine = make_engine(64ull << 20);
-        mem = make_mem(*engine);
-        ns = ns_create(mem->node(0));
-        tree::TreeOptions o;
-        if (GetParam().frames) {
-            reg = std::make_unique<Region>(GetParam().frames);
-            handle = std::make_unique<cache::Cache>(*reg->region, 777);
-            o.cache = handle.get();
-        }
-        t = std::make_unique<BTree>(*mem, 0, ns, o);
-        t->init_empty();
-        other = std::make_unique<BTree>(*mem, 0, ns, o);
+        ModelTreeTest::SetUp();
+        other = std::make_unique<BTree>(*mem, 0, ns, opts);
         stats().reset();
-    }
-    void TearDown() override {
-        if (reg) expect_cache_coherent(*reg->region, *mem);
-        EXPECT_EQ(t->check().entries, model.size());
-        auto all = scan_all(*t, neg_inf_key(), pos_inf_key(), false);
-        EXPECT_TRUE(std::equal(all.begin(), all.end(), model.begin(), model.end()));
     }
     void add(const EntryKey& k) {
         ASSERT_TRUE(t->insert(k));
@@ -67,13 +44,7 @@ protected:
         return b;
     }
 
-    std::unique_ptr<memnode::Engine> engine;
-    std::unique_ptr<RemoteMemory> mem;
-    uint64_t ns = 0;
-    std::unique_ptr<Region> reg;
-    std::unique_ptr<cache::Cache> handle;
-    std::unique_ptr<BTree> t, other;
-    std::set<EntryKey> model;
+    std::unique_ptr<BTree> other;
 };
 
 TEST_P(KillTest, RemovesAtTheScannedVersion) {
@@ -156,8 +127,8 @@ TEST_P(KillTest, EmptiedLeafStaysUntilCompact) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Configs, KillTest,
-                         ::testing::Values(KillConfig{"uncached", 0}, KillConfig{"cached", 1u << 12}),
-                         [](const ::testing::TestParamInfo<KillConfig>& i) { return std::string(i.param.name); });
+                         ::testing::Values(CacheConfig{"uncached", 0}, CacheConfig{"cached", 1u << 12}),
+                         cache_config_name);
 
 // A backward scan stamps its batches too.
 TEST(KillScan, BackwardBatchesCarryTheirLeaf) {

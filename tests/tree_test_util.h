@@ -145,4 +145,46 @@ inline size_t expect_cache_coherent(cache::CacheRegion& r, RemoteMemory& mem) {
     return mapped.size();
 }
 
+// A tree on one in-process memory node, uncached or with a node cache of
+// `frames` frames, and a model of its entries: TearDown compares the tree
+// with the model and, when cached, the cache with remote memory. For suites
+// parameterized over cache configurations (kill_test, bottomup_test).
+struct CacheConfig {
+    const char* name;
+    uint32_t frames;  // 0: no cache
+};
+inline void PrintTo(const CacheConfig& c, std::ostream* os) { *os << c.name; }
+inline std::string cache_config_name(const ::testing::TestParamInfo<CacheConfig>& i) { return i.param.name; }
+
+class ModelTreeTest : public ::testing::TestWithParam<CacheConfig> {
+protected:
+    void SetUp() override {
+        engine = make_engine(64ull << 20);
+        mem = make_mem(*engine);
+        ns = ns_create(mem->node(0));
+        if (GetParam().frames) {
+            reg = std::make_unique<Region>(GetParam().frames);
+            handle = std::make_unique<cache::Cache>(*reg->region, 777);
+            opts.cache = handle.get();
+        }
+        t = std::make_unique<tree::BTree>(*mem, 0, ns, opts);
+        t->init_empty();
+    }
+    void TearDown() override {
+        if (reg) expect_cache_coherent(*reg->region, *mem);
+        EXPECT_EQ(t->check().entries, model.size());
+        auto all = scan_all(*t, neg_inf_key(), pos_inf_key(), false);
+        EXPECT_TRUE(std::equal(all.begin(), all.end(), model.begin(), model.end()));
+    }
+
+    std::unique_ptr<memnode::Engine> engine;
+    std::unique_ptr<RemoteMemory> mem;
+    uint64_t ns = 0;
+    std::unique_ptr<Region> reg;
+    std::unique_ptr<cache::Cache> handle;
+    tree::TreeOptions opts;  // the tree's (with the cache, if any)
+    std::unique_ptr<tree::BTree> t;
+    std::set<EntryKey> model;
+};
+
 }  // namespace dex::testing
