@@ -279,6 +279,7 @@ extern uint64 dex_wal_durable(void);
 extern void dex_make_value_key(DexKey *key, int64 v, uint32 block, uint16 off);
 extern void dex_make_null_key(DexKey *key, uint32 block, uint16 off);
 extern int	dex_key_cmp(const DexKey *a, const DexKey *b);
+extern void dex_sort_keys(DexKey *keys, int n);
 extern bool dex_key_prev(DexKey *k);
 extern bool dex_key_next(DexKey *k);
 extern void dex_key_to_tid(const DexKey *k, ItemPointer tid);

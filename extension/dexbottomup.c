@@ -22,12 +22,6 @@
 
 #include "tree/node_capacity.h"
 
-static int
-dex_bottomup_cmp(const void *a, const void *b)
-{
-	return dex_key_cmp((const DexKey *) a, (const DexKey *) b);
-}
-
 /* Same key as `key`, whatever the TID: nbtree's "promising" duplicates. */
 static bool
 dex_same_value(const DexKey *entry, const DexKey *key)
@@ -123,7 +117,7 @@ dex_bottomup_pass(Relation index, Relation heapRel, DexTree *tree, const DexKey 
 	}
 	if (ndead > 0 && dex_kill_gate(index, ndead))
 	{
-		qsort(dead, ndead, sizeof(DexKey), dex_bottomup_cmp);
+		dex_sort_keys(dead, ndead);
 		memset(&err, 0, sizeof(err));
 		if (dex_tree_kill(tree, full, dead, ndead, 1, &removed, &err) != DEX_OK)
 		{

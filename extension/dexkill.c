@@ -54,12 +54,6 @@ dex_kill_remember(IndexScanDesc scan)
 	so->killed[so->nkilled++] = so->curkey;
 }
 
-static int
-dex_kill_cmp(const void *a, const void *b)
-{
-	return dex_key_cmp((const DexKey *) a, (const DexKey *) b);
-}
-
 /*
  * May n entries of `index` found dead to everyone be removed now? Only on
  * the writer, with WAL flushed, while no hot standby holds a live registry slot
@@ -112,7 +106,7 @@ dex_kill_flush(IndexScanDesc scan)
 		return;
 	if (!dex_kill_gate(scan->indexRelation, n))
 		return;
-	qsort(so->killed, n, sizeof(DexKey), dex_kill_cmp);
+	dex_sort_keys(so->killed, n);
 	memset(&err, 0, sizeof(err));
 	if (dex_tree_kill(so->tree, &so->stamp, so->killed, n, 0, &removed, &err) != DEX_OK)
 		elog(DEBUG1, "dex: dead-entry hints of \"%s\" dropped: %s",

@@ -109,6 +109,19 @@ dex_key_cmp(const DexKey *a, const DexKey *b)
 	return DEX_KEY_COMPARE(a, b);
 }
 
+static int
+dex_key_qsort_cmp(const void *a, const void *b)
+{
+	return dex_key_cmp((const DexKey *) a, (const DexKey *) b);
+}
+
+/* Sort keys into the core's order (removals take them ascending). */
+void
+dex_sort_keys(DexKey *keys, int n)
+{
+	qsort(keys, n, sizeof(DexKey), dex_key_qsort_cmp);
+}
+
 /*
  * Largest key strictly smaller than *k; false if none. Steps the fields in
  * reverse order of DEX_KEY_COMPARE, each over its whole range.

@@ -371,15 +371,15 @@ bool BTree::read_leaf(GAddr leaf, uint64_t version, std::vector<EntryKey>& out) 
     Stats::add(stats().index_ops);
     out.clear();
     if (leaf == kNullGAddr || version == 0) return false;
-    Deadline dl = deadline();
     Node snap;
-    // Validated as in remove_if_unchanged: a version means nothing on a node
-    // of another tree or level, or a freed one.
-    if (io_.read(leaf, snap, dl) != NodeIO::Read::kOk || !valid_node(snap, 0) || snap.is_deleted() ||
-        snap.body_version != version)
-        return false;
+    if (!read_leaf_at(leaf, version, snap, deadline())) return false;
     out.assign(snap.leaf, snap.leaf + snap.count);
     return true;
+}
+
+bool BTree::read_leaf_at(GAddr leaf, uint64_t version, Node& out, const Deadline& dl) {
+    return io_.read(leaf, out, dl) == NodeIO::Read::kOk && valid_node(out, 0) && !out.is_deleted() &&
+           out.body_version == version;
 }
 
 uint64_t BTree::remove_if_unchanged(GAddr leaf, uint64_t version, const EntryKey* keys, size_t n, bool bottom_up) {
@@ -395,10 +395,7 @@ uint64_t BTree::remove_if_unchanged(GAddr leaf, uint64_t version, const EntryKey
         dl.check("removing dead entries");
         Node snap;
         auto t0 = std::chrono::steady_clock::now();
-        // The version test is on a validated image: the body_version of a
-        // node whose tree id, level or liveness changed means nothing here.
-        if (io_.read(leaf, snap, dl) != NodeIO::Read::kOk || !valid_node(snap, 0) || snap.is_deleted() ||
-            snap.body_version != version) {
+        if (!read_leaf_at(leaf, version, snap, dl)) {
             Stats::add(stats().kills_skipped, n);
             return 0;
         }

@@ -311,6 +311,10 @@ private:
     // with cache_leaves = false it always reads remotely.
     bool read_node(GAddr a, Node& out, const Deadline& dl);
     bool valid_node(const Node& n, int level) const;
+    // A validated image of `leaf`, still a live leaf of this tree at exactly
+    // body_version `version` (read_leaf, remove_if_unchanged): a version means
+    // nothing on a node of another tree or level, or a freed one.
+    bool read_leaf_at(GAddr leaf, uint64_t version, Node& out, const Deadline& dl);
 
     // ---- cached copies of changed nodes (cache_sync.cpp) ----
     // After a remote publish of `fresh` at `a`: bring a cached copy up to date
