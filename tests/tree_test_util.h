@@ -125,7 +125,7 @@ inline size_t expect_cache_coherent(cache::CacheRegion& r, RemoteMemory& mem) {
         const Node* img = r.node(f);
         if (img->level > 0) {
             uint32_t swizzled = 0;
-            for (uint32_t i = 0; i < img->count && i < kInnerCapacity; i++)
+            for (uint32_t i = 0; i < img->count && i < tree::max_inner_slots(tree::is_slotted(*img)); i++)
                 if (gaddr_is_swizzled(cache::CacheRegion::load_child(img, i))) swizzled++;
             EXPECT_EQ(r.header(f).swizzled_children.load(), swizzled) << "frame " << f << " level " << int(img->level);
         }

@@ -21,12 +21,10 @@
 
 namespace dex::tree {
 
-using detail::child_index;
 using detail::get_u64;
-using detail::init_node;
-using detail::leaf_lower_bound;
 
-BTree::BTree(RemoteMemory& mem, uint32_t node_id, uint64_t ns, TreeOptions opts)
+template <class L>
+BTreeT<L>::BTreeT(RemoteMemory& mem, uint32_t node_id, uint64_t ns, TreeOptions opts)
     : mem_(mem),
       node_id_(node_id),
       ns_(ns),
@@ -51,17 +49,20 @@ BTree::BTree(RemoteMemory& mem, uint32_t node_id, uint64_t ns, TreeOptions opts)
 // node is shared, and leaf changes that need no structure modification stay
 // in the cached frame (dirty) until written back. Inner nodes and SMOs still go
 // through the remote locks (src/README.md "Write-back mode").
-bool BTree::node_is_shared(const Node&) const { return !wb_; }
+template <class L>
+bool BTreeT<L>::node_is_shared(const Node&) const { return !wb_; }
 
 // ---- the root word (memory-node RPCs) ----------------------------------------
 
-GAddr BTree::refresh_root() {
+template <class L>
+GAddr BTreeT<L>::refresh_root() {
     std::vector<uint8_t> r = mem_.node(node_id_).rpc(net::kOpGetRoot, &ns_, 8);
     root_ = get_u64(r, "GET_ROOT");
     return root_;
 }
 
-bool BTree::set_root(GAddr expected, GAddr desired) {
+template <class L>
+bool BTreeT<L>::set_root(GAddr expected, GAddr desired) {
     uint64_t req[3] = {ns_, expected, desired};
     std::vector<uint8_t> r = mem_.node(node_id_).rpc(net::kOpSetRoot, req, sizeof req);
     uint64_t old = get_u64(r, "SET_ROOT");
@@ -73,10 +74,11 @@ bool BTree::set_root(GAddr expected, GAddr desired) {
     return false;
 }
 
-bool BTree::valid_node(const Node& n, int level) const {
+template <class L>
+bool BTreeT<L>::valid_node(const Node& n, int level) const {
     if (n.tree_id != tree_id_) return false;
     if (level >= 0 && n.level != level) return false;
-    return n.count <= capacity_of(n.level);
+    return L::layout_ok(n);
 }
 
 // ---- traversal -----------------------------------------------------------
@@ -85,7 +87,8 @@ bool BTree::valid_node(const Node& n, int level) const {
 // (deleted nodes forward right, a key above the high fence moves right);
 // anything unexpected restarts from the root.
 
-GAddr BTree::descend_remote(const EntryKey& k, int level, Node& out, Path* path, const Deadline& dl, bool lt) {
+template <class L>
+GAddr BTreeT<L>::descend_remote(KeyRef k, int level, Node& out, Path* path, const Deadline& dl, bool lt) {
     int attempt = 0;
     for (;;) {
         GAddr a = root_ ? root_ : refresh_root();
@@ -98,10 +101,8 @@ GAddr BTree::descend_remote(const EntryKey& k, int level, Node& out, Path* path,
                 a = out.right;
                 continue;
             }
-            int lc = compare_keys(out.low, k);
-            if (lt ? lc >= 0 : lc > 0) break;  // landed right of the key: stale pointer
-            bool below = lt ? (out.high.cls == kPosInf || compare_keys(k, out.high) <= 0) : key_below_high(k, out);
-            if (!below) {  // B-link move right
+            if (left_of_low(out, k, lt)) break;  // landed right of the key: stale pointer
+            if (!below_high(k, out, lt)) {       // B-link move right
                 expect = out.level;
                 a = out.right;
                 continue;
@@ -112,9 +113,9 @@ GAddr BTree::descend_remote(const EntryKey& k, int level, Node& out, Path* path,
             }
             if (out.level == level) return a;
             if (path) (*path)[out.level] = a;
-            int ci = child_index(out, k, lt);
+            int ci = L::child_index(out, out.count, k, lt);
             if (ci < 0) break;
-            a = out.inner[ci].child;
+            a = L::child(out, ci);
             expect = out.level - 1;
         }
         Stats::add(stats().restarts);
@@ -124,7 +125,8 @@ GAddr BTree::descend_remote(const EntryKey& k, int level, Node& out, Path* path,
     }
 }
 
-LockedNode* BTree::lock_covering(GAddr a, int level, const EntryKey& k, Locks& locks, const Deadline& dl) {
+template <class L>
+LockedNode* BTreeT<L>::lock_covering(GAddr a, int level, KeyRef k, Locks& locks, const Deadline& dl) {
     Node snap;
     int attempt = 0;
     while (a) {
@@ -141,11 +143,11 @@ LockedNode* BTree::lock_covering(GAddr a, int level, const EntryKey& k, Locks& l
             a = snap.right;
             continue;
         }
-        if (compare_keys(snap.low, k) > 0) {
+        if (L::compare(L::low(snap), k) > 0) {
             refresh_next_ = true;  // landed right of the key: stale (cached) parent
             return nullptr;
         }
-        if (!key_below_high(k, snap)) {
+        if (!below_high(k, snap)) {
             a = snap.right;
             continue;
         }
@@ -160,22 +162,23 @@ LockedNode* BTree::lock_covering(GAddr a, int level, const EntryKey& k, Locks& l
     return nullptr;
 }
 
-bool BTree::contains(const EntryKey& key) {
+template <class L>
+bool BTreeT<L>::contains(KeyRef key) {
     Stats::add(stats().index_ops);
     Deadline dl = deadline();
     Node n;
     descend_leaf(key, net::kOffloadLeaf, n, nullptr, dl);
-    size_t pos = leaf_lower_bound(n, key);
-    return pos < n.count && n.leaf[pos] == key;
+    return has_entry(n, L::lower_bound(n, key), key);
 }
 
 // ---- init ----------------------------------------------------------------
 
-void BTree::init_empty() {
+template <class L>
+void BTreeT<L>::init_empty() {
     Stats::add(stats().index_ops);
     GAddr a = alloc_node(node_id_);
     Node n;
-    init_node(n, tree_id_, 0);
+    L::init(n, tree_id_, 0);
     seal_node(n, fresh_version(a));
     log_changed(a);
     mem_.write(a, &n, static_cast<uint32_t>(used_bytes(n)));
@@ -186,9 +189,9 @@ void BTree::init_empty() {
 
 // ---- insert ----------------------------------------------------------------
 
-bool BTree::insert(const EntryKey& key, uint64_t lsn, uint64_t durable, LeafFull* full) {
-    if (key.cls != kValue && key.cls != kNull)
-        throw Error(ErrorCode::kInvalid, "cannot insert a key of class " + std::to_string(key.cls));
+template <class L>
+bool BTreeT<L>::insert(KeyRef key, uint64_t lsn, uint64_t durable, LeafFull* full) {
+    if (!L::storable(key)) throw Error(ErrorCode::kInvalid, "cannot insert key " + L::str(key));
     Stats::add(stats().index_ops);
     // Before anything is changed: a journal slot on every memory node (may
     // throw NeedDurable), so that whichever leaf takes the entry can record it.
@@ -198,7 +201,8 @@ bool BTree::insert(const EntryKey& key, uint64_t lsn, uint64_t durable, LeafFull
     return insert_reserved(key, lsn, journal_ != nullptr && journal_->reserve(lsn, durable), true, full);
 }
 
-bool BTree::insert_reserved(const EntryKey& key, uint64_t lsn, bool journal, bool may_offload, LeafFull* full) {
+template <class L>
+bool BTreeT<L>::insert_reserved(KeyRef key, uint64_t lsn, bool journal, bool may_offload, LeafFull* full) {
     IntentScope intent(*this, key, lsn, journal);
     Deadline dl = deadline();
     int attempt = 0;
@@ -215,14 +219,15 @@ bool BTree::insert_reserved(const EntryKey& key, uint64_t lsn, bool journal, boo
         uint8_t st;
         // A cached leaf seen full would only answer "needs a split" (having
         // written the journal record): with `full`, go one-sided and give up.
-        const bool seen_full = full && d.cached && snap.count >= kLeafCapacity;
+        const bool seen_full = full && d.cached && !L::leaf_fits(snap, key);
         if (offload && !seen_full && offload_cached_write(net::kOffloadInsert, d, snap, key, dl, &st))
             return st == net::kOffloadDone;
         GAddr a = hint ? hint : d.addr;
         hint = 0;
         WbGuard guard;
         if (wb_) {
-            int r = wb_modify(a, &key, 1, true, nullptr, nullptr);
+            Key tmp;
+            int r = wb_modify(a, as_array(key, tmp), 1, true, nullptr, nullptr);
             if (r != 0) return r > 0;
             wb_acquire(a, guard, dl);  // frame locked (clean) or I/O marker held
         }
@@ -239,8 +244,8 @@ bool BTree::insert_reserved(const EntryKey& key, uint64_t lsn, bool journal, boo
             continue;
         }
         Node& n = ln->node;
-        size_t pos = leaf_lower_bound(n, key);
-        if (pos < n.count && n.leaf[pos] == key) {
+        size_t pos = L::lower_bound(n, key);
+        if (has_entry(n, pos, key)) {
             // Already there (a journal recovery kept it for this very row, or
             // a retry): it is journaled all the same, so that a crash before
             // this row's WAL is durable cannot leave it unlisted.
@@ -249,10 +254,7 @@ bool BTree::insert_reserved(const EntryKey& key, uint64_t lsn, bool journal, boo
             locks.unlock(ln);
             return false;
         }
-        if (n.count < kLeafCapacity) {
-            std::memmove(&n.leaf[pos + 1], &n.leaf[pos], (n.count - pos) * sizeof(EntryKey));
-            n.leaf[pos] = key;
-            n.count++;
+        if (L::insert_entry(n, pos, key)) {
             locks.publish({ln}, journal_ops(ln->addr));
             if (wb_)
                 guard.release(&n);
@@ -275,18 +277,24 @@ bool BTree::insert_reserved(const EntryKey& key, uint64_t lsn, bool journal, boo
     }
 }
 
-void BTree::log_changed(GAddr a) {
+template <class L>
+void BTreeT<L>::log_changed(GAddr a) {
     if (opts_.log_changes) opts_.log_changes(&a, 1);
 }
 
-std::vector<RemoteOp> BTree::journal_ops(GAddr a) {
+template <class L>
+std::vector<RemoteOp> BTreeT<L>::journal_ops(GAddr a) {
     if (!intent_.journal) return {};
-    return {journal_->take_op(gaddr_node(a), intent_.key, intent_.lsn)};
+    if constexpr (L::kSlotted)
+        throw Error(ErrorCode::kInvalid, "the insert journal does not take byte-string entries yet");
+    else
+        return {journal_->take_op(gaddr_node(a), intent_.key, intent_.lsn)};
 }
 
 // ---- delete ----------------------------------------------------------------
 
-uint64_t BTree::remove(const EntryKey* keys, size_t n) {
+template <class L>
+uint64_t BTreeT<L>::remove(const Key* keys, size_t n) {
     Stats::add(stats().index_ops);
     uint64_t deleted = 0;
     size_t i = 0;
@@ -338,11 +346,10 @@ uint64_t BTree::remove(const EntryKey* keys, size_t n) {
             Node& nd = ln->node;
             size_t j = i;
             bool changed = false;
-            while (j < n && compare_keys(nd.low, keys[j]) <= 0 && key_below_high(keys[j], nd)) {
-                size_t pos = leaf_lower_bound(nd, keys[j]);
-                if (pos < nd.count && nd.leaf[pos] == keys[j]) {
-                    std::memmove(&nd.leaf[pos], &nd.leaf[pos + 1], (nd.count - pos - 1) * sizeof(EntryKey));
-                    nd.count--;
+            while (j < n && covers(nd, keys[j], false)) {
+                size_t pos = L::lower_bound(nd, keys[j]);
+                if (has_entry(nd, pos, keys[j])) {
+                    L::erase(nd, pos);
                     changed = true;
                     deleted++;
                 }
@@ -367,22 +374,26 @@ uint64_t BTree::remove(const EntryKey* keys, size_t n) {
 
 // ---- dead-entry hints -----------------------------------------------------------
 
-bool BTree::read_leaf(GAddr leaf, uint64_t version, std::vector<EntryKey>& out) {
+template <class L>
+bool BTreeT<L>::read_leaf(GAddr leaf, uint64_t version, std::vector<Key>& out) {
     Stats::add(stats().index_ops);
     out.clear();
     if (leaf == kNullGAddr || version == 0) return false;
     Node snap;
     if (!read_leaf_at(leaf, version, snap, deadline())) return false;
-    out.assign(snap.leaf, snap.leaf + snap.count);
+    out.reserve(snap.count);
+    for (size_t i = 0; i < snap.count; i++) out.emplace_back(L::entry(snap, i));
     return true;
 }
 
-bool BTree::read_leaf_at(GAddr leaf, uint64_t version, Node& out, const Deadline& dl) {
+template <class L>
+bool BTreeT<L>::read_leaf_at(GAddr leaf, uint64_t version, Node& out, const Deadline& dl) {
     return io_.read(leaf, out, dl) == NodeIO::Read::kOk && valid_node(out, 0) && !out.is_deleted() &&
            out.body_version == version;
 }
 
-uint64_t BTree::remove_if_unchanged(GAddr leaf, uint64_t version, const EntryKey* keys, size_t n, bool bottom_up) {
+template <class L>
+uint64_t BTreeT<L>::remove_if_unchanged(GAddr leaf, uint64_t version, const Key* keys, size_t n, bool bottom_up) {
     Stats::add(stats().index_ops);
     if (n == 0) return 0;
     if (wb_ || leaf == kNullGAddr || version == 0) {
@@ -410,10 +421,9 @@ uint64_t BTree::remove_if_unchanged(GAddr leaf, uint64_t version, const EntryKey
         Node& nd = ln->node;
         uint64_t removed = 0;
         for (size_t i = 0; i < n; i++) {
-            size_t pos = leaf_lower_bound(nd, keys[i]);
-            if (pos < nd.count && nd.leaf[pos] == keys[i]) {
-                std::memmove(&nd.leaf[pos], &nd.leaf[pos + 1], (nd.count - pos - 1) * sizeof(EntryKey));
-                nd.count--;
+            size_t pos = L::lower_bound(nd, keys[i]);
+            if (has_entry(nd, pos, keys[i])) {
+                L::erase(nd, pos);
                 removed++;
             }
         }
@@ -431,12 +441,14 @@ uint64_t BTree::remove_if_unchanged(GAddr leaf, uint64_t version, const EntryKey
 
 // ---- scans -------------------------------------------------------------------
 
-BTree::Scan::Scan(BTree& t, const EntryKey& lo, const EntryKey& hi, bool backward)
+template <class L>
+BTreeT<L>::Scan::Scan(BTreeT& t, KeyRef lo, KeyRef hi, bool backward)
     : t_(t), lo_(lo), hi_(hi), backward_(backward), cursor_(backward ? hi : lo) {
-    if (compare_keys(lo, hi) > 0) done_ = true;
+    if (L::compare(lo, hi) > 0) done_ = true;
 }
 
-bool BTree::Scan::next(std::vector<EntryKey>& out) {
+template <class L>
+bool BTreeT<L>::Scan::next(std::vector<Key>& out) {
     out.clear();
     if (done_) return false;
     Stats::add(stats().index_ops);
@@ -448,36 +460,36 @@ bool BTree::Scan::next(std::vector<EntryKey>& out) {
             GAddr at = next_addr_;
             if (next_addr_) {
                 ok = t_.read_node(next_addr_, n, dl) && t_.valid_node(n, 0) &&
-                     !n.is_deleted() && n.low == cursor_;
+                     !n.is_deleted() && L::equal(L::low(n), cursor_);
                 next_addr_ = 0;
             }
             if (!ok) at = t_.descend_leaf(cursor_, net::kOffloadLeaf, n, nullptr, dl).addr;
             leaf_ = at;
             leaf_version_ = n.body_version;
-            for (size_t i = leaf_lower_bound(n, cursor_); i < n.count; i++) {
-                if (compare_keys(n.leaf[i], hi_) > 0) break;
-                out.push_back(n.leaf[i]);
+            for (size_t i = L::lower_bound(n, cursor_); i < n.count; i++) {
+                if (L::compare(L::entry(n, i), hi_) > 0) break;
+                out.emplace_back(L::entry(n, i));
             }
-            if (n.high.cls == kPosInf || compare_keys(hi_, n.high) < 0) {
+            if (below_high(hi_, n)) {
                 done_ = true;
             } else {
-                cursor_ = n.high;
+                cursor_ = Key(L::high(n));
                 next_addr_ = n.right;
             }
         } else {
             leaf_ = t_.descend(cursor_, 0, n, nullptr, dl, exclusive_).addr;
             leaf_version_ = n.body_version;
             for (size_t i = n.count; i-- > 0;) {
-                const EntryKey& k = n.leaf[i];
-                int c = compare_keys(k, cursor_);
+                KeyRef k = L::entry(n, i);
+                int c = L::compare(k, cursor_);
                 if (exclusive_ ? c >= 0 : c > 0) continue;
-                if (compare_keys(k, lo_) < 0) break;
-                out.push_back(k);
+                if (L::compare(k, lo_) < 0) break;
+                out.emplace_back(k);
             }
-            if (n.low.cls == kNegInf || compare_keys(n.low, lo_) <= 0) {
+            if (L::low_is_neg_inf(n) || L::compare(L::low(n), lo_) <= 0) {
                 done_ = true;
             } else {
-                cursor_ = n.low;
+                cursor_ = Key(L::low(n));
                 exclusive_ = true;
             }
         }
@@ -485,5 +497,8 @@ bool BTree::Scan::next(std::vector<EntryKey>& out) {
     }
     return false;
 }
+
+template class BTreeT<FixedLayout>;
+template class BTreeT<SlottedLayout>;
 
 }  // namespace dex::tree

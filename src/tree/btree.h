@@ -12,6 +12,7 @@
 #include "transport/remote_memory.h"
 #include "tree/journal.h"
 #include "tree/key.h"
+#include "tree/layout.h"
 #include "tree/node_io.h"
 #include "tree/node_layout.h"
 
@@ -49,9 +50,14 @@ struct TreeInfo {
     std::vector<uint64_t> subtrees_on;  // subtrees rooted at placement_level (or the root, if lower)
 };
 
-class BTree {
+template <class L>
+class BTreeT {
 public:
-    BTree(RemoteMemory& mem, uint32_t node_id, uint64_t ns, TreeOptions opts = {});
+    using Layout = L;
+    using Key = typename L::Key;        // owns a key (EntryKey, or a byte string)
+    using KeyRef = typename L::KeyRef;  // borrows one
+
+    BTreeT(RemoteMemory& mem, uint32_t node_id, uint64_t ns, TreeOptions opts = {});
 
     uint32_t node_id() const { return node_id_; }  // home memory node: root word, upper levels
     uint64_t ns() const { return ns_; }            // home namespace
@@ -102,7 +108,7 @@ public:
         GAddr leaf = 0;
         uint64_t version = 0;
     };
-    bool insert(const EntryKey& key, uint64_t lsn = 0, uint64_t durable = UINT64_MAX, LeafFull* full = nullptr);
+    bool insert(KeyRef key, uint64_t lsn = 0, uint64_t durable = UINT64_MAX, LeafFull* full = nullptr);
     // insert() of keys[0..n) (meant ascending and distinct; order is not
     // needed for correctness), lsns[i] being entry i's row LSN, in as few
     // round trips as it can: one OFFLOAD_BATCH per memory node for up to
@@ -111,11 +117,11 @@ public:
     // tree, always a prefix of keys[]. Throws NeedDurable when WAL must be
     // flushed before entry *done can be journaled: nothing of keys[*done..n)
     // was changed then. Any other exception: *done is a lower bound.
-    void insert_batch(const EntryKey* keys, const uint64_t* lsns, size_t n, uint64_t durable, size_t* done);
+    void insert_batch(const Key* keys, const uint64_t* lsns, size_t n, uint64_t durable, size_t* done);
     // Exact-entry lookup.
-    bool contains(const EntryKey& key);
+    bool contains(KeyRef key);
     // Deletes exact entries; `keys` sorted ascending. Returns how many existed.
-    uint64_t remove(const EntryKey* keys, size_t n);
+    uint64_t remove(const Key* keys, size_t n);
     // Dead-entry hints (src/README.md "Dead-entry hints"): removes keys[0..n)
     // (sorted ascending) from the leaf at `leaf` only if that leaf is still
     // at body_version `version`, the image a Scan returned them from
@@ -127,12 +133,12 @@ public:
     // compact()). Write-back trees remove nothing: their in-place changes do
     // not advance body_version.
     // `bottom_up`: a bottom-up deletion pass's removal (counted apart).
-    uint64_t remove_if_unchanged(GAddr leaf, uint64_t version, const EntryKey* keys, size_t n,
+    uint64_t remove_if_unchanged(GAddr leaf, uint64_t version, const Key* keys, size_t n,
                                  bool bottom_up = false);
     // The entries of the leaf at `leaf` (one remote read) if it is still at
     // body_version `version` (what insert() reported in LeafFull); false
     // (out empty) if it changed, was freed or reused.
-    bool read_leaf(GAddr leaf, uint64_t version, std::vector<EntryKey>& out);
+    bool read_leaf(GAddr leaf, uint64_t version, std::vector<Key>& out);
     // Merge away leaves that a delete left empty (a merge skipped under lock
     // contention is retried here; VACUUM calls it). Returns nodes freed.
     uint64_t compact();
@@ -140,39 +146,39 @@ public:
     // Entries lo <= k <= hi, a leaf at a time; never holds locks between calls.
     class Scan {
     public:
-        Scan(BTree& t, const EntryKey& lo, const EntryKey& hi, bool backward);
+        Scan(BTreeT& t, KeyRef lo, KeyRef hi, bool backward);
         // Next batch (ascending, or descending if backward); false at the end.
-        bool next(std::vector<EntryKey>& out);
+        bool next(std::vector<Key>& out);
         // The leaf the last batch came from and the body_version of the
         // image it was copied from (for remove_if_unchanged; 0: none).
         GAddr leaf() const { return leaf_; }
         uint64_t leaf_version() const { return leaf_version_; }
 
     private:
-        BTree& t_;
-        EntryKey lo_, hi_;
+        BTreeT& t_;
+        Key lo_, hi_;
         bool backward_;
         bool done_ = false;
-        EntryKey cursor_;         // forward: next key >= cursor; backward: keys <= / < cursor
+        Key cursor_;         // forward: next key >= cursor; backward: keys <= / < cursor
         bool exclusive_ = false;  // backward: cursor is exclusive
         GAddr next_addr_ = 0;     // forward: right sibling to try first
         GAddr leaf_ = 0;          // the last batch's leaf
         uint64_t leaf_version_ = 0;
     };
-    std::unique_ptr<Scan> scan(const EntryKey& lo, const EntryKey& hi, bool backward = false) {
+    std::unique_ptr<Scan> scan(KeyRef lo, KeyRef hi, bool backward = false) {
         return std::make_unique<Scan>(*this, lo, hi, backward);
     }
 
     // Bottom-up load from strictly ascending keys; replaces the root on finish.
     class BulkLoader {
     public:
-        BulkLoader(BTree& t, double fill_factor);
-        void add(const EntryKey& key);
+        BulkLoader(BTreeT& t, double fill_factor);
+        void add(KeyRef key);
         void finish();
 
     private:
         struct Child {
-            EntryKey low;
+            Key low;
             GAddr addr;
             int64_t seg;  // placement segment (one subtree at the placement level); -1: above it
         };
@@ -183,12 +189,13 @@ public:
         uint32_t segment_node();
         void emit(GAddr a, Node& n);
         void flush();
-        BTree& t_;
+        BTreeT& t_;
+        double ff_ = 0.9;
         size_t leaf_fill_, inner_fill_;
         Node cur_;
         GAddr cur_addr_ = 0;
         bool have_last_ = false;
-        EntryKey last_{};
+        Key last_{};
         std::vector<Child> children_;
         std::vector<std::pair<GAddr, Node>> pending_;
         std::vector<Extent> ext_;       // per memory node
@@ -207,7 +214,7 @@ public:
     // net::OffloadStatus; kOffloadNeedsSmo / kOffloadRestart changed nothing
     // and the caller takes the normal path. A changed leaf's cached copy is
     // dropped before returning.
-    uint8_t offload(uint8_t kind, GAddr start, int level, const EntryKey& key, Node* leaf_out = nullptr,
+    uint8_t offload(uint8_t kind, GAddr start, int level, KeyRef key, Node* leaf_out = nullptr,
                     GAddr* leaf_addr = nullptr);
 
     // Verifies every invariant of node_layout.h / README; throws
@@ -258,6 +265,35 @@ private:
     // level misses are read as usual; a cached leaf is returned as found.
     static constexpr uint8_t kFindOffloadStart = 0xfe;
 
+    // ---- key order against a node's fences (either layout) ----
+    // k (lt: "the keys < k") lies left of n's low fence: n is right of it.
+    static bool left_of_low(const Node& n, KeyRef k, bool lt) {
+        int c = L::compare(L::low(n), k);
+        return lt ? c >= 0 : c > 0;
+    }
+    // k (lt: "the keys < k") lies below n's high fence.
+    static bool below_high(KeyRef k, const Node& n, bool lt = false) {
+        if (L::high_is_pos_inf(n)) return true;
+        int c = L::compare(k, L::high(n));
+        return lt ? c <= 0 : c < 0;
+    }
+    static bool covers(const Node& n, KeyRef k, bool lt) { return !left_of_low(n, k, lt) && below_high(k, n, lt); }
+    // Leaf entry pos (a lower_bound) is exactly k.
+    static bool has_entry(const Node& n, size_t pos, KeyRef k) {
+        return pos < n.count && L::equal(L::entry(n, pos), k);
+    }
+
+    // k as a one-element array of Key (the slotted layout copies it into tmp).
+    static const Key* as_array(KeyRef k, Key& tmp) {
+        if constexpr (L::kSlotted) {
+            tmp.assign(k);
+            return &tmp;
+        } else {
+            (void)tmp;
+            return &k;
+        }
+    }
+
     Deadline deadline() const { return Deadline(opts_.op_timeout_ms); }
     bool set_root(GAddr expected, GAddr desired);
 
@@ -278,17 +314,17 @@ private:
 
     // ---- descent (btree.cpp; through the cache: descend_cache.cpp) ----
     // Node at `level` covering k (lt: covering "keys < k"). Fills out/path.
-    Descent descend(const EntryKey& k, int level, Node& out, Path* path, const Deadline& dl, bool lt = false) {
+    Descent descend(KeyRef k, int level, Node& out, Path* path, const Deadline& dl, bool lt = false) {
         return descend_op(k, level, out, path, dl, lt, 0);
     }
     // descend() to the leaf covering k for an operation whose rest a memory
     // node may finish if the descent misses the cache low enough (DEX 6):
     // net::kOffloadLeaf (lookup, forward scan), kOffloadInsert / kOffloadDelete
     // (single-entry writes); 0: never.
-    Descent descend_leaf(const EntryKey& k, uint8_t offload_kind, Node& out, Path* path, const Deadline& dl) {
+    Descent descend_leaf(KeyRef k, uint8_t offload_kind, Node& out, Path* path, const Deadline& dl) {
         return descend_op(k, 0, out, path, dl, false, offload_kind);
     }
-    Descent descend_op(const EntryKey& k, int level, Node& out, Path* path, const Deadline& dl, bool lt,
+    Descent descend_op(KeyRef k, int level, Node& out, Path* path, const Deadline& dl, bool lt,
                        uint8_t offload_kind) {
         if (cache_) return descend_cached(k, level, out, path, dl, lt, offload_kind);
         // Without a cache nothing is offloaded: every node is read anyway (the
@@ -298,11 +334,11 @@ private:
         return d;
     }
     // Remote reads only (no cache).
-    GAddr descend_remote(const EntryKey& k, int level, Node& out, Path* path, const Deadline& dl, bool lt);
+    GAddr descend_remote(KeyRef k, int level, Node& out, Path* path, const Deadline& dl, bool lt);
     // descend() through the node cache: optimistic lock coupling over cached
     // frames, swizzled child pointers, admission on misses (src/README.md
     // "Node cache"). One call = one CachedDescent (descend_cache.cpp).
-    Descent descend_cached(const EntryKey& k, int level, Node& out, Path* path, const Deadline& dl, bool lt,
+    Descent descend_cached(KeyRef k, int level, Node& out, Path* path, const Deadline& dl, bool lt,
                            uint8_t offload_kind);
     class CachedDescent;
     // A validated copy of the node at `a` (from its cached frame if there is
@@ -338,7 +374,7 @@ private:
     // unreadable (tree id 0: readers re-read the path remotely) and dropped.
     class FrameHold {
     public:
-        explicit FrameHold(BTree& t) : t_(t) {}
+        explicit FrameHold(BTreeT& t) : t_(t) {}
         ~FrameHold();
         FrameHold(const FrameHold&) = delete;
         FrameHold& operator=(const FrameHold&) = delete;
@@ -353,7 +389,7 @@ private:
             GAddr a;
             uint32_t frame;
         };
-        BTree& t_;
+        BTreeT& t_;
         std::vector<Held> held_;
         std::vector<uint32_t> frames_;  // held_[i].frame, for install_locked
     };
@@ -376,12 +412,12 @@ private:
     // keys[0..n) to the cached frame of leaf `a` under its lock, marking it
     // dirty. 1: done (*used keys consumed); -1: insert found the entry; 0: not
     // possible (no frame, not covering, full leaf): write through instead.
-    int wb_modify(GAddr a, const EntryKey* keys, size_t n, bool insert, size_t* used, uint64_t* deleted);
+    int wb_modify(GAddr a, const Key* keys, size_t n, bool insert, size_t* used, uint64_t* deleted);
     // Write-back mode, slow path: exclusive right to change leaf `a` while
     // writing through: its frame locked (written back first if dirty), or, if
     // not cached, its I/O marker held (nobody admits and dirties it meanwhile).
     struct WbGuard {
-        BTree* t = nullptr;
+        BTreeT* t = nullptr;
         GAddr a = 0;
         uint32_t frame = 0xFFFFFFFFu;
         bool marker = false;
@@ -396,18 +432,18 @@ private:
     // ---- writes and structure modifications (btree.cpp, split_merge.cpp) ----
     // Lock the node at `level` covering k starting at `a` (moving right).
     // nullptr: restart from the root.
-    LockedNode* lock_covering(GAddr a, int level, const EntryKey& k, Locks& locks, const Deadline& dl);
-    void split_leaf(Locks& locks, LockedNode* ln, size_t pos, const EntryKey& key, Path& path, const Deadline& dl,
+    LockedNode* lock_covering(GAddr a, int level, KeyRef k, Locks& locks, const Deadline& dl);
+    void split_leaf(Locks& locks, LockedNode* ln, size_t pos, KeyRef key, Path& path, const Deadline& dl,
                     WbGuard* guard = nullptr);
     // Step 3 of a split: the downlink (sep -> child) into the level above,
     // splitting that node in turn if it is full.
-    void insert_parent(int level, const EntryKey& sep, GAddr child, Path& path, const Deadline& dl);
+    void insert_parent(int level, KeyRef sep, GAddr child, Path& path, const Deadline& dl);
     // insert_parent() found no node at `level`: a new root over the old root
     // `old_root` and `child`. False: the root changed meanwhile (retry).
-    bool grow_root(int level, GAddr old_root, const EntryKey& sep, GAddr child);
+    bool grow_root(int level, GAddr old_root, KeyRef sep, GAddr child);
     // The full inner node `ln` at `level` takes entry (sep, child) at `pos`:
     // split it (or migrate its right half) and go on with the level above.
-    void split_inner(Locks& locks, LockedNode* ln, int level, size_t pos, const EntryKey& sep, GAddr child,
+    void split_inner(Locks& locks, LockedNode* ln, int level, size_t pos, KeyRef sep, GAddr child,
                      Path& path, const Deadline& dl);
     // Split of a node at the placement level (locked: ln; entries all[0..total),
     // the right half from `mid`): if another memory node has clearly more free
@@ -425,7 +461,7 @@ private:
     // entry is journaled (slots reserved); `may_offload` false keeps the
     // whole insert on the compute side (a batched attempt already asked the
     // memory node and got "needs a split").
-    bool insert_reserved(const EntryKey& key, uint64_t lsn, bool journal, bool may_offload, LeafFull* full = nullptr);
+    bool insert_reserved(KeyRef key, uint64_t lsn, bool journal, bool may_offload, LeafFull* full = nullptr);
 
     // ---- batched inserts (insert_batch.cpp) ----
     // Whether insert_batch() may send OFFLOAD_BATCHes at all (a node cache, an
@@ -434,7 +470,7 @@ private:
     bool batch_allowed() const;
     // One run of at most net::kMaxOffloadBatch entries; returns how many
     // (a prefix) it inserted. One call = one InsertBatch.
-    size_t insert_chunk(const EntryKey* keys, const uint64_t* lsns, size_t n, uint64_t durable);
+    size_t insert_chunk(const Key* keys, const uint64_t* lsns, size_t n, uint64_t durable);
     class InsertBatch;
 
     // ---- offloading (offload_path.cpp) ----
@@ -442,11 +478,13 @@ private:
     // one-sided it still costs a re-read, a lock CAS and a publish batch, so
     // the policy may send it to the memory node instead. True (and *st set)
     // if the memory node finished it.
-    bool offload_cached_write(uint8_t kind, const Descent& d, const Node& snap, const EntryKey& key,
+    bool offload_cached_write(uint8_t kind, const Descent& d, const Node& snap, KeyRef key,
                               const Deadline& dl, uint8_t* st);
     // The RPC of offload() without its cache invalidation (descend_cached()
     // holds an I/O marker while it runs and invalidates after letting go).
-    uint8_t offload_rpc(uint8_t kind, GAddr start, int level, const EntryKey& key, Node* leaf_out, GAddr* leaf_addr);
+    uint8_t offload_rpc(uint8_t kind, GAddr start, int level, KeyRef key, Node* leaf_out, GAddr* leaf_addr);
+    // The fixed layout's request (16-byte key); offload_rpc() of a fixed tree.
+    uint8_t offload_rpc_fixed(uint8_t kind, GAddr start, int level, KeyRef key, Node* leaf_out, GAddr* leaf_addr);
     // An offloaded write started at `start` (`level`) failed without an
     // answer: drop every cached copy it may have outdated (offload_path.cpp).
     void forget_unknown_write(GAddr start, int level);
@@ -464,7 +502,7 @@ private:
     // said yes): holds g's I/O marker (nobody fetches it meanwhile) and pins
     // `parent` (the cached frame the descent came from, or kNoFrame) while
     // the RPC runs.
-    MissOffload offload_at_miss(uint8_t kind, GAddr g, int level, uint32_t parent, const EntryKey& k, Node& out,
+    MissOffload offload_at_miss(uint8_t kind, GAddr g, int level, uint32_t parent, KeyRef k, Node& out,
                                 const Deadline& dl, Descent* d);
 
     // One check_once() call (check.cpp).
@@ -503,12 +541,12 @@ private:
     // publish, offload_rpc() of an offloaded insert), hence a member.
     struct Intent {
         bool journal = false;
-        EntryKey key{};
+        Key key{};
         uint64_t lsn = 0;
     } intent_;
     struct IntentScope {
-        BTree& t;
-        IntentScope(BTree& tree, const EntryKey& k, uint64_t lsn, bool journal) : t(tree) {
+        BTreeT& t;
+        IntentScope(BTreeT& tree, KeyRef k, uint64_t lsn, bool journal) : t(tree) {
             t.intent_.journal = journal;
             t.intent_.key = k;
             t.intent_.lsn = lsn;
@@ -516,6 +554,23 @@ private:
         ~IntentScope() { t.intent_ = Intent{}; }
     };
 };
+
+// The two trees (tree/layout.h): 16-byte keys (integers, dates, floats...)
+// and byte-string keys (text, uuid, numeric, several columns). Their code is
+// one template; each source file instantiates both at its end.
+using BTree = BTreeT<FixedLayout>;
+using SlottedTree = BTreeT<SlottedLayout>;
+// Fixed layout only (migration.cpp, insert_batch.cpp): moving a subtree at a
+// split and OFFLOAD_BATCH carry 16-byte keys; a slotted tree splits in place
+// and inserts a batch one entry at a time.
+template <>
+bool BTreeT<FixedLayout>::migrate_split(Locks& locks, LockedNode* ln, const InnerEntry* all, size_t total, size_t mid,
+                                        Path& path, const Deadline& dl);
+template <>
+uint8_t BTreeT<FixedLayout>::offload_rpc_fixed(uint8_t kind, GAddr start, int level, KeyRef key, Node* leaf_out,
+                                               GAddr* leaf_addr);
+template <>
+size_t BTreeT<FixedLayout>::insert_chunk(const Key* keys, const uint64_t* lsns, size_t n, uint64_t durable);
 
 // Write-back mode: publish `img` (the image of a dirty cached leaf; no swizzled
 // pointers) at `a` with the remote-lock protocol (read, CAS, publish batch).

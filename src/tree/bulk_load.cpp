@@ -19,13 +19,17 @@ constexpr uint64_t kBulkExtentBytes = 256 * 1024;
 }  // namespace
 
 using detail::get_u64;
-using detail::init_node;
 
-BTree::BulkLoader::BulkLoader(BTree& t, double ff) : t_(t) {
+template <class L>
+BTreeT<L>::BulkLoader::BulkLoader(BTreeT& t, double ff) : t_(t) {
     if (!(ff > 0.0) || ff > 1.0) ff = 0.9;
     if (ff < 0.1) ff = 0.1;
-    leaf_fill_ = std::max<size_t>(1, static_cast<size_t>(kLeafCapacity * ff));
-    inner_fill_ = std::max<size_t>(2, static_cast<size_t>(kInnerCapacity * ff));
+    ff_ = ff;
+    // Fixed: entries per node. Slotted: body bytes per leaf, and an estimate
+    // of children per inner node (16-byte separators) for the segments;
+    // finish() sizes each level's inner nodes by its longest separator.
+    leaf_fill_ = L::leaf_fill(ff);
+    inner_fill_ = L::inner_fill(ff, 16);
     // A segment is the leaves of one full subtree at the placement level.
     seg_leaves_ = 1;
     for (int i = 0; i < t_.place_level_ && seg_leaves_ < (uint64_t(1) << 40); i++) seg_leaves_ *= inner_fill_;
@@ -39,8 +43,8 @@ BTree::BulkLoader::BulkLoader(BTree& t, double ff) : t_(t) {
         free_[t_.node_id_] = INT64_MAX;  // one node: no choice to make
     }
     cur_addr_ = alloc(segment_node());
-    init_node(cur_, t_.tree_id_, 0);
-    children_.push_back(Child{neg_inf_key(), cur_addr_, 0});
+    L::init(cur_, t_.tree_id_, 0);
+    children_.push_back(Child{L::neg_inf(), cur_addr_, 0});
     leaves_ = 1;
 }
 
@@ -49,7 +53,8 @@ BTree::BulkLoader::BulkLoader(BTree& t, double ff) : t_(t) {
 // on the same node), skipping nodes whose free space (measured at the start,
 // minus what this load took since) cannot hold a whole segment; if none can,
 // the one with most free space. Single-node trees: the home node.
-uint32_t BTree::BulkLoader::segment_node() {
+template <class L>
+uint32_t BTreeT<L>::BulkLoader::segment_node() {
     const uint64_t seg_bytes = (seg_leaves_ + seg_leaves_ / inner_fill_ + 1) * kNodeSize;
     std::vector<uint32_t> parts;
     for (uint32_t i = 0; i < free_.size(); i++)
@@ -78,7 +83,8 @@ uint32_t BTree::BulkLoader::segment_node() {
     return best;
 }
 
-GAddr BTree::BulkLoader::alloc(uint32_t node) {
+template <class L>
+GAddr BTreeT<L>::BulkLoader::alloc(uint32_t node) {
     Extent& x = ext_[node];
     if (x.left == 0) {
         uint64_t bytes = kBulkExtentBytes;
@@ -108,13 +114,15 @@ GAddr BTree::BulkLoader::alloc(uint32_t node) {
     return a;
 }
 
-void BTree::BulkLoader::emit(GAddr a, Node& n) {
+template <class L>
+void BTreeT<L>::BulkLoader::emit(GAddr a, Node& n) {
     seal_node(n, 1);
     pending_.emplace_back(a, n);
     if (pending_.size() >= 128) flush();
 }
 
-void BTree::BulkLoader::flush() {
+template <class L>
+void BTreeT<L>::BulkLoader::flush() {
     if (pending_.empty()) return;
     std::vector<RemoteOp> ops;
     ops.reserve(pending_.size());
@@ -134,32 +142,38 @@ void BTree::BulkLoader::flush() {
     pending_.clear();
 }
 
-void BTree::BulkLoader::add(const EntryKey& key) {
+template <class L>
+void BTreeT<L>::BulkLoader::add(KeyRef key) {
     if (finished_) throw Error(ErrorCode::kInvalid, "bulk load already finished");
-    if (key.cls != kValue && key.cls != kNull)
-        throw Error(ErrorCode::kInvalid, "bulk load: key of class " + std::to_string(key.cls) + " cannot be stored");
-    if (have_last_ && !(last_ < key))
+    if (!L::storable(key)) throw Error(ErrorCode::kInvalid, "bulk load: key " + L::str(key) + " cannot be stored");
+    if (have_last_ && L::compare(last_, key) >= 0)
         throw Error(ErrorCode::kInvalid,
-                    "bulk load keys must be strictly ascending: " + key_str(key) + " after " + key_str(last_));
-    if (cur_.count >= leaf_fill_) {
+                    "bulk load keys must be strictly ascending: " + L::str(key) + " after " + L::str(last_));
+    if (!L::leaf_takes(cur_, key, leaf_fill_)) {
         int64_t seg = static_cast<int64_t>(leaves_ / seg_leaves_);
         uint32_t node = static_cast<size_t>(seg) < seg_node_.size() ? seg_node_[seg] : segment_node();
         GAddr na = alloc(node);
         leaves_++;
-        cur_.high = key;
+        // Slotted: the shortest separator (suffix truncation); leaf_takes()
+        // kept room for it as the high fence.
+        Key sep = L::separator(last_, key);
+        Key lo(L::low(cur_));  // (a view into cur_ would move when set_fences compacts)
+        if (!L::set_fences(cur_, lo, sep)) throw Error(ErrorCode::kCorrupt, "bulk load: no room for a high fence");
         cur_.right = na;
         emit(cur_addr_, cur_);
-        init_node(cur_, t_.tree_id_, 0);
-        cur_.low = key;
+        L::init(cur_, t_.tree_id_, 0);
+        L::set_fences(cur_, sep, L::pos_inf());
         cur_addr_ = na;
-        children_.push_back(Child{key, na, seg});
+        children_.push_back(Child{sep, na, seg});
     }
-    cur_.leaf[cur_.count++] = key;
-    last_ = key;
+    if (!L::insert_entry(cur_, cur_.count, key))
+        throw Error(ErrorCode::kCorrupt, "bulk load: entry " + L::str(key) + " does not fit an empty leaf");
+    last_ = Key(key);
     have_last_ = true;
 }
 
-void BTree::BulkLoader::finish() {
+template <class L>
+void BTreeT<L>::BulkLoader::finish() {
     if (finished_) throw Error(ErrorCode::kInvalid, "bulk load already finished");
     finished_ = true;
     Stats::add(stats().index_ops);
@@ -171,6 +185,9 @@ void BTree::BulkLoader::finish() {
         // only (so each segment becomes one subtree on its memory node); above
         // it, children of any segment, and the node goes to the home node.
         const bool in_segment = level <= t_.place_level_;
+        size_t longest = 0;
+        for (const Child& c : kids) longest = std::max(longest, L::key_bytes(c.low));
+        const size_t fill = L::kSlotted ? L::inner_fill(ff_, longest) : inner_fill_;
         struct Group {
             size_t begin, end;
             int64_t seg;
@@ -181,7 +198,7 @@ void BTree::BulkLoader::finish() {
             size_t run_end = run + 1;
             while (run_end < kids.size() && (!in_segment || kids[run_end].seg == kids[run].seg)) run_end++;
             size_t n = run_end - run;
-            size_t ng = (n + inner_fill_ - 1) / inner_fill_;
+            size_t ng = (n + fill - 1) / fill;
             // Spread evenly so that no node is left nearly empty.
             size_t per = (n + ng - 1) / ng;
             for (size_t b = run; b < run_end; b += per)
@@ -206,15 +223,13 @@ void BTree::BulkLoader::finish() {
         for (size_t gi = 0; gi < groups.size(); gi++) {
             const Group& g = groups[gi];
             Node n;
-            init_node(n, t_.tree_id_, level);
-            n.low = kids[g.begin].low;
-            n.count = static_cast<uint16_t>(g.end - g.begin);
-            for (size_t i = g.begin; i < g.end; i++) n.inner[i - g.begin] = InnerEntry{kids[i].low, kids[i].addr};
-            if (gi + 1 < groups.size()) {
-                n.high = kids[groups[gi + 1].begin].low;
-                n.right = addrs[gi + 1];
-            }
-            parents.push_back(Child{n.low, addrs[gi], level < t_.place_level_ ? g.seg : -1});
+            L::init(n, t_.tree_id_, level);
+            const bool last = gi + 1 == groups.size();
+            bool ok = L::set_fences(n, kids[g.begin].low, last ? L::pos_inf() : kids[groups[gi + 1].begin].low);
+            for (size_t i = g.begin; ok && i < g.end; i++) ok = L::insert_sep(n, i - g.begin, kids[i].low, kids[i].addr);
+            if (!ok) throw Error(ErrorCode::kCorrupt, "bulk load: an inner node's entries do not fit");
+            if (!last) n.right = addrs[gi + 1];
+            parents.push_back(Child{kids[g.begin].low, addrs[gi], level < t_.place_level_ ? g.seg : -1});
             emit(addrs[gi], n);
         }
         kids = std::move(parents);
@@ -225,5 +240,8 @@ void BTree::BulkLoader::finish() {
     GAddr old = t_.refresh_root();
     while (!t_.set_root(old, root)) old = t_.root_;
 }
+
+template class BTreeT<FixedLayout>;
+template class BTreeT<SlottedLayout>;
 
 }  // namespace dex::tree

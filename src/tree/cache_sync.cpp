@@ -23,7 +23,8 @@ void test_point(const char* point) {
     if (h) h(point);
 }
 
-bool BTree::install_locked(uint32_t f, const Node& fresh, const std::vector<uint32_t>& held) {
+template <class L>
+bool BTreeT<L>::install_locked(uint32_t f, const Node& fresh, const std::vector<uint32_t>& held) {
     cache::CacheRegion& R = cache_->region();
     Node* n = R.node(f);
     if (n->tree_id != fresh.tree_id || n->level != fresh.level) return false;  // a previous life of this memory
@@ -55,7 +56,8 @@ bool BTree::install_locked(uint32_t f, const Node& fresh, const std::vector<uint
     return true;
 }
 
-void BTree::cache_update(GAddr a, const Node& fresh) {
+template <class L>
+void BTreeT<L>::cache_update(GAddr a, const Node& fresh) {
     if (!cache_) return;
     cache::CacheRegion& R = cache_->region();
     unsigned spin = 0;
@@ -86,7 +88,8 @@ void BTree::cache_update(GAddr a, const Node& fresh) {
     }
 }
 
-void BTree::cache_drop(GAddr a) {
+template <class L>
+void BTreeT<L>::cache_drop(GAddr a) {
     if (cache_) drop_cached_node(*cache_, a);
 }
 
@@ -124,7 +127,8 @@ void drop_cached_node(cache::Cache& c, GAddr a) {
     }
 }
 
-void BTree::cache_refresh_changed(GAddr a, const Node& img, const Deadline&) {
+template <class L>
+void BTreeT<L>::cache_refresh_changed(GAddr a, const Node& img, const Deadline&) {
     if (!cache_) return;
     // The image the memory node published replaces a cached copy exactly as
     // after a one-sided write: an admission in progress is marked stale (its
@@ -139,7 +143,8 @@ void BTree::cache_refresh_changed(GAddr a, const Node& img, const Deadline&) {
     cache_update(a, img);
 }
 
-void BTree::FrameHold::hold(GAddr a, uint32_t skip) {
+template <class L>
+void BTreeT<L>::FrameHold::hold(GAddr a, uint32_t skip) {
     if (!t_.cache_) return;
     cache::CacheRegion& R = t_.cache_->region();
     unsigned spin = 0;
@@ -164,7 +169,8 @@ void BTree::FrameHold::hold(GAddr a, uint32_t skip) {
     }
 }
 
-void BTree::FrameHold::install(GAddr a, const Node& img) {
+template <class L>
+void BTreeT<L>::FrameHold::install(GAddr a, const Node& img) {
     for (size_t i = 0; i < held_.size(); i++) {
         if (held_[i].a != a) continue;
         uint32_t f = held_[i].frame;
@@ -182,7 +188,8 @@ void BTree::FrameHold::install(GAddr a, const Node& img) {
     }
 }
 
-BTree::FrameHold::~FrameHold() {
+template <class L>
+BTreeT<L>::FrameHold::~FrameHold() {
     if (held_.empty()) return;
     // The publish did not complete (or was not installed): the remote node may
     // be newer than the frame. Make the image unreadable -- readers fail its
@@ -199,5 +206,8 @@ BTree::FrameHold::~FrameHold() {
         }
     }
 }
+
+template class BTreeT<FixedLayout>;
+template class BTreeT<SlottedLayout>;
 
 }  // namespace dex::tree

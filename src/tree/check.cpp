@@ -10,7 +10,8 @@
 
 namespace dex::tree {
 
-TreeInfo BTree::check() {
+template <class L>
+TreeInfo BTreeT<L>::check() {
     constexpr int kAttempts = 4;
     for (int attempt = 0;; attempt++) {
         try {
@@ -28,16 +29,17 @@ TreeInfo BTree::check() {
 // (fences meet) and against the range its parent's downlink promised (or,
 // without a downlink, the range of the left sibling's parent: an interrupted
 // split). Its children become the next level's expectations.
-class BTree::TreeCheck {
+template <class L>
+class BTreeT<L>::TreeCheck {
 public:
-    explicit TreeCheck(BTree& t) : t_(t) {}
+    explicit TreeCheck(BTreeT& t) : t_(t) {}
     TreeInfo run();
 
 private:
     // Key range (and, at or below the placement level, memory node) a
     // parent's downlink promises.
     struct Range {
-        EntryKey lo, hi;
+        Key lo, hi;
         int node;  // memory node the child must be on (placement), -1: any
     };
     // The walk of one level so far.
@@ -45,8 +47,8 @@ private:
         int level;
         std::string lv;  // "level N", for messages
         GAddr prev = 0;  // left sibling of the node at hand
-        EntryKey prev_high{};
-        EntryKey cover_hi{};  // end of the parent range of the last node that had a downlink
+        Key prev_high{};
+        Key cover_hi{};  // end of the parent range of the last node that had a downlink
         bool have_cover = false;
         size_t linked = 0;  // nodes of this level reached through a downlink
         std::unordered_set<GAddr> seen_here;
@@ -73,7 +75,7 @@ private:
     void check_downlink(GAddr a, const Node& n, uint32_t here, LevelWalk& w);
     void collect_children(GAddr a, const Node& n, uint32_t here, LevelWalk& w);
 
-    BTree& t_;
+    BTreeT& t_;
     TreeInfo info_;
     int root_level_ = 0;
     std::unordered_map<GAddr, Range> expected_;  // downlinks of the level above
@@ -81,9 +83,11 @@ private:
     GAddr leftmost_ = 0;
 };
 
-TreeInfo BTree::check_once() { return TreeCheck(*this).run(); }
+template <class L>
+TreeInfo BTreeT<L>::check_once() { return TreeCheck(*this).run(); }
 
-void BTree::TreeCheck::read_strict(GAddr a, Node& n) const {
+template <class L>
+void BTreeT<L>::TreeCheck::read_strict(GAddr a, Node& n) const {
     Deadline dl = t_.deadline();
     if (t_.io_.read(a, n, dl) != NodeIO::Read::kOk)
         throw corrupt(a, "not a valid node image (lock word " + std::to_string(n.lock) + ", body_version " +
@@ -91,9 +95,13 @@ void BTree::TreeCheck::read_strict(GAddr a, Node& n) const {
                              ": version mismatch or checksum mismatch)");
     if (n.tree_id != t_.tree_id_)
         throw corrupt(a, "tree_id " + std::to_string(n.tree_id) + ", expected " + std::to_string(t_.tree_id_));
+    if (!L::layout_ok(n))
+        throw corrupt(a, std::string("not a node of this tree's layout (") + (L::kSlotted ? "slotted" : "fixed") +
+                             "), or its entry count or offsets are out of bounds");
 }
 
-TreeInfo BTree::TreeCheck::run() {
+template <class L>
+TreeInfo BTreeT<L>::TreeCheck::run() {
     GAddr root = t_.refresh_root();
     if (!root)
         throw Error(ErrorCode::kCorrupt,
@@ -120,16 +128,18 @@ TreeInfo BTree::TreeCheck::run() {
     return info_;
 }
 
-int BTree::TreeCheck::check_root(GAddr root) {
+template <class L>
+int BTreeT<L>::TreeCheck::check_root(GAddr root) {
     Node n;
     read_strict(root, n);
     if (n.is_deleted()) throw corrupt(root, "root is marked deleted");
-    if (n.low.cls != kNegInf) throw corrupt(root, "root low fence is " + key_str(n.low) + ", expected -inf");
+    if (!L::low_is_neg_inf(n)) throw corrupt(root, "root low fence is " + L::str(L::low(n)) + ", expected -inf");
     if (n.right) info_.notes += "root " + hex_addr(root) + " has a right sibling (new root not installed yet); ";
     return n.level;
 }
 
-void BTree::TreeCheck::check_level(LevelWalk& w) {
+template <class L>
+void BTreeT<L>::TreeCheck::check_level(LevelWalk& w) {
     const int level = w.level;
     Node n;
     GAddr a = leftmost_;
@@ -153,11 +163,11 @@ void BTree::TreeCheck::check_level(LevelWalk& w) {
             collect_children(a, n, here, w);
         }
         w.prev = a;
-        w.prev_high = n.high;
+        w.prev_high = Key(L::high(n));
         a = n.right;
     }
-    if (w.prev_high.cls != kPosInf)
-        throw corrupt(w.prev, "rightmost node of " + w.lv + " has high fence " + key_str(w.prev_high) +
+    if (!L::is_pos_inf(w.prev_high))
+        throw corrupt(w.prev, "rightmost node of " + w.lv + " has high fence " + L::str(w.prev_high) +
                                   ", expected +inf");
     if (level < root_level_ && w.linked != expected_.size()) {
         for (auto& [c, r] : expected_)
@@ -168,7 +178,8 @@ void BTree::TreeCheck::check_level(LevelWalk& w) {
 }
 
 // The node on its own and against its left sibling.
-void BTree::TreeCheck::check_node(GAddr a, const Node& n, const LevelWalk& w) const {
+template <class L>
+void BTreeT<L>::TreeCheck::check_node(GAddr a, const Node& n, const LevelWalk& w) const {
     if (n.level != w.level)
         throw corrupt(a, "level " + std::to_string(n.level) + ", expected " + std::to_string(w.level) +
                              " (levels must decrease by one)");
@@ -176,51 +187,53 @@ void BTree::TreeCheck::check_node(GAddr a, const Node& n, const LevelWalk& w) co
         throw corrupt(a, "deleted node is still linked" +
                              (w.prev ? " as right sibling of " + hex_addr(w.prev) : std::string(" from above")));
     if (!w.prev) {
-        if (n.low.cls != kNegInf)
-            throw corrupt(a, "leftmost node of " + w.lv + " has low fence " + key_str(n.low) + ", expected -inf");
-    } else if (!(n.low == w.prev_high)) {
-        throw corrupt(a, "low fence " + key_str(n.low) + " differs from high fence " + key_str(w.prev_high) +
+        if (!L::low_is_neg_inf(n))
+            throw corrupt(a, "leftmost node of " + w.lv + " has low fence " + L::str(L::low(n)) + ", expected -inf");
+    } else if (!L::equal(L::low(n), w.prev_high)) {
+        throw corrupt(a, "low fence " + L::str(L::low(n)) + " differs from high fence " + L::str(w.prev_high) +
                              " of left sibling " + hex_addr(w.prev));
     }
-    if (compare_keys(n.low, n.high) >= 0)
-        throw corrupt(a, "low fence " + key_str(n.low) + " is not below high fence " + key_str(n.high));
+    if (L::compare(L::low(n), L::high(n)) >= 0)
+        throw corrupt(a, "low fence " + L::str(L::low(n)) + " is not below high fence " + L::str(L::high(n)));
     if (!n.is_leaf() && n.count == 0) throw corrupt(a, "inner node without children");
     check_entries(a, n);
-    if (!n.is_leaf() && !(n.inner[0].sep == n.low))
-        throw corrupt(a, "first separator " + key_str(n.inner[0].sep) + " differs from low fence " + key_str(n.low));
+    if (!n.is_leaf() && !L::equal(L::sep(n, 0), L::low(n)))
+        throw corrupt(a, "first separator " + L::str(L::sep(n, 0)) + " differs from low fence " + L::str(L::low(n)));
 }
 
 // Entries (keys or separators) sorted, of a storable class, within the fences.
-void BTree::TreeCheck::check_entries(GAddr a, const Node& n) const {
+template <class L>
+void BTreeT<L>::TreeCheck::check_entries(GAddr a, const Node& n) const {
     for (size_t i = 0; i < n.count; i++) {
-        const EntryKey& k = n.is_leaf() ? n.leaf[i] : n.inner[i].sep;
-        if (n.is_leaf() && k.cls != kValue && k.cls != kNull)
-            throw corrupt(a, "entry " + std::to_string(i) + " has key class " + std::to_string(k.cls));
+        KeyRef k = n.is_leaf() ? L::entry(n, i) : L::sep(n, i);
+        if (n.is_leaf() && !L::storable(k))
+            throw corrupt(a, "entry " + std::to_string(i) + " " + L::str(k) + " cannot be stored");
         if (i > 0) {
-            const EntryKey& pk = n.is_leaf() ? n.leaf[i - 1] : n.inner[i - 1].sep;
-            if (!(pk < k))
-                throw corrupt(a, "entries not sorted: entry " + std::to_string(i - 1) + " " + key_str(pk) +
-                                     " >= entry " + std::to_string(i) + " " + key_str(k));
+            KeyRef pk = n.is_leaf() ? L::entry(n, i - 1) : L::sep(n, i - 1);
+            if (L::compare(pk, k) >= 0)
+                throw corrupt(a, "entries not sorted: entry " + std::to_string(i - 1) + " " + L::str(pk) +
+                                     " >= entry " + std::to_string(i) + " " + L::str(k));
         }
-        if (compare_keys(k, n.low) < 0 || !key_below_high(k, n))
-            throw corrupt(a, "entry " + std::to_string(i) + " " + key_str(k) + " outside fences [" + key_str(n.low) +
-                                 ", " + key_str(n.high) + ")");
+        if (L::compare(k, L::low(n)) < 0 || !below_high(k, n))
+            throw corrupt(a, "entry " + std::to_string(i) + " " + L::str(k) + " outside fences [" +
+                                 L::str(L::low(n)) + ", " + L::str(L::high(n)) + ")");
     }
 }
 
 // Below the root: the range (and memory node) the parent's downlink promised,
 // or -- no downlink -- the range of the left sibling's parent (an interrupted
 // split, tolerated and counted).
-void BTree::TreeCheck::check_downlink(GAddr a, const Node& n, uint32_t here, LevelWalk& w) {
+template <class L>
+void BTreeT<L>::TreeCheck::check_downlink(GAddr a, const Node& n, uint32_t here, LevelWalk& w) {
     const int level = w.level;
     auto it = expected_.find(a);
     if (it != expected_.end()) {
-        if (!(n.low == it->second.lo))
-            throw corrupt(a, "low fence " + key_str(n.low) + " differs from the parent's separator " +
-                                 key_str(it->second.lo));
-        if (compare_keys(n.high, it->second.hi) > 0)
-            throw corrupt(a, "high fence " + key_str(n.high) + " exceeds the parent's range end " +
-                                 key_str(it->second.hi));
+        if (!L::equal(L::low(n), it->second.lo))
+            throw corrupt(a, "low fence " + L::str(L::low(n)) + " differs from the parent's separator " +
+                                 L::str(it->second.lo));
+        if (L::compare(L::high(n), it->second.hi) > 0)
+            throw corrupt(a, "high fence " + L::str(L::high(n)) + " exceeds the parent's range end " +
+                                 L::str(it->second.hi));
         w.cover_hi = it->second.hi;
         w.have_cover = true;
         w.linked++;
@@ -231,9 +244,9 @@ void BTree::TreeCheck::check_downlink(GAddr a, const Node& n, uint32_t here, Lev
                                  std::to_string(it->second.node) + " (a subtree must lie on one memory node)");
         return;
     }
-    if (!w.have_cover || compare_keys(n.low, w.cover_hi) >= 0 || compare_keys(n.high, w.cover_hi) > 0)
+    if (!w.have_cover || L::compare(L::low(n), w.cover_hi) >= 0 || L::compare(L::high(n), w.cover_hi) > 0)
         throw corrupt(a, "no downlink in " + std::string("level ") + std::to_string(level + 1) + " and range [" +
-                             key_str(n.low) + ", " + key_str(n.high) +
+                             L::str(L::low(n)) + ", " + L::str(L::high(n)) +
                              ") is not covered by a left sibling's parent range");
     if (level < t_.place_level_ && w.prev && gaddr_node(w.prev) != here)
         throw corrupt(a, "placement: reachable only through the right link of " + hex_addr(w.prev) +
@@ -242,18 +255,20 @@ void BTree::TreeCheck::check_downlink(GAddr a, const Node& n, uint32_t here, Lev
 }
 
 // An inner node's children: what the next level must find.
-void BTree::TreeCheck::collect_children(GAddr a, const Node& n, uint32_t here, LevelWalk& w) {
+template <class L>
+void BTreeT<L>::TreeCheck::collect_children(GAddr a, const Node& n, uint32_t here, LevelWalk& w) {
     for (size_t i = 0; i < n.count; i++) {
-        GAddr c = n.inner[i].child;
+        GAddr c = L::child(n, i);
         if (!c) throw corrupt(a, "entry " + std::to_string(i) + " has a null child");
-        Range r{n.inner[i].sep, i + 1 < n.count ? n.inner[i + 1].sep : n.high,
+        Range r{Key(L::sep(n, i)), Key(i + 1 < n.count ? L::sep(n, i + 1) : L::high(n)),
                 w.level <= t_.place_level_ ? static_cast<int>(here) : -1};
         if (!w.next_expected.emplace(c, r).second) throw corrupt(a, "child " + hex_addr(c) + " is referenced twice");
     }
-    if (!w.next_leftmost) w.next_leftmost = n.inner[0].child;
+    if (!w.next_leftmost) w.next_leftmost = L::child(n, 0);
 }
 
-TreeInfo BTree::info() {
+template <class L>
+TreeInfo BTreeT<L>::info() {
     TreeInfo info;
     GAddr root = refresh_root();
     if (!root) throw Error(ErrorCode::kNotFound, "namespace " + std::to_string(ns_) + " has no tree");
@@ -277,12 +292,15 @@ TreeInfo BTree::info() {
                 info.entries += n.count;
             } else {
                 info.inner_nodes++;
-                if (!leftmost && n.count) leftmost = n.inner[0].child;
+                if (!leftmost && n.count) leftmost = L::child(n, 0);
             }
             a = n.right;
         }
     }
     return info;
 }
+
+template class BTreeT<FixedLayout>;
+template class BTreeT<SlottedLayout>;
 
 }  // namespace dex::tree

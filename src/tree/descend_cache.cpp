@@ -30,9 +30,10 @@ using cache::MappingTable;
 
 // One descend_cached() call. Lives on the caller's stack; what a walk needs
 // across its steps is here, what one step needs is local to it.
-class BTree::CachedDescent {
+template <class L>
+class BTreeT<L>::CachedDescent {
 public:
-    CachedDescent(BTree& t, const EntryKey& k, int level, Node& out, Path* path, const Deadline& dl, bool lt,
+    CachedDescent(BTreeT& t, KeyRef k, int level, Node& out, Path* path, const Deadline& dl, bool lt,
                   uint8_t offload_kind)
         : t_(t),
           R_(t.cache_->region()),
@@ -87,10 +88,10 @@ private:
     // A miss: read `g` remotely into tmp_, admitting it if the policy says so.
     Fetch read_remote(GAddr g, int expect, const Parent& parent, Current& cur);
 
-    BTree& t_;
+    BTreeT& t_;
     cache::CacheRegion& R_;
     const uint32_t nframes_;
-    const EntryKey& k_;
+    KeyRef k_;
     const int level_;
     Node& out_;
     Path* path_;
@@ -98,14 +99,15 @@ private:
     const bool lt_;
     const uint8_t offload_kind_;
     const bool leaves_;
-    // Re-read the path remotely, replacing cached copies (BTree::refresh_next_).
+    // Re-read the path remotely, replacing cached copies (BTreeT::refresh_next_).
     bool refresh_;
     Node tmp_;  // the node read remotely
 };
 
 // Walks from the root until one walk finds the node (restarting, with
 // backoff, as often as the deadline allows).
-BTree::Descent BTree::descend_cached(const EntryKey& k, int level, Node& out, Path* path, const Deadline& dl,
+template <class L>
+typename BTreeT<L>::Descent BTreeT<L>::descend_cached(KeyRef k, int level, Node& out, Path* path, const Deadline& dl,
                                      bool lt, uint8_t offload_kind) {
     CachedDescent cd(*this, k, level, out, path, dl, lt, offload_kind);
     int attempt = 0;
@@ -130,7 +132,8 @@ BTree::Descent BTree::descend_cached(const EntryKey& k, int level, Node& out, Pa
     }
 }
 
-BTree::CachedDescent::Walk BTree::CachedDescent::walk(Descent& d) {
+template <class L>
+typename BTreeT<L>::CachedDescent::Walk BTreeT<L>::CachedDescent::walk(Descent& d) {
     if (refresh_) t_.refresh_root();
     GAddr a = t_.root_ ? t_.root_ : t_.refresh_root();
     int expect = -1;
@@ -163,8 +166,10 @@ BTree::CachedDescent::Walk BTree::CachedDescent::walk(Descent& d) {
             if (r == Fetch::kFinished) return Walk::kFound;
         }
         auto ok = [&] { return cur.f == kNoFrame || R_.validate(cur.f, cur.v); };
+        // The fixed layout's header holds its fences; a slotted node is
+        // copied whole and searched in the copy (L::kCopyBytes).
         Node hdr;
-        std::memcpy(static_cast<void*>(&hdr), cur.np, kNodeHeaderBytes);
+        std::memcpy(static_cast<void*>(&hdr), cur.np, L::kCopyBytes);
         if (!ok()) return Walk::kRestart;
         // Fences are checked for every node, cached or not: a cached copy may
         // be stale w.r.t. another compute server, or name freed memory.
@@ -175,10 +180,8 @@ BTree::CachedDescent::Walk BTree::CachedDescent::walk(Descent& d) {
             parent.f = kNoFrame;
             continue;
         }
-        int lc = compare_keys(hdr.low, k_);
-        if (lt_ ? lc >= 0 : lc > 0) return Walk::kStale;
-        bool below = lt_ ? (hdr.high.cls == kPosInf || compare_keys(k_, hdr.high) <= 0) : key_below_high(k_, hdr);
-        if (!below) {  // B-link move right (right links are never swizzled)
+        if (left_of_low(hdr, k_, lt_)) return Walk::kStale;
+        if (!below_high(k_, hdr, lt_)) {  // B-link move right (right links are never swizzled)
             expect = hdr.level;
             a = hdr.right;
             parent.f = kNoFrame;
@@ -197,9 +200,9 @@ BTree::CachedDescent::Walk BTree::CachedDescent::walk(Descent& d) {
             return Walk::kFound;
         }
         if (path_) (*path_)[hdr.level] = cur.g;
-        int ci = detail::child_index_n(*cur.np, hdr.count, k_, lt_);
+        int ci = L::child_index(L::kCopyBytes == kNodeSize ? hdr : *cur.np, hdr.count, k_, lt_);
         GAddr c = ci < 0 ? kNullGAddr
-                         : (cur.f == kNoFrame ? cur.np->inner[ci].child : cache::CacheRegion::load_child(cur.np, ci));
+                         : (cur.f == kNoFrame ? L::child(*cur.np, ci) : cache::CacheRegion::load_child(cur.np, ci));
         if (!ok()) return Walk::kRestart;
         if (ci < 0 || c == kNullGAddr) return Walk::kStale;
         parent = Parent{cur.f, cur.v, ci};
@@ -209,7 +212,8 @@ BTree::CachedDescent::Walk BTree::CachedDescent::walk(Descent& d) {
     return Walk::kRestart;
 }
 
-BTree::CachedDescent::Fetch BTree::CachedDescent::fetch(GAddr g, int expect, Parent& parent, Current& cur,
+template <class L>
+typename BTreeT<L>::CachedDescent::Fetch BTreeT<L>::CachedDescent::fetch(GAddr g, int expect, Parent& parent, Current& cur,
                                                         Descent& d) {
     uint32_t lf;
     // Write-back mode: frames are coherent (one compute server, and a dirty
@@ -257,7 +261,8 @@ BTree::CachedDescent::Fetch BTree::CachedDescent::fetch(GAddr g, int expect, Par
     return read_remote(g, expect, parent, cur);
 }
 
-BTree::CachedDescent::Fetch BTree::CachedDescent::read_remote(GAddr g, int expect, const Parent& parent,
+template <class L>
+typename BTreeT<L>::CachedDescent::Fetch BTreeT<L>::CachedDescent::read_remote(GAddr g, int expect, const Parent& parent,
                                                               Current& cur) {
     cache::Cache& cache = *t_.cache_;
     const uint8_t lvl = static_cast<uint8_t>(expect >= 0 ? expect : 1);  // the root: as an inner node
@@ -311,7 +316,8 @@ BTree::CachedDescent::Fetch BTree::CachedDescent::read_remote(GAddr g, int expec
 
 // ---- single leaves (scans walking right) -----------------------------------------
 
-bool BTree::read_node(GAddr a, Node& out, const Deadline& dl) {
+template <class L>
+bool BTreeT<L>::read_node(GAddr a, Node& out, const Deadline& dl) {
     if (cache_ && (wb_ || cache_->policy().cache_leaves)) {  // (only used for leaves)
         cache::CacheRegion& R = cache_->region();
         uint32_t f = R.lookup(a);
@@ -356,5 +362,8 @@ bool BTree::read_node(GAddr a, Node& out, const Deadline& dl) {
     }
     return io_.read(a, out, dl) == NodeIO::Read::kOk;
 }
+
+template class BTreeT<FixedLayout>;
+template class BTreeT<SlottedLayout>;
 
 }  // namespace dex::tree

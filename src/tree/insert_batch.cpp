@@ -16,17 +16,18 @@
 
 namespace dex::tree {
 
-bool BTree::batch_allowed() const {
+template <class L>
+bool BTreeT<L>::batch_allowed() const {
     // Without a cache nothing is offloaded (every node is read anyway), and
     // write-back leaves may be newer than their remote images: as insert().
-    return cache_ && opts_.offload && opts_.offload->mode() != OffloadMode::kOff && !wb_;
+    return !L::kSlotted && cache_ && opts_.offload && opts_.offload->mode() != OffloadMode::kOff && !wb_;
 }
 
-void BTree::insert_batch(const EntryKey* keys, const uint64_t* lsns, size_t n, uint64_t durable, size_t* done) {
+template <class L>
+void BTreeT<L>::insert_batch(const Key* keys, const uint64_t* lsns, size_t n, uint64_t durable, size_t* done) {
     *done = 0;
     for (size_t i = 0; i < n; i++)
-        if (keys[i].cls != kValue && keys[i].cls != kNull)
-            throw Error(ErrorCode::kInvalid, "cannot insert a key of class " + std::to_string(keys[i].cls));
+        if (!L::storable(keys[i])) throw Error(ErrorCode::kInvalid, "cannot insert key " + L::str(keys[i]));
     // A single entry (a single-row INSERT's, held back until its statement
     // ends) takes the single path: its offload reply carries the leaf image
     // that refreshes the cached leaf (DEX 6.2), where a batch drops it.
@@ -41,9 +42,11 @@ void BTree::insert_batch(const EntryKey* keys, const uint64_t* lsns, size_t n, u
         for (; *done < n; ++*done) insert(keys[*done], lsns[*done], durable);
         return;
     }
-    while (*done < n) {
-        const size_t m = std::min<size_t>(n - *done, net::kMaxOffloadBatch);
-        *done += insert_chunk(keys + *done, lsns + *done, m, durable);
+    if constexpr (!L::kSlotted) {  // (batch_allowed() is false for a slotted tree)
+        while (*done < n) {
+            const size_t m = std::min<size_t>(n - *done, net::kMaxOffloadBatch);
+            *done += insert_chunk(keys + *done, lsns + *done, m, durable);
+        }
     }
 }
 
@@ -55,9 +58,10 @@ void BTree::insert_batch(const EntryKey* keys, const uint64_t* lsns, size_t n, u
 // ascending load (serial keys, timestamps), whose entries all land in the
 // rightmost leaf, still costs a round trip per leaf's worth of entries and
 // one split, not a one-sided insert per row.
-class BTree::InsertBatch {
+template <>
+class BTreeT<FixedLayout>::InsertBatch {
 public:
-    InsertBatch(BTree& t, const EntryKey* keys, const uint64_t* lsns, size_t n, uint64_t durable)
+    InsertBatch(BTreeT& t, const EntryKey* keys, const uint64_t* lsns, size_t n, uint64_t durable)
         : t_(t), keys_(keys), lsns_(lsns), e_(n), durable_(durable) {}
 
     size_t run() {
@@ -300,7 +304,7 @@ private:
         t_.insert_reserved(keys_[i], lsns_[i], e.journal, may_offload);
     }
 
-    BTree& t_;
+    BTreeT& t_;
     const EntryKey* keys_;
     const uint64_t* lsns_;
     std::vector<Entry> e_;
@@ -308,9 +312,13 @@ private:
     std::vector<GAddr> changed_;
 };
 
-size_t BTree::insert_chunk(const EntryKey* keys, const uint64_t* lsns, size_t n, uint64_t durable) {
+template <>
+size_t BTreeT<FixedLayout>::insert_chunk(const Key* keys, const uint64_t* lsns, size_t n, uint64_t durable) {
     InsertBatch b(*this, keys, lsns, n, durable);
     return b.run();
 }
+
+template class BTreeT<FixedLayout>;
+template class BTreeT<SlottedLayout>;
 
 }  // namespace dex::tree

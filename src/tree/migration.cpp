@@ -36,9 +36,10 @@ constexpr size_t kMigrateMaxNodes = 8192;
 }  // namespace
 
 // One migrate_split() call: the nodes locked, moved and allocated so far.
-class BTree::SubtreeMigration {
+template <>
+class BTreeT<FixedLayout>::SubtreeMigration {
 public:
-    SubtreeMigration(BTree& t, Locks& locks, LockedNode* ln, const InnerEntry* all, size_t total, size_t mid)
+    SubtreeMigration(BTreeT& t, Locks& locks, LockedNode* ln, const InnerEntry* all, size_t total, size_t mid)
         : t_(t),
           locks_(locks),
           ln_(ln),
@@ -79,7 +80,7 @@ private:
         return it == to_.end() ? a : it->second;
     }
 
-    BTree& t_;
+    BTreeT& t_;
     Locks& locks_;
     LockedNode* ln_;  // the splitting node at the placement level
     const InnerEntry* all_;
@@ -95,7 +96,8 @@ private:
     std::vector<GAddr> fresh_;             // the copies, then the new sibling
 };
 
-bool BTree::migrate_split(Locks& locks, LockedNode* ln, const InnerEntry* all, size_t total, size_t mid, Path& path,
+template <>
+bool BTreeT<FixedLayout>::migrate_split(Locks& locks, LockedNode* ln, const InnerEntry* all, size_t total, size_t mid, Path& path,
                           const Deadline& dl) {
     if (wb_ || mid == 0 || mid >= total) return false;  // write-back: dirty frames may be newer than remote
     size_t nparts = 0;
@@ -107,7 +109,7 @@ bool BTree::migrate_split(Locks& locks, LockedNode* ln, const InnerEntry* all, s
     return true;
 }
 
-bool BTree::SubtreeMigration::pick_target() {
+bool BTreeT<FixedLayout>::SubtreeMigration::pick_target() {
     auto byfree = t_.nodes_by_free(here_);  // we hold ln's lock through `here`'s connection
     int64_t here_free = -1;
     for (auto& [f, i] : byfree)
@@ -117,7 +119,7 @@ bool BTree::SubtreeMigration::pick_target() {
     return true;
 }
 
-bool BTree::SubtreeMigration::lock_chain(const Deadline& dl) {
+bool BTreeT<FixedLayout>::SubtreeMigration::lock_chain(const Deadline& dl) {
     GAddr first = all_[mid_].child, left_start = all_[mid_ - 1].child;
     for (int k = level_ - 1; k >= 0; k--) {
         LockedNode* left = lock_left_neighbour(left_start, first, k, dl);
@@ -134,7 +136,7 @@ bool BTree::SubtreeMigration::lock_chain(const Deadline& dl) {
     return true;
 }
 
-LockedNode* BTree::SubtreeMigration::lock_left_neighbour(GAddr start, GAddr first, int level, const Deadline& dl) {
+LockedNode* BTreeT<FixedLayout>::SubtreeMigration::lock_left_neighbour(GAddr start, GAddr first, int level, const Deadline& dl) {
     Node snap;
     GAddr a = start;
     LockedNode* left = nullptr;
@@ -154,7 +156,7 @@ LockedNode* BTree::SubtreeMigration::lock_left_neighbour(GAddr start, GAddr firs
     return left;
 }
 
-bool BTree::SubtreeMigration::lock_moving_level(GAddr first, int level, GAddr* next_first, const Deadline& dl) {
+bool BTreeT<FixedLayout>::SubtreeMigration::lock_moving_level(GAddr first, int level, GAddr* next_first, const Deadline& dl) {
     Node snap;
     GAddr a = first;
     for (;;) {
@@ -173,7 +175,7 @@ bool BTree::SubtreeMigration::lock_moving_level(GAddr first, int level, GAddr* n
     }
 }
 
-bool BTree::SubtreeMigration::allocate_copies() {
+bool BTreeT<FixedLayout>::SubtreeMigration::allocate_copies() {
     try {
         for (LockedNode* m : moved_) {
             GAddr c = t_.alloc_node(target_);
@@ -189,7 +191,7 @@ bool BTree::SubtreeMigration::allocate_copies() {
     return true;
 }
 
-void BTree::SubtreeMigration::move(Path& path, const Deadline& dl) {
+void BTreeT<FixedLayout>::SubtreeMigration::move(Path& path, const Deadline& dl) {
     const GAddr na = fresh_.back();
     std::vector<Node> copies(moved_.size());
     std::vector<RemoteOp> ops;
@@ -203,7 +205,7 @@ void BTree::SubtreeMigration::move(Path& path, const Deadline& dl) {
         ops.push_back(write_node_op(fresh_[i], c));
     }
     Node r;
-    detail::init_node(r, t_.tree_id_, static_cast<uint8_t>(level_));
+    FixedLayout::init(r, t_.tree_id_, static_cast<uint8_t>(level_));
     r.count = static_cast<uint16_t>(total_ - mid_);
     r.right = ln_->node.right;
     r.low = lo_;

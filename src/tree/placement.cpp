@@ -10,7 +10,8 @@
 
 namespace dex::tree {
 
-void BTree::set_placement(std::vector<uint64_t> ns_by_node, int level) {
+template <class L>
+void BTreeT<L>::set_placement(std::vector<uint64_t> ns_by_node, int level) {
     if (ns_by_node.size() <= node_id_) ns_by_node.resize(node_id_ + 1, 0);
     if (ns_by_node[node_id_] != ns_)
         throw Error(ErrorCode::kInvalid, "placement: the home memory node's namespace must be the tree's");
@@ -21,7 +22,8 @@ void BTree::set_placement(std::vector<uint64_t> ns_by_node, int level) {
     place_level_ = level;
 }
 
-std::vector<std::pair<int64_t, uint32_t>> BTree::nodes_by_free(uint32_t must_answer) {
+template <class L>
+std::vector<std::pair<int64_t, uint32_t>> BTreeT<L>::nodes_by_free(uint32_t must_answer) {
     std::vector<std::pair<int64_t, uint32_t>> v;
     for (uint32_t i = 0; i < part_ns_.size(); i++) {
         if (!part_ns_[i]) continue;
@@ -44,7 +46,8 @@ std::vector<std::pair<int64_t, uint32_t>> BTree::nodes_by_free(uint32_t must_ans
     return v;
 }
 
-Error BTree::out_of_space(const std::string& what) {
+template <class L>
+Error BTreeT<L>::out_of_space(const std::string& what) {
     std::string sizes;
     for (uint32_t i = 0; i < part_ns_.size(); i++) {
         if (!part_ns_[i]) continue;
@@ -66,7 +69,8 @@ Error BTree::out_of_space(const std::string& what) {
                  "unused dex indexes.");
 }
 
-GAddr BTree::alloc_node(uint32_t node) {
+template <class L>
+GAddr BTreeT<L>::alloc_node(uint32_t node) {
     if (node >= part_ns_.size() || !part_ns_[node])
         throw Error(ErrorCode::kCorrupt, "memory node " + std::to_string(node) + " holds no namespace of tree " +
                                              std::to_string(tree_id_));
@@ -81,7 +85,8 @@ GAddr BTree::alloc_node(uint32_t node) {
     return make_gaddr(node, detail::get_u64(r, "ALLOC"));
 }
 
-GAddr BTree::alloc_anywhere() {
+template <class L>
+GAddr BTreeT<L>::alloc_anywhere() {
     try {
         return alloc_node(node_id_);
     } catch (const Error& e) {
@@ -98,7 +103,8 @@ GAddr BTree::alloc_anywhere() {
     throw out_of_space("no memory node has room for a new node");
 }
 
-void BTree::free_node(GAddr a) {
+template <class L>
+void BTreeT<L>::free_node(GAddr a) {
     uint32_t node = gaddr_node(a);
     if (node >= part_ns_.size() || !part_ns_[node]) return;  // not ours: leave it (check() reports strays)
     uint64_t req[3] = {part_ns_[node], gaddr_offset(a), kNodeSize};
@@ -107,7 +113,8 @@ void BTree::free_node(GAddr a) {
 
 // A reused block keeps versions increasing, so a CAS prepared from a read of the
 // block's previous life can never succeed on its new life (no ABA).
-uint64_t BTree::fresh_version(GAddr a) {
+template <class L>
+uint64_t BTreeT<L>::fresh_version(GAddr a) {
     uint64_t w[3] = {0, 0, 0};  // lock word, checksum, body_version of the previous life (or any bytes)
     mem_.read(a, w, sizeof w);
     // Above the previous life's lock version (a CAS prepared from it cannot
@@ -116,5 +123,8 @@ uint64_t BTree::fresh_version(GAddr a) {
     uint64_t v = std::max(lock_version(w[0]), w[2]) + 1;
     return v < (1ull << 62) ? v : lock_version(w[0]) + 1;
 }
+
+template class BTreeT<FixedLayout>;
+template class BTreeT<SlottedLayout>;
 
 }  // namespace dex::tree

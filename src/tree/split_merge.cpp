@@ -12,38 +12,24 @@
 
 namespace dex::tree {
 
-using detail::child_index;
-using detail::init_node;
 
 // ---- splits --------------------------------------------------------------------
 
-void BTree::split_leaf(Locks& locks, LockedNode* ln, size_t pos, const EntryKey& key, Path& path,
+template <class L>
+void BTreeT<L>::split_leaf(Locks& locks, LockedNode* ln, size_t pos, KeyRef key, Path& path,
                        const Deadline& dl, WbGuard* guard) {
     Node& n = ln->node;
-    EntryKey all[kLeafCapacity + 1];
-    std::memcpy(all, n.leaf, pos * sizeof(EntryKey));
-    all[pos] = key;
-    std::memcpy(all + pos + 1, n.leaf + pos, (n.count - pos) * sizeof(EntryKey));
-    const size_t total = n.count + 1, mid = total / 2;
-
     // The new sibling lives next to the leaf it splits from: a subtree rooted
     // at the placement level stays on one memory node. Allocated before
     // anything is published, so running out of space changes nothing.
     GAddr na = alloc_node(gaddr_node(ln->addr));
     Node r;
-    init_node(r, tree_id_, 0);
-    r.count = static_cast<uint16_t>(total - mid);
-    r.right = n.right;
-    r.low = all[mid];
-    r.high = n.high;
-    std::memcpy(r.leaf, all + mid, r.count * sizeof(EntryKey));
+    Key sep;
+    // The layout's argument (node_capacity.h) guarantees both halves fit;
+    // a failure here is a bug, reported before anything is published.
+    if (!L::split(n, pos, key, 0, r, sep)) throw Error(ErrorCode::kCorrupt, "leaf split: halves do not fit");
     seal_node(r, fresh_version(na));
-
-    n.count = static_cast<uint16_t>(mid);
-    std::memcpy(n.leaf, all, mid * sizeof(EntryKey));
-    n.high = all[mid];
     n.right = na;
-    EntryKey sep = all[mid];
     // Step 1 (new sibling) and step 2 (publish + unlock) in one ordered batch,
     // after the journal record of the key being inserted (if it needs one).
     // The upper half leaves ln: its cached copy is held from before the
@@ -63,7 +49,8 @@ void BTree::split_leaf(Locks& locks, LockedNode* ln, size_t pos, const EntryKey&
     insert_parent(1, sep, na, path, dl);
 }
 
-void BTree::insert_parent(int level, const EntryKey& sep, GAddr child, Path& path, const Deadline& dl) {
+template <class L>
+void BTreeT<L>::insert_parent(int level, KeyRef sep, GAddr child, Path& path, const Deadline& dl) {
     GAddr hint = level < static_cast<int>(path.size()) ? path[level] : 0;
     int attempt = 0;
     for (;;) {
@@ -77,7 +64,7 @@ void BTree::insert_parent(int level, const EntryKey& sep, GAddr child, Path& pat
                 continue;
             }
             if (rn.level < level) {
-                if (rn.level != level - 1 || rn.low.cls != kNegInf) {
+                if (rn.level != level - 1 || !L::low_is_neg_inf(rn)) {
                     Stats::add(stats().restarts);
                     backoff(attempt++);
                     continue;
@@ -108,20 +95,17 @@ void BTree::insert_parent(int level, const EntryKey& sep, GAddr child, Path& pat
                 break;
             Node fw;
             if (io_.read(cn.right, fw, dl, false) != NodeIO::Read::kOk || !valid_node(fw, level - 1) ||
-                !(fw.low == sep))
+                !L::equal(L::low(fw), sep))
                 break;
             child = cn.right;
         }
         Node& n = ln->node;
-        size_t pos = static_cast<size_t>(child_index(n, sep, false) + 1);
-        if (pos > 0 && n.inner[pos - 1].sep == sep) {  // already present
+        size_t pos = static_cast<size_t>(L::child_index(n, n.count, sep, false) + 1);
+        if (pos > 0 && L::equal(L::sep(n, pos - 1), sep)) {  // already present
             locks.unlock(ln);
             return;
         }
-        if (n.count < kInnerCapacity) {
-            std::memmove(&n.inner[pos + 1], &n.inner[pos], (n.count - pos) * sizeof(InnerEntry));
-            n.inner[pos] = InnerEntry{sep, child};
-            n.count++;
+        if (L::insert_sep(n, pos, sep, child)) {
             locks.publish({ln});
             cache_update(ln->addr, n);
             return;
@@ -134,15 +118,15 @@ void BTree::insert_parent(int level, const EntryKey& sep, GAddr child, Path& pat
 // The level above does not exist yet: install a new root over the leftmost
 // node (the old root) and `child`. Any node in between that lacks a downlink
 // is reachable through right links.
-bool BTree::grow_root(int level, GAddr old_root, const EntryKey& sep, GAddr child) {
+template <class L>
+bool BTreeT<L>::grow_root(int level, GAddr old_root, KeyRef sep, GAddr child) {
     // A new root at or below the placement level belongs to the subtree of
     // the old root; above it, it may go anywhere.
     GAddr na = level > place_level_ ? alloc_anywhere() : alloc_node(gaddr_node(old_root));
     Node nr;
-    init_node(nr, tree_id_, static_cast<uint8_t>(level));
-    nr.count = 2;
-    nr.inner[0] = InnerEntry{neg_inf_key(), old_root};
-    nr.inner[1] = InnerEntry{sep, child};
+    L::init(nr, tree_id_, static_cast<uint8_t>(level));
+    if (!L::insert_sep(nr, 0, L::neg_inf(), old_root) || !L::insert_sep(nr, 1, sep, child))
+        throw Error(ErrorCode::kCorrupt, "new root: two entries do not fit");
     seal_node(nr, fresh_version(na));
     log_changed(na);
     mem_.write(na, &nr, static_cast<uint32_t>(used_bytes(nr)));
@@ -152,15 +136,20 @@ bool BTree::grow_root(int level, GAddr old_root, const EntryKey& sep, GAddr chil
     return false;
 }
 
-void BTree::split_inner(Locks& locks, LockedNode* ln, int level, size_t pos, const EntryKey& sep, GAddr child,
+template <class L>
+void BTreeT<L>::split_inner(Locks& locks, LockedNode* ln, int level, size_t pos, KeyRef sep, GAddr child,
                         Path& path, const Deadline& dl) {
     Node& n = ln->node;
-    InnerEntry all[kInnerCapacity + 1];
-    std::memcpy(all, n.inner, pos * sizeof(InnerEntry));
-    all[pos] = InnerEntry{sep, child};
-    std::memcpy(all + pos + 1, n.inner + pos, (n.count - pos) * sizeof(InnerEntry));
-    const size_t total = n.count + 1, mid = total / 2;
-    if (level == place_level_ && migrate_split(locks, ln, all, total, mid, path, dl)) return;
+    if constexpr (!L::kSlotted) {  // a slotted tree's subtrees stay where they are split (migration.cpp)
+        if (level == place_level_) {
+            InnerEntry all[kInnerCapacity + 1];
+            std::memcpy(all, n.inner, pos * sizeof(InnerEntry));
+            all[pos] = InnerEntry{sep, child};
+            std::memcpy(all + pos + 1, n.inner + pos, (n.count - pos) * sizeof(InnerEntry));
+            const size_t total = n.count + 1, mid = total / 2;
+            if (migrate_split(locks, ln, all, total, mid, path, dl)) return;
+        }
+    }
     // Same memory node as the splitting node: at or below the placement
     // level the children that move to `na` are on it (one subtree per node).
     // Above it, a full memory node may be skipped.
@@ -176,18 +165,10 @@ void BTree::split_inner(Locks& locks, LockedNode* ln, int level, size_t pos, con
         na = alloc_node(gaddr_node(ln->addr));
     }
     Node r;
-    init_node(r, tree_id_, static_cast<uint8_t>(level));
-    r.count = static_cast<uint16_t>(total - mid);
-    r.right = n.right;
-    r.low = all[mid].sep;
-    r.high = n.high;
-    std::memcpy(r.inner, all + mid, r.count * sizeof(InnerEntry));
+    Key up;
+    if (!L::split(n, pos, sep, child, r, up)) throw Error(ErrorCode::kCorrupt, "inner split: halves do not fit");
     seal_node(r, fresh_version(na));
-    n.count = static_cast<uint16_t>(mid);
-    std::memcpy(n.inner, all, mid * sizeof(InnerEntry));
-    n.high = all[mid].sep;
     n.right = na;
-    EntryKey up = all[mid].sep;
     FrameHold hold(*this);  // entries move to na: no cached image of the whole node after the publish
     if (gaddr_node(na) == gaddr_node(ln->addr)) {
         hold.hold(ln->addr);
@@ -211,7 +192,8 @@ void BTree::split_inner(Locks& locks, LockedNode* ln, int level, size_t pos, con
 // one batch; then the right node is FREEd. Best effort: any change seen on the
 // way (a locked node, contention, missing downlink, different parents) just
 // skips the merge -- without waiting; compact() retries it later.
-GAddr BTree::try_merge(GAddr e, const Path& path, const Deadline& dl, bool* merged) {
+template <class L>
+GAddr BTreeT<L>::try_merge(GAddr e, const Path& path, const Deadline& dl, bool* merged) {
     GAddr p = path[1];
     if (!p) return 0;
     Node pn;
@@ -219,16 +201,16 @@ GAddr BTree::try_merge(GAddr e, const Path& path, const Deadline& dl, bool* merg
     for (int hops = 0; hops < 4 && p && idx < 0; hops++) {
         if (io_.read(p, pn, dl, false) != NodeIO::Read::kOk || !valid_node(pn, 1) || pn.is_deleted()) return 0;
         for (int i = 0; i < pn.count; i++)
-            if (pn.inner[i].child == e) idx = i;
+            if (L::child(pn, i) == e) idx = i;
         if (idx < 0) p = pn.right;
     }
     if (idx < 0 || pn.count < 2) return 0;
     GAddr la, ra;
     if (idx + 1 < pn.count) {
         la = e;
-        ra = pn.inner[idx + 1].child;
+        ra = L::child(pn, idx + 1);
     } else {
-        la = pn.inner[idx - 1].child;
+        la = L::child(pn, idx - 1);
         ra = e;
     }
     // Write-back mode: a leaf's newest image may be a dirty frame. Hold both
@@ -244,33 +226,30 @@ GAddr BTree::try_merge(GAddr e, const Path& path, const Deadline& dl, bool* merg
     Node s;
     if (io_.read(la, s, dl, false) != NodeIO::Read::kOk || !valid_node(s, 0) || s.is_deleted() || s.right != ra)
         return 0;
-    LockedNode* L = locks.try_lock(la, s);
-    if (!L) return 0;
-    if (io_.read(ra, s, dl, false) != NodeIO::Read::kOk || !valid_node(s, 0) || s.is_deleted() || !(s.low == L->node.high))
+    LockedNode* lk = locks.try_lock(la, s);
+    if (!lk) return 0;
+    if (io_.read(ra, s, dl, false) != NodeIO::Read::kOk || !valid_node(s, 0) || s.is_deleted() ||
+        !L::equal(L::low(s), L::high(lk->node)))
         return 0;
-    LockedNode* R = locks.try_lock(ra, s);
-    if (!R) return 0;
-    if ((L->node.count != 0 && R->node.count != 0) || L->node.count + R->node.count > kLeafCapacity) return 0;
+    LockedNode* rk = locks.try_lock(ra, s);
+    if (!rk) return 0;
+    if (lk->node.count != 0 && rk->node.count != 0) return 0;
     if (io_.read(p, s, dl, false) != NodeIO::Read::kOk || !valid_node(s, 1) || s.is_deleted()) return 0;
-    LockedNode* P = locks.try_lock(p, s);
-    if (!P) return 0;
-    Node& pp = P->node;
+    LockedNode* pk = locks.try_lock(p, s);
+    if (!pk) return 0;
+    Node& pp = pk->node;
     int j = -1;
     for (int i = 0; i + 1 < pp.count; i++)
-        if (pp.inner[i].child == la && pp.inner[i + 1].child == ra && pp.inner[i + 1].sep == R->node.low) j = i;
+        if (L::child(pp, i) == la && L::child(pp, i + 1) == ra && L::equal(L::sep(pp, i + 1), L::low(rk->node))) j = i;
     if (j < 0) return 0;
 
-    Node& l = L->node;
-    Node& r = R->node;
-    std::memcpy(&l.leaf[l.count], r.leaf, r.count * sizeof(EntryKey));
-    l.count = static_cast<uint16_t>(l.count + r.count);
-    l.high = r.high;
-    l.right = r.right;
+    Node& l = lk->node;
+    Node& r = rk->node;
+    if (!L::absorb(l, r)) return 0;  // (slotted: the fences may not fit beside the entries)
     r.flags |= kNodeDeleted;
     r.right = la;
     r.count = 0;
-    std::memmove(&pp.inner[j + 1], &pp.inner[j + 2], (pp.count - j - 2) * sizeof(InnerEntry));
-    pp.count--;
+    L::erase(pp, static_cast<size_t>(j + 1));
     // The right leaf's entries move left: both leaves' cached copies are held
     // (left, then right) until they show the merged state. The parent only
     // loses a downlink, which a stale copy tolerates (the right leaf forwards).
@@ -279,7 +258,7 @@ GAddr BTree::try_merge(GAddr e, const Path& path, const Deadline& dl, bool* merg
         hold.hold(la);
         hold.hold(ra);
     }
-    locks.publish({L, R, P});
+    locks.publish({lk, rk, pk});
     test_point("merge:published");
     if (merged) *merged = true;
     if (wb_) {
@@ -295,18 +274,19 @@ GAddr BTree::try_merge(GAddr e, const Path& path, const Deadline& dl, bool* merg
     return l.count == 0 ? la : 0;  // survivor still empty: try again
 }
 
-uint64_t BTree::compact() {
+template <class L>
+uint64_t BTreeT<L>::compact() {
     uint64_t freed = 0;
     Node parent, child;
     Deadline dl = deadline();
     // Leftmost level-1 node, then along level 1 through right links.
-    GAddr p = descend(neg_inf_key(), 1, parent, nullptr, dl).addr;
+    GAddr p = descend(L::neg_inf(), 1, parent, nullptr, dl).addr;
     if (!p || parent.level != 1) return 0;  // the root is a leaf: nothing to merge with
     while (p) {
         dl = deadline();
         if (io_.read(p, parent, dl) != NodeIO::Read::kOk || !valid_node(parent, 1)) break;
         for (int i = 0; i < parent.count; i++) {
-            GAddr c = parent.inner[i].child;
+            GAddr c = L::child(parent, i);
             if (io_.read(c, child, dl) != NodeIO::Read::kOk || !valid_node(child, 0)) continue;
             if (child.is_deleted() || child.count != 0) continue;
             Path path{};
@@ -322,5 +302,8 @@ uint64_t BTree::compact() {
     }
     return freed;
 }
+
+template class BTreeT<FixedLayout>;
+template class BTreeT<SlottedLayout>;
 
 }  // namespace dex::tree

@@ -12,7 +12,6 @@
 
 namespace dex::tree {
 
-using detail::leaf_lower_bound;
 
 // The cache's WriteBack callback (cluster::ComputeProcess::write_back_frame,
 // installed on every process's cache handle) and the write-back slow path use
@@ -44,7 +43,8 @@ uint64_t write_back_node(NodeIO& io, GAddr a, const Node& img, const Deadline& d
 
 // ---- the leaf's frame -----------------------------------------------------------
 
-int BTree::wb_modify(GAddr a, const EntryKey* keys, size_t n, bool insert, size_t* used, uint64_t* deleted) {
+template <class L>
+int BTreeT<L>::wb_modify(GAddr a, const Key* keys, size_t n, bool insert, size_t* used, uint64_t* deleted) {
     cache::CacheRegion& R = cache_->region();
     uint32_t f = R.table().lookup(a);
     if (f == cache::kNoFrame || f == cache::MappingTable::kIoInProgress) return 0;
@@ -55,18 +55,18 @@ int BTree::wb_modify(GAddr a, const EntryKey* keys, size_t n, bool insert, size_
         return 0;
     }
     Node* nd = R.node(f);
-    if (nd->tree_id != tree_id_ || nd->level != 0 || nd->is_deleted() || nd->count > kLeafCapacity ||
-        compare_keys(nd->low, keys[0]) > 0 || !key_below_high(keys[0], *nd)) {
+    if (nd->tree_id != tree_id_ || nd->level != 0 || nd->is_deleted() || !L::layout_ok(*nd) ||
+        !covers(*nd, keys[0], false)) {
         h.unlock_unchanged();
         return 0;
     }
     if (insert) {
-        size_t pos = leaf_lower_bound(*nd, keys[0]);
-        if (pos < nd->count && nd->leaf[pos] == keys[0]) {
+        size_t pos = L::lower_bound(*nd, keys[0]);
+        if (has_entry(*nd, pos, keys[0])) {
             h.unlock_unchanged();
             return -1;
         }
-        if (nd->count >= kLeafCapacity) {  // needs a split: write through
+        if (!L::leaf_fits(*nd, keys[0])) {  // needs a split: write through
             h.unlock_unchanged();
             return 0;
         }
@@ -85,21 +85,17 @@ int BTree::wb_modify(GAddr a, const EntryKey* keys, size_t n, bool insert, size_
         }
     }
     if (insert) {
-        size_t pos = leaf_lower_bound(*nd, keys[0]);
-        std::memmove(&nd->leaf[pos + 1], &nd->leaf[pos], (nd->count - pos) * sizeof(EntryKey));
-        nd->leaf[pos] = keys[0];
-        nd->count++;
+        L::insert_entry(*nd, L::lower_bound(*nd, keys[0]), keys[0]);  // fits (checked above)
         if (used) *used = 1;
         // Not written back before the row's heap WAL is durable (no stray
         // entry can reach remote memory; src/README.md "Crash survival").
         if (intent_.lsn > h.lsn.load(std::memory_order_relaxed)) h.lsn.store(intent_.lsn, std::memory_order_relaxed);
     } else {
         size_t j = 0;
-        while (j < n && compare_keys(nd->low, keys[j]) <= 0 && key_below_high(keys[j], *nd)) {
-            size_t pos = leaf_lower_bound(*nd, keys[j]);
-            if (pos < nd->count && nd->leaf[pos] == keys[j]) {
-                std::memmove(&nd->leaf[pos], &nd->leaf[pos + 1], (nd->count - pos - 1) * sizeof(EntryKey));
-                nd->count--;
+        while (j < n && covers(*nd, keys[j], false)) {
+            size_t pos = L::lower_bound(*nd, keys[j]);
+            if (has_entry(*nd, pos, keys[j])) {
+                L::erase(*nd, pos);
                 if (deleted) (*deleted)++;
             }
             j++;
@@ -112,7 +108,8 @@ int BTree::wb_modify(GAddr a, const EntryKey* keys, size_t n, bool insert, size_
     return 1;
 }
 
-void BTree::wb_acquire(GAddr a, WbGuard& g, const Deadline& dl) {
+template <class L>
+void BTreeT<L>::wb_acquire(GAddr a, WbGuard& g, const Deadline& dl) {
     cache::CacheRegion& R = cache_->region();
     int attempt = 0;
     for (;;) {
@@ -160,8 +157,9 @@ void BTree::wb_acquire(GAddr a, WbGuard& g, const Deadline& dl) {
     }
 }
 
-BTree::WbGuard::~WbGuard() {
-    BTree* owner = t;
+template <class L>
+BTreeT<L>::WbGuard::~WbGuard() {
+    BTreeT* owner = t;
     GAddr addr = a;
     bool had_frame = t && frame != cache::kNoFrame;
     release(nullptr);
@@ -173,7 +171,8 @@ BTree::WbGuard::~WbGuard() {
     }
 }
 
-void BTree::WbGuard::release(const Node* published) {
+template <class L>
+void BTreeT<L>::WbGuard::release(const Node* published) {
     if (!t) return;
     cache::CacheRegion& R = t->cache_->region();
     if (frame != cache::kNoFrame) {
@@ -191,5 +190,8 @@ void BTree::WbGuard::release(const Node* published) {
     frame = cache::kNoFrame;
     marker = false;
 }
+
+template class BTreeT<FixedLayout>;
+template class BTreeT<SlottedLayout>;
 
 }  // namespace dex::tree
