@@ -95,7 +95,12 @@ struct DexTree {
     int placement_level = dex::tree::kDefaultPlacementLevel;
     std::string name;
     int op_timeout_ms = 0;
+    // DEX_LAYOUT_FIXED (16-byte keys: tree) or DEX_LAYOUT_BYTES (byte-string
+    // entries: stree), fixed for the handle's life (dex_tree_set_layout
+    // before the first operation).
+    int layout = DEX_LAYOUT_FIXED;
     std::unique_ptr<dex::tree::BTree> tree;
+    std::unique_ptr<dex::tree::SlottedTree> stree;
     std::unique_ptr<dex::tree::JournalWriter> journal;  // insert journal (0: none)
     uint64_t journal_root = 0;
     uint32_t journal_lane = 0;
@@ -103,12 +108,16 @@ struct DexTree {
     bool word_checked = false;  // owner word seen free or ours
     bool wb = false;
     int wb_slot = -1;
+    // dex_tree_read_leaf_bytes: the entries it returned and their C views.
+    std::vector<std::string> leaf_buf;
+    std::vector<DexBytes> leaf_views;
 
     // The home node's incarnation must still be the one the tree was built
     // in. Cheap while connected; a reconnect (inside any operation) re-reads
     // it, so run() checks before and after every operation.
     void validate();
-    dex::tree::BTree& bt();
+    dex::tree::BTree& bt();           // Error(kInvalid) if the tree has byte-string entries
+    dex::tree::SlottedTree& st();     // Error(kInvalid) if it has 16-byte keys
     void attach_journal();
     // A memory node other than the home node, first touched in this
     // operation: it must still be the incarnation the tree was built in.
@@ -123,6 +132,23 @@ struct DexTree {
         f(bt());
         validate();
     }
+    // run() for a byte-string tree.
+    template <class F>
+    void run_bytes(F&& f) {
+        validate();
+        dex::capi::proc().sync_tree_nodes(node, incarnation, part_ns, part_inc);
+        NodeCheckScope scope(this);
+        f(st());
+        validate();
+    }
+    // run() of an operation both layouts have: f(auto& tree).
+    template <class F>
+    void run_any(F&& f) {
+        if (layout == DEX_LAYOUT_BYTES)
+            run_bytes(std::forward<F>(f));
+        else
+            run(std::forward<F>(f));
+    }
 
 private:
     struct NodeCheckScope {
@@ -134,11 +160,15 @@ private:
 
 struct DexBulk {
     DexTree* tree = nullptr;
-    std::unique_ptr<dex::tree::BTree::BulkLoader> loader;
+    std::unique_ptr<dex::tree::BTree::BulkLoader> loader;         // fixed layout
+    std::unique_ptr<dex::tree::SlottedTree::BulkLoader> sloader;  // byte strings
 };
 
 struct DexScan {
     DexTree* tree = nullptr;
-    std::unique_ptr<dex::tree::BTree::Scan> scan;
+    std::unique_ptr<dex::tree::BTree::Scan> scan;  // fixed layout
     std::vector<dex::EntryKey> buf;
+    std::unique_ptr<dex::tree::SlottedTree::Scan> sscan;  // byte strings: the batch and its C views
+    std::vector<std::string> sbuf;
+    std::vector<DexBytes> sviews;
 };

@@ -63,7 +63,32 @@ void DexTree::validate() {
     if (inc != incarnation) throw lost_memory(name, t, inc, incarnation);
 }
 
+namespace {
+Error wrong_layout(const std::string& name, bool bytes) {
+    return Error(ErrorCode::kInvalid, "index \"" + name + "\" has " +
+                                          (bytes ? "byte-string entries" : "16-byte keys") + ": operation of the other layout");
+}
+}  // namespace
+
+dex::tree::SlottedTree& DexTree::st() {
+    if (layout != DEX_LAYOUT_BYTES) throw wrong_layout(name, false);
+    int want = proc().op_timeout_ms();
+    if (!stree) {
+        stree = std::make_unique<dex::tree::SlottedTree>(proc().mem(), static_cast<uint32_t>(node), ns,
+                                                         proc().tree_options());
+        if (!part_ns.empty()) stree->set_placement(part_ns, placement_level);
+        op_timeout_ms = 0;
+        attach_journal();
+    }
+    if (want > 0 && want != op_timeout_ms) {
+        stree->set_op_timeout(want);
+        op_timeout_ms = want;
+    }
+    return *stree;
+}
+
 dex::tree::BTree& DexTree::bt() {
+    if (layout != DEX_LAYOUT_FIXED) throw wrong_layout(name, true);
     int want = proc().op_timeout_ms();
     if (!tree) {
         tree = std::make_unique<dex::tree::BTree>(proc().mem(), static_cast<uint32_t>(node), ns,
@@ -81,12 +106,13 @@ dex::tree::BTree& DexTree::bt() {
 }
 
 void DexTree::attach_journal() {
-    if (!tree) return;
+    if (!tree && !stree) return;
     journal.reset();
+    const std::vector<uint64_t>& parts = tree ? tree->namespaces() : stree->namespaces();
     if (journal_root)
-        journal = std::make_unique<dex::tree::JournalWriter>(proc().mem(), journal_root, journal_lane,
-                                                             tree->namespaces());
-    tree->set_journal(journal.get());
+        journal = std::make_unique<dex::tree::JournalWriter>(proc().mem(), journal_root, journal_lane, parts);
+    if (tree) tree->set_journal(journal.get());
+    if (stree) stree->set_journal(journal.get());
 }
 
 void DexTree::check_part(uint32_t j) {
@@ -153,7 +179,7 @@ int dex_tree_placement(DexTree* tree, int* placement_level, uint64_t* nodes_on, 
             throw Error(ErrorCode::kInvalid, "dex_tree_placement: NULL argument");
         proc().flush_tree(tree->node, tree->ns, tree->owner_word);
         dex::tree::TreeInfo i;
-        tree->run([&](dex::tree::BTree& b) { i = b.check(); });
+        tree->run_any([&](auto& b) { i = b.check(); });
         if (placement_level) *placement_level = i.placement_level;
         for (int k = 0; k < max; k++) {
             nodes_on[k] = static_cast<size_t>(k) < i.nodes_on.size() ? i.nodes_on[k] : 0;
@@ -171,10 +197,21 @@ int dex_tree_validate(DexTree* tree, DexError* err) {
     });
 }
 
+int dex_tree_set_layout(DexTree* tree, int layout, DexError* err) {
+    return guarded(err, [&] {
+        if (!tree) throw Error(ErrorCode::kInvalid, "NULL tree handle");
+        if (layout != DEX_LAYOUT_FIXED && layout != DEX_LAYOUT_BYTES)
+            throw Error(ErrorCode::kInvalid, "unknown tree layout " + std::to_string(layout));
+        if (layout != tree->layout && (tree->tree || tree->stree))
+            throw Error(ErrorCode::kInvalid, "dex_tree_set_layout after the tree was used");
+        tree->layout = layout;
+    });
+}
+
 int dex_tree_init_empty(DexTree* tree, DexError* err) {
     return guarded(err, [&] {
         if (!tree) throw Error(ErrorCode::kInvalid, "NULL tree handle");
-        tree->run([](dex::tree::BTree& b) { b.init_empty(); });
+        tree->run_any([](auto& b) { b.init_empty(); });
     });
 }
 
@@ -184,9 +221,14 @@ int dex_bulk_begin(DexTree* tree, double fill_factor, DexBulk** out, DexError* e
         if (!tree || !out) throw Error(ErrorCode::kInvalid, "dex_bulk_begin: NULL argument");
         auto b = std::make_unique<DexBulk>();
         b->tree = tree;
-        tree->run([&](dex::tree::BTree& bt) {
-            b->loader = std::make_unique<dex::tree::BTree::BulkLoader>(bt, fill_factor);
-        });
+        if (tree->layout == DEX_LAYOUT_BYTES)
+            tree->run_bytes([&](dex::tree::SlottedTree& st) {
+                b->sloader = std::make_unique<dex::tree::SlottedTree::BulkLoader>(st, fill_factor);
+            });
+        else
+            tree->run([&](dex::tree::BTree& bt) {
+                b->loader = std::make_unique<dex::tree::BTree::BulkLoader>(bt, fill_factor);
+            });
         *out = b.release();
     });
 }
@@ -201,8 +243,14 @@ int dex_bulk_add(DexBulk* bulk, const DexKey* key, DexError* err) {
 int dex_bulk_finish(DexBulk* bulk, DexError* err) {
     std::unique_ptr<DexBulk> owned(bulk);
     return guarded(err, [&] {
-        if (!bulk || !bulk->loader) throw Error(ErrorCode::kInvalid, "dex_bulk_finish: NULL argument");
-        bulk->tree->run([&](dex::tree::BTree&) { bulk->loader->finish(); });
+        if (!bulk || (!bulk->loader && !bulk->sloader))
+            throw Error(ErrorCode::kInvalid, "dex_bulk_finish: NULL argument");
+        bulk->tree->run_any([&](auto&) {
+            if (bulk->loader)
+                bulk->loader->finish();
+            else
+                bulk->sloader->finish();
+        });
     });
 }
 
@@ -302,8 +350,15 @@ void dex_scan_end(DexScan* scan) { delete scan; }
 
 void dex_scan_stamp(const DexScan* scan, DexLeafStamp* out) {
     if (!out) return;
-    out->leaf = scan && scan->scan ? scan->scan->leaf() : 0;
-    out->version = scan && scan->scan ? scan->scan->leaf_version() : 0;
+    out->leaf = 0;
+    out->version = 0;
+    if (scan && scan->scan) {
+        out->leaf = scan->scan->leaf();
+        out->version = scan->scan->leaf_version();
+    } else if (scan && scan->sscan) {
+        out->leaf = scan->sscan->leaf();
+        out->version = scan->sscan->leaf_version();
+    }
 }
 
 int dex_tree_kill(DexTree* tree, const DexLeafStamp* stamp, const DexKey* keys, int n, int bottom_up,
@@ -328,7 +383,7 @@ int dex_tree_check(DexTree* tree, DexTreeInfo* info, DexError* err) {
         // check() reads remote memory: write this tree's dirty frames first.
         proc().flush_tree(tree->node, tree->ns, tree->owner_word);
         dex::tree::TreeInfo i;
-        tree->run([&](dex::tree::BTree& b) { i = b.check(); });
+        tree->run_any([&](auto& b) { i = b.check(); });
         fill_info(info, i);
     });
 }
@@ -340,7 +395,7 @@ int dex_tree_compact(DexTree* tree, uint64_t* freed, DexError* err) {
         // compact() judges leaves by their remote images: write this tree's
         // dirty frames first (the merges themselves handle later changes).
         proc().flush_tree(tree->node, tree->ns, tree->owner_word);
-        tree->run([&](dex::tree::BTree& b) { n = b.compact(); });
+        tree->run_any([&](auto& b) { n = b.compact(); });
         if (freed) *freed = n;
     });
 }
@@ -349,7 +404,7 @@ int dex_tree_info(DexTree* tree, DexTreeInfo* info, DexError* err) {
     return guarded(err, [&] {
         if (!tree) throw Error(ErrorCode::kInvalid, "NULL tree handle");
         dex::tree::TreeInfo i;
-        tree->run([&](dex::tree::BTree& b) { i = b.info(); });
+        tree->run_any([&](auto& b) { i = b.info(); });
         fill_info(info, i);
     });
 }
@@ -367,16 +422,22 @@ int dex_tree_set_write_back(DexTree* tree, int on, uint64_t owner_word, DexError
         // Leaving write-back mode (or never in it here): frames another
         // backend left dirty are written back before we write through.
         if (!want) proc().flush_tree_for_write_through(tree->node, tree->ns, owner_word, tree->wb);
-        if (want != tree->wb || !tree->tree) {
-            dex::tree::BTree& b = tree->bt();
-            if (want) {
-                DexTree* t = tree;
-                b.set_write_back(true, [t]() {
-                    return proc().register_dirty(&t->wb_slot, t->node, t->ns, t->owner_word, t->incarnation, t->name);
-                });
-            } else {
-                b.set_write_back(false, {});
-            }
+        if (want != tree->wb || (!tree->tree && !tree->stree)) {
+            auto set = [&](auto& b) {
+                if (want) {
+                    DexTree* t = tree;
+                    b.set_write_back(true, [t]() {
+                        return proc().register_dirty(&t->wb_slot, t->node, t->ns, t->owner_word, t->incarnation,
+                                                     t->name);
+                    });
+                } else {
+                    b.set_write_back(false, {});
+                }
+            };
+            if (tree->layout == DEX_LAYOUT_BYTES)
+                set(tree->st());
+            else
+                set(tree->bt());
             tree->wb = want;
         }
     });
@@ -388,7 +449,7 @@ int dex_journal_create(DexTree* tree, uint64_t life, uint64_t* root, DexError* e
     if (root) *root = 0;
     return guarded(err, [&] {
         if (!tree || !root) throw Error(ErrorCode::kInvalid, "dex_journal_create: NULL argument");
-        tree->run([&](dex::tree::BTree& b) {
+        tree->run_any([&](auto& b) {
             *root = dex::tree::journal_create(proc().mem(), b.node_id(), b.namespaces(), life);
         });
     });
@@ -408,7 +469,7 @@ int dex_journal_life(DexTree* tree, uint64_t* life, DexError* err) {
     if (life) *life = 0;
     return guarded(err, [&] {
         if (!tree || !life || !tree->journal_root) throw Error(ErrorCode::kInvalid, "dex_journal_life: no journal");
-        tree->run([&](dex::tree::BTree&) { *life = dex::tree::journal_life(proc().mem(), tree->journal_root); });
+        tree->run_any([&](auto&) { *life = dex::tree::journal_life(proc().mem(), tree->journal_root); });
     });
 }
 

@@ -329,6 +329,54 @@ int			dex_tree_kill(DexTree *tree, const DexLeafStamp *stamp, const DexKey *keys
  */
 int			dex_tree_compact(DexTree *tree, uint64_t *freed, DexError *err);
 
+/* ---- byte-string entries (src/README.md "Slotted nodes", "Tree over a layout") ---- */
+
+/*
+ * A tree's layout, fixed when it is built and recorded by the caller (the
+ * index's metapage): DEX_LAYOUT_FIXED (16-byte DexKeys, the functions above)
+ * or DEX_LAYOUT_BYTES (entries are byte strings of 1..DEX_SLOTTED_MAX_ENTRY_BYTES
+ * bytes, compared with memcmp, a proper prefix first: the functions below).
+ * dex_tree_set_layout is called once, after open and before any operation.
+ * A function of the other layout fails with DEX_ERR_INVALID.
+ */
+#include "../tree/node_capacity.h"
+#define DEX_LAYOUT_FIXED 0
+#define DEX_LAYOUT_BYTES 1
+int			dex_tree_set_layout(DexTree *tree, int layout, DexError *err);
+
+/* One entry (or bound): `len` bytes at `data`. */
+typedef struct DexBytes
+{
+	const uint8_t *data;
+	uint32_t	len;
+} DexBytes;
+
+/* As dex_bulk_add / dex_tree_insert / ... with byte-string entries. */
+int			dex_bulk_add_bytes(DexBulk *bulk, const uint8_t *entry, uint32_t len, DexError *err);
+int			dex_tree_insert_bytes(DexTree *tree, const uint8_t *entry, uint32_t len, uint64_t lsn,
+								  uint64_t durable, DexError *err);
+int			dex_tree_insert_batch_bytes(DexTree *tree, const DexBytes *entries, const uint64_t *lsns, int n,
+										uint64_t durable, int *done, DexError *err);
+int			dex_tree_insert_nosplit_bytes(DexTree *tree, const uint8_t *entry, uint32_t len, uint64_t lsn,
+										  uint64_t durable, DexLeafStamp *full, DexError *err);
+/* *out points into the handle: valid until the next call on this tree. */
+int			dex_tree_read_leaf_bytes(DexTree *tree, const DexLeafStamp *stamp, const DexBytes **out, int *n,
+									 DexError *err);
+int			dex_tree_delete_bytes(DexTree *tree, const DexBytes *entries, int n, uint64_t *deleted,
+								  DexError *err);
+int			dex_tree_kill_bytes(DexTree *tree, const DexLeafStamp *stamp, const DexBytes *entries, int n,
+								int bottom_up, uint64_t *removed, DexError *err);
+/*
+ * Entries e with lo <= e <= hi (memcmp order). lo NULL: from the first entry;
+ * hi NULL: to the last. A bound need not be an entry (a key prefix: "every
+ * entry beginning with P" is [P, P || 0xFF x 8], 0xFF starting no column and
+ * 8 bytes being more than a heap TID). *entries stays valid until the next
+ * call on the scan.
+ */
+int			dex_scan_begin_bytes(DexTree *tree, const uint8_t *lo, uint32_t lo_len, const uint8_t *hi,
+								 uint32_t hi_len, int backward, DexScan **out, DexError *err);
+int			dex_scan_next_bytes(DexScan *scan, const DexBytes **entries, int *n, DexError *err);
+
 /* ---- insert journal (src/README.md "Crash survival: the insert journal") --- */
 
 /*
