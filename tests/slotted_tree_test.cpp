@@ -344,6 +344,54 @@ TEST(SlottedTree, PlacementOverThreeMemoryNodes) {
     EXPECT_EQ(scan_all(t, kNegInf, kPosInf, false), std::vector<Key>(model.begin(), model.end()));
 }
 
+// Write-back mode (one compute server writes the index): in-place changes
+// of slotted leaves stay in dirty frames, written back on eviction (a small
+// cache) and by a final flush; scans read the frames meanwhile. Afterwards
+// remote memory alone (check(), an uncached tree) holds exactly the model.
+TEST(SlottedTree, WriteBackModeKeepsChangesInFramesUntilWrittenBack) {
+    auto engine = make_engine(64ull << 20);
+    auto mem = make_mem(*engine);
+    uint64_t ns = ns_create(mem->node(0));
+    Region reg(96);  // small: evictions write dirty leaves back
+    cache::Cache handle(*reg.region, 9);
+    uint64_t written_back = 0;
+    handle.set_write_back([&](uint32_t f, const Node& img) {
+        GAddr g = reg.region->header(f).gaddr.load();
+        tree::TreeOptions io_opts;
+        tree::NodeIO io(*mem, gaddr_node(g), io_opts);
+        tree::write_back_node(io, g, img, tree::Deadline(10000));
+        written_back++;
+        return true;
+    });
+    tree::TreeOptions o;
+    o.cache = &handle;
+    o.write_back = true;
+    o.register_dirty = [] { return true; };
+    SlottedTree t(*mem, 0, ns, o);
+    t.init_empty();
+    std::set<Key> model;
+    std::mt19937_64 rng(21);
+    for (int i = 0; i < 5000; i++) {
+        Key k = email_key(static_cast<uint32_t>(rng() % 4000), static_cast<uint32_t>(i % 7));
+        if (rng() % 4 == 0 && !model.empty()) {
+            Key d = *model.lower_bound(k.substr(0, 8));
+            if (model.count(d)) {
+                ASSERT_EQ(t.remove(&d, 1), 1u);
+                model.erase(d);
+            }
+        } else {
+            ASSERT_EQ(t.insert(k), model.insert(k).second);
+        }
+    }
+    EXPECT_GT(stats().dirty_updates.load(), 0u) << "no change stayed in a frame";
+    EXPECT_EQ(scan_all(t, kNegInf, kPosInf, false), std::vector<Key>(model.begin(), model.end()));
+    for (uint32_t f = 0; f < reg.region->frame_count(); f++) handle.flush_frame(f);
+    EXPECT_GT(written_back, 0u);
+    SlottedTree remote_only(*mem, 0, ns);
+    EXPECT_EQ(remote_only.check().entries, model.size());
+    EXPECT_EQ(scan_all(remote_only, kNegInf, kPosInf, false), std::vector<Key>(model.begin(), model.end()));
+}
+
 // Two backends of one compute server (one cache region, a tree handle
 // each) insert and delete concurrently; afterwards the tree, the cache and
 // the model agree.
