@@ -341,6 +341,35 @@ CREATE FUNCTION dex_key_column(value anyelement, descending boolean DEFAULT fals
 AS 'MODULE_PATHNAME', 'dex_sql_key_column'
 LANGUAGE C IMMUTABLE PARALLEL SAFE;
 
+-- Index entries as byte strings (extension/dexentry.c): key columns, then
+-- the heap TID. For tests; any index (of any access method) gives the column
+-- types, collations and DESC / NULLS FIRST.
+-- dex_entry_bytes(index, tid, v1, v2, ...): the entry of an index tuple.
+CREATE FUNCTION dex_entry_bytes(index regclass, tid tid, VARIADIC vals "any") RETURNS bytea
+AS 'MODULE_PATHNAME', 'dex_sql_entry_bytes'
+LANGUAGE C STABLE PARALLEL SAFE;
+
+-- dex_scan_bounds(index, attnos, ops, args, argtypes): the inclusive byte
+-- bounds [lo, hi] of the quals "column attnos[i] ops[i] args[i]::argtypes[i]"
+-- (ops: < <= = >= > 'is null' 'is not null'; argtypes NULL: the column's
+-- type); empty: contradictory quals; recheck: quals the bounds do not enforce.
+CREATE FUNCTION dex_scan_bounds(index regclass, attnos int[], ops text[], args text[],
+                                argtypes regtype[] DEFAULT NULL,
+                                OUT lo bytea, OUT hi bytea, OUT empty boolean,
+                                OUT recheck boolean)
+AS 'MODULE_PATHNAME', 'dex_sql_scan_bounds'
+LANGUAGE C STABLE PARALLEL SAFE;
+
+-- dex_entry_columns(index): the key columns as a metapage records them, and
+-- the first mismatch of that record with the catalog (NULL: none).
+CREATE FUNCTION dex_entry_columns(index regclass, OUT attno int, OUT type regtype,
+                                  OUT collation oid, OUT descending boolean,
+                                  OUT nulls_first boolean, OUT collversion text,
+                                  OUT mismatch text)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'dex_sql_entry_columns'
+LANGUAGE C STABLE STRICT;
+
 -- dex_key_roundtrip(v): v made into an index key and decoded back, as an
 -- index-only scan returns it (src/README.md "Index-only scans"). For tests:
 -- the identity for every type an index-only scan may return; an error for

@@ -29,6 +29,8 @@
  *   dexclusterns.c which namespaces on the memory nodes are this cluster's
  *   dexcluster.c   primary and hot standbys: the cluster registry, this life
  *   dexwal.c       dex's WAL resource manager
+ *   dexentry.c     index entries as byte strings: an index tuple's entry, scan
+ *                  keys as byte bounds, the key columns a metapage records
  *   dexkeybytes.c  datums as order-preserving byte strings (src/tree/key_bytes.h)
  *   dexkeys.c      datums as key images: every type, cross-type scan keys
  *   dexutils.c     keys, metapage, namespace tags, WAL positions, preloading
@@ -237,9 +239,84 @@ typedef struct DexScanOpaqueData
 
 typedef DexScanOpaqueData *DexScanOpaque;
 
+/* ---- dexentry.c ------------------------------------------------------- */
+
+/*
+ * Entries of the byte-string tree (src/tree/layout.h SlottedTree): the key
+ * columns' encodings (src/README.md "Keys"), then the heap TID, 6 bytes
+ * big-endian. memcmp order, a proper prefix first, is btree's order.
+ */
+struct DexKeyBuf;				/* src/tree/key_bytes.h */
+
+#define DEX_ENTRY_TID_BYTES		6
+#define DEX_ENTRY_PAD_BYTES		8	/* 0xFF bytes: above any column header or TID */
+
+/* One key column as the encoding sees it. */
+typedef struct DexEntryColumn
+{
+	Oid			typid;			/* base type of the index column */
+	Oid			collid;			/* the index column's collation, or InvalidOid */
+	bool		desc;			/* indoption DESC */
+	bool		nulls_first;	/* indoption NULLS FIRST */
+} DexEntryColumn;
+
+/*
+ * Inclusive bounds [lo, hi] (palloc'd) of the entries a set of scan keys can
+ * match. empty: the keys contradict each other (lo/hi meaningless). recheck:
+ * some key is not enforced by the bounds (the caller sets xs_recheck).
+ */
+typedef struct DexEntryBounds
+{
+	uint8	   *lo;
+	size_t		lolen;
+	uint8	   *hi;
+	size_t		hilen;
+	bool		empty;
+	bool		recheck;
+} DexEntryBounds;
+
+/*
+ * The key columns an index was built with, as its metapage records them:
+ * fixed-size fields only, so the struct is its own serialization. A
+ * collation version longer than the field is recorded truncated (and
+ * compared truncated).
+ */
+#define DEX_COLLVERSION_LEN		40
+#define DEX_META_COL_DESC		0x0001
+#define DEX_META_COL_NULLS_FIRST	0x0002
+
+typedef struct DexMetaColumn
+{
+	uint32		typid;
+	uint32		collid;
+	uint16		flags;			/* DEX_META_COL_* */
+	uint16		pad;
+	char		collversion[DEX_COLLVERSION_LEN];	/* "" = none (C, no collation) */
+} DexMetaColumn;
+
+typedef struct DexMetaColumns
+{
+	uint32		ncolumns;
+	uint32		pad;
+	DexMetaColumn col[INDEX_MAX_KEYS];
+} DexMetaColumns;
+
+StaticAssertDecl(sizeof(DexMetaPageData) + sizeof(DexMetaColumns) <= BLCKSZ - 128,
+				 "dex metapage must fit a page with its key columns");
+
+extern int	dex_entry_columns(Relation index, DexEntryColumn *cols);
+extern void dex_entry_build(Relation index, Datum *values, bool *isnull,
+							ItemPointer tid, struct DexKeyBuf *out);
+extern void dex_entry_encode(Relation index, const DexEntryColumn *cols, int ncols,
+							 Datum *values, bool *isnull, ItemPointer tid,
+							 struct DexKeyBuf *out);
+extern void dex_entry_bounds(Relation index, ScanKey keys, int nkeys,
+							 DexEntryBounds *out);
+extern void dex_entry_meta_columns(Relation index, DexMetaColumns *out);
+extern char *dex_entry_meta_check(Relation index, const DexMetaColumns *recorded);
+
 /* ---- dexkeybytes.c ---------------------------------------------------- */
 
-struct DexKeyBuf;				/* src/tree/key_bytes.h */
 extern void dex_key_bytes_append(struct DexKeyBuf *b, Datum d, Oid typid, Oid collid);
 
 /* ---- dexkeys.c -------------------------------------------------------- */
