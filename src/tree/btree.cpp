@@ -285,8 +285,9 @@ void BTreeT<L>::log_changed(GAddr a) {
 template <class L>
 std::vector<RemoteOp> BTreeT<L>::journal_ops(GAddr a) {
     if (!intent_.journal) return {};
-    if constexpr (L::kSlotted)
-        throw Error(ErrorCode::kInvalid, "the insert journal does not take byte-string entries yet");
+    if constexpr (L::kSlotted)  // (a journal of the other form refuses: JournalWriter::take_op)
+        return {journal_->take_op(gaddr_node(a), reinterpret_cast<const uint8_t*>(intent_.key.data()),
+                                  intent_.key.size(), intent_.lsn)};
     else
         return {journal_->take_op(gaddr_node(a), intent_.key, intent_.lsn)};
 }
