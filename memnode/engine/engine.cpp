@@ -396,7 +396,8 @@ struct Engine::Impl {
         r.pool_bytes = pool_bytes;
         r.client_id = id;
         r.version = kProtocolVersion;
-        r.flags = (cpu_atomics.load(std::memory_order_relaxed) ? kHelloCpuAtomics : 0) | kHelloOffloadBatch;
+        r.flags = (cpu_atomics.load(std::memory_order_relaxed) ? kHelloCpuAtomics : 0) | kHelloOffloadBatch |
+                  kHelloOffloadBytes;
         put(resp, r);
     }
 
@@ -565,6 +566,22 @@ struct Engine::Impl {
                 return;
             }
             case kOpOffloadBatch: do_offload_batch(hdr, payload, resp, client); return;
+            case kOpOffloadBytes: {
+                try {
+                    // A malformed payload is a protocol error even where writes are refused.
+                    const net::OffloadBytesView v = check_offload_bytes(pool_bytes, payload, hdr.payload_len);
+                    if ((v.h.kind == net::kOffloadInsert || v.h.kind == net::kOffloadDelete) &&
+                        !cpu_atomics.load(std::memory_order_relaxed))
+                        throw no_cpu_atomics(v.h.kind == net::kOffloadInsert ? "OFFLOAD_BYTES insert"
+                                                                              : "OFFLOAD_BYTES delete");
+                    execute_offload_bytes(pool, pool_bytes, client, v, resp);
+                } catch (const std::invalid_argument& e) {
+                    throw Fail{kStatusProtocol, e.what()};
+                }
+                offload_work();
+                offloads.fetch_add(1, std::memory_order_relaxed);
+                return;
+            }
             default:
                 throw Fail{kStatusProtocol, "unknown op " + std::to_string(hdr.op)};
         }

@@ -9,15 +9,18 @@
 #include "tree/key.h"
 #include "tree/node_format.h"
 #include "tree/node_layout.h"
+#include "tree/slotted_node.h"
 
 namespace dex::memnode {
 
 namespace {
 
 using tree::capacity_of;
+using tree::is_slotted;
 using tree::seal_node;
 using tree::snapshot_valid;
 using tree::used_bytes;
+namespace sl = tree::slotted;
 
 constexpr int kMaxHops = 64;       // nodes visited (levels plus right moves)
 constexpr int kMaxAttempts = 2000; // torn / locked reads of one node before giving up
@@ -41,8 +44,6 @@ bool read_node(uint8_t* pool, uint64_t pool_bytes, uint64_t off, Node& out) {
     return false;
 }
 
-size_t lower_bound(const Node& n, const EntryKey& k) { return std::lower_bound(n.leaf, n.leaf + n.count, k) - n.leaf; }
-
 void reply(std::vector<uint8_t>& resp, uint8_t status, GAddr leaf, const Node* image = nullptr) {
     net::OffloadReply r{};
     r.status = status;
@@ -55,95 +56,215 @@ void reply(std::vector<uint8_t>& resp, uint8_t status, GAddr leaf, const Node* i
     }
 }
 
+// A journal slot the request names: 8-byte aligned, inside the pool, above
+// the reserved bytes, room for `len` bytes.
+bool journal_slot_ok(uint64_t pool_bytes, uint64_t journal, size_t len) {
+    return journal >= net::kPoolReservedBytes && journal % 8 == 0 && journal <= pool_bytes &&
+           pool_bytes - journal >= len;
+}
+
+// The insert's journal record first: whatever follows (the entry published,
+// found present, or the compute side told to split), a crash can never leave
+// the entry in the leaf without it.
+void write_journal(uint8_t* pool, uint64_t journal, const uint8_t* record, size_t len) {
+    std::memcpy(pool + journal, record, len);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+}
+
+// What a request says beside its key: the same for both forms.
+struct Target {
+    uint64_t start;
+    uint32_t tree_id;
+    uint16_t node;
+    uint8_t kind;
+    uint8_t start_level;
+};
+
+// One step of the descent at a validated node.
+enum class Route { kRight, kDown, kLeaf, kRestart };
+
+// The layout policies: the traversal, locking and publishing below are one
+// implementation; only what a node's bytes mean differs. A node of the other
+// layout is never interpreted (accepts() is false: kOffloadRestart).
+struct FixedLayout {
+    EntryKey key;
+    bool accepts(const Node& n) const { return !is_slotted(n) && n.count <= capacity_of(n.level); }
+    Route route(const Node& n, GAddr& next) const {
+        if (n.is_deleted() || !(n.high.cls == kPosInf || compare_keys(key, n.high) < 0)) {
+            next = n.right;  // merged away (forwarding) or B-link move right
+            return Route::kRight;
+        }
+        if (compare_keys(n.low, key) > 0) return Route::kRestart;  // landed right of the key
+        if (n.level == 0) return Route::kLeaf;
+        size_t lo = 0, hi = n.count;  // largest i with sep_i <= key
+        while (lo < hi) {
+            size_t mid = (lo + hi) / 2;
+            if (compare_keys(n.inner[mid].sep, key) <= 0)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (lo == 0) return Route::kRestart;
+        next = n.inner[lo - 1].child;
+        return Route::kDown;
+    }
+    // Applies an insert / delete to the private image n: kOffloadDone if it
+    // changed, otherwise the status to answer (n may then be garbage).
+    uint8_t change(Node& n, uint8_t kind) const {
+        size_t pos = std::lower_bound(n.leaf, n.leaf + n.count, key) - n.leaf;
+        bool present = pos < n.count && n.leaf[pos] == key;
+        if (kind == net::kOffloadInsert) {
+            if (present) return net::kOffloadNoop;
+            if (n.count >= kLeafCapacity) return net::kOffloadNeedsSmo;
+            std::memmove(&n.leaf[pos + 1], &n.leaf[pos], (n.count - pos) * sizeof(EntryKey));
+            n.leaf[pos] = key;
+            n.count++;
+        } else {
+            if (!present) return net::kOffloadNoop;
+            if (n.count == 1) return net::kOffloadNeedsSmo;
+            std::memmove(&n.leaf[pos], &n.leaf[pos + 1], (n.count - pos - 1) * sizeof(EntryKey));
+            n.count--;
+        }
+        return net::kOffloadDone;
+    }
+};
+
+// A slotted node is read into a Node buffer (same size and alignment, same
+// first 40 bytes); snapshot_valid() has run layout_valid() on it, so every
+// offset the accessors follow is inside the buffer.
+const sl::SNode& as_slotted(const Node& n) { return reinterpret_cast<const sl::SNode&>(n); }
+sl::SNode& as_slotted(Node& n) { return reinterpret_cast<sl::SNode&>(n); }
+
+struct SlottedLayout {
+    sl::Bytes key;
+    bool accepts(const Node& n) const { return is_slotted(n); }
+    Route route(const Node& n, GAddr& next) const {
+        const sl::SNode& s = as_slotted(n);
+        if (s.is_deleted() || !(sl::high_is_inf(s) || sl::compare(key, sl::high(s)) < 0)) {
+            next = s.right;
+            return Route::kRight;
+        }
+        if (sl::compare(sl::low(s), key) > 0) return Route::kRestart;
+        if (s.level == 0) return Route::kLeaf;
+        int i = sl::child_index(s, key);
+        if (i < 0) return Route::kRestart;
+        next = sl::child(s, static_cast<size_t>(i));
+        return Route::kDown;
+    }
+    uint8_t change(Node& n, uint8_t kind) const {
+        sl::SNode& s = as_slotted(n);
+        size_t pos = sl::lower_bound(s, key);
+        bool present = pos < s.count && sl::compare(sl::key(s, pos), key) == 0;
+        if (kind == net::kOffloadInsert) {
+            if (present) return net::kOffloadNoop;
+            // False: does not fit even after compaction -> the compute side splits.
+            if (!sl::insert_leaf(s, pos, key)) return net::kOffloadNeedsSmo;
+        } else {
+            if (!present) return net::kOffloadNoop;
+            if (s.count == 1) return net::kOffloadNeedsSmo;
+            sl::erase(s, pos);
+        }
+        return net::kOffloadDone;
+    }
+};
+
+// At the validated leaf snapshot n (at `off`): writer protocol on the local
+// pool. CAS (v,_,0) -> (v,me,1) -- success proves the node is still the
+// snapshot -- then change a private copy and publish it (body from byte 8,
+// then the lock word at version + 1, unlocked), or restore the lock word if
+// nothing changes. False: the CAS failed (changed or locked meanwhile).
+template <class Layout>
+bool write_leaf(uint8_t* pool, uint64_t off, uint64_t client_id, const Layout& layout, uint8_t kind, Node& n,
+                uint8_t& status) {
+    const uint64_t v = n.body_version;  // full version; the lock word keeps its low bits
+    uint64_t expected = make_lock_word(v, 0, false);
+    const uint64_t mine = make_lock_word(v, client_id, true);
+    if (!__atomic_compare_exchange_n(lock_word(pool, off), &expected, mine, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+        return false;
+    status = layout.change(n, kind);
+    if (status != net::kOffloadDone) {
+        __atomic_store_n(lock_word(pool, off), expected, __ATOMIC_RELEASE);  // unchanged
+        return true;
+    }
+    seal_node(n, v + 1);  // dispatches on the layout flag
+    std::memcpy(pool + off + 8, reinterpret_cast<const uint8_t*>(&n) + 8, used_bytes(n) - 8);
+    __atomic_store_n(lock_word(pool, off), n.lock, __ATOMIC_RELEASE);
+    return true;
+}
+
+// From the start node down (moving right as B-link readers do) to the leaf
+// covering the layout's key, then the request's kind there.
+template <class Layout>
+void traverse(uint8_t* pool, uint64_t pool_bytes, uint64_t client_id, const Target& t, const Layout& layout,
+              std::vector<uint8_t>& resp, bool with_image) {
+    uint64_t off = t.start;
+    int expect = t.start_level;
+    Node n;
+    int cas_failures = 0;
+    for (int hop = 0; hop < kMaxHops; hop++) {
+        if (!read_node(pool, pool_bytes, off, n) || n.tree_id != t.tree_id || n.level != expect ||
+            !layout.accepts(n))
+            return reply(resp, net::kOffloadRestart, 0);
+        GAddr next = 0;
+        switch (layout.route(n, next)) {
+            case Route::kRestart: return reply(resp, net::kOffloadRestart, 0);
+            case Route::kRight: break;
+            case Route::kDown: expect = n.level - 1; break;
+            case Route::kLeaf: {
+                const GAddr leaf = make_gaddr(t.node, off);
+                if (t.kind == net::kOffloadLeaf)
+                    return reply(resp, net::kOffloadDone, leaf, with_image ? &n : nullptr);
+                uint8_t st;
+                if (!write_leaf(pool, off, client_id, layout, t.kind, n, st)) {
+                    hop--;  // read it again (bounded by kMaxAttempts per read)
+                    if (++cas_failures > 200) return reply(resp, net::kOffloadRestart, 0);
+                    continue;
+                }
+                return reply(resp, st, leaf, st == net::kOffloadDone && with_image ? &n : nullptr);
+            }
+        }
+        if (!next || gaddr_node(next) != t.node || gaddr_is_swizzled(next))
+            return reply(resp, net::kOffloadRestart, 0);  // the path leaves this memory node
+        off = gaddr_offset(next);
+    }
+    reply(resp, net::kOffloadRestart, 0);
+}
+
 }  // namespace
 
 void check_offload_request(uint64_t pool_bytes, const net::OffloadRequest& req) {
     if (req.kind < net::kOffloadLeaf || req.kind > net::kOffloadDelete)
         throw std::invalid_argument("OFFLOAD: unknown kind " + std::to_string(req.kind));
     if (req.kind == net::kOffloadInsert && req.journal != 0 &&
-        (req.journal < net::kPoolReservedBytes || req.journal % 8 != 0 || req.journal > pool_bytes ||
-         pool_bytes - req.journal < sizeof req.record))
+        !journal_slot_ok(pool_bytes, req.journal, sizeof req.record))
         throw std::invalid_argument("OFFLOAD: journal slot outside the pool");
 }
 
 void execute_offload(uint8_t* pool, uint64_t pool_bytes, uint64_t client_id, const net::OffloadRequest& req,
                      std::vector<uint8_t>& resp, bool with_image) {
     check_offload_request(pool_bytes, req);
-    EntryKey key;
-    std::memcpy(&key, req.key, sizeof key);
-    if (req.kind == net::kOffloadInsert && req.journal != 0) {
-        // The insert's journal record first: whatever follows (the entry
-        // published, found present, or the compute side told to split), a
-        // crash can never leave the entry in the leaf without it.
-        std::memcpy(pool + req.journal, req.record, sizeof req.record);
-        __atomic_thread_fence(__ATOMIC_RELEASE);
-    }
-    const uint32_t self = req.node;
-    uint64_t off = req.start;
-    int expect = req.start_level;
-    Node n;
-    int cas_failures = 0;
-    for (int hop = 0; hop < kMaxHops; hop++) {
-        if (!read_node(pool, pool_bytes, off, n) || n.tree_id != req.tree_id || n.level != expect ||
-            n.count > capacity_of(n.level))
-            return reply(resp, net::kOffloadRestart, 0);
-        GAddr next;
-        if (n.is_deleted() || !(n.high.cls == kPosInf || compare_keys(key, n.high) < 0)) {
-            next = n.right;  // merged away (forwarding) or B-link move right
-        } else if (compare_keys(n.low, key) > 0) {
-            return reply(resp, net::kOffloadRestart, 0);  // landed right of the key
-        } else if (n.level > 0) {
-            size_t lo = 0, hi = n.count;  // largest i with sep_i <= key
-            while (lo < hi) {
-                size_t mid = (lo + hi) / 2;
-                if (compare_keys(n.inner[mid].sep, key) <= 0)
-                    lo = mid + 1;
-                else
-                    hi = mid;
-            }
-            if (lo == 0) return reply(resp, net::kOffloadRestart, 0);
-            next = n.inner[lo - 1].child;
-            expect = n.level - 1;
-        } else {
-            const GAddr leaf = make_gaddr(self, off);
-            if (req.kind == net::kOffloadLeaf) return reply(resp, net::kOffloadDone, leaf, with_image ? &n : nullptr);
-            // Writer protocol on the local pool: CAS (v,_,0) -> (v,me,1); success
-            // proves the node is still the snapshot we validated.
-            const uint64_t v = n.body_version;  // full version; the lock word keeps its low bits
-            uint64_t expected = make_lock_word(v, 0, false);
-            const uint64_t mine = make_lock_word(v, client_id, true);
-            if (!__atomic_compare_exchange_n(lock_word(pool, off), &expected, mine, false, __ATOMIC_SEQ_CST,
-                                             __ATOMIC_SEQ_CST)) {
-                hop--;  // changed or locked meanwhile: read it again (bounded by kMaxAttempts per read)
-                if (++cas_failures > 200) return reply(resp, net::kOffloadRestart, 0);
-                continue;
-            }
-            auto unlock_unchanged = [&] { __atomic_store_n(lock_word(pool, off), expected, __ATOMIC_RELEASE); };
-            size_t pos = lower_bound(n, key);
-            bool present = pos < n.count && n.leaf[pos] == key;
-            if (req.kind == net::kOffloadInsert) {
-                if (present) return unlock_unchanged(), reply(resp, net::kOffloadNoop, leaf);
-                if (n.count >= kLeafCapacity) return unlock_unchanged(), reply(resp, net::kOffloadNeedsSmo, leaf);
-                std::memmove(&n.leaf[pos + 1], &n.leaf[pos], (n.count - pos) * sizeof(EntryKey));
-                n.leaf[pos] = key;
-                n.count++;
-            } else {
-                if (!present) return unlock_unchanged(), reply(resp, net::kOffloadNoop, leaf);
-                if (n.count == 1) return unlock_unchanged(), reply(resp, net::kOffloadNeedsSmo, leaf);
-                std::memmove(&n.leaf[pos], &n.leaf[pos + 1], (n.count - pos - 1) * sizeof(EntryKey));
-                n.count--;
-            }
-            // Publish: body from byte 8, then the lock word (version + 1, unlocked).
-            seal_node(n, v + 1);
-            std::memcpy(pool + off + 8, reinterpret_cast<const uint8_t*>(&n) + 8, used_bytes(n) - 8);
-            __atomic_store_n(lock_word(pool, off), n.lock, __ATOMIC_RELEASE);
-            return reply(resp, net::kOffloadDone, leaf, with_image ? &n : nullptr);
-        }
-        if (!next || gaddr_node(next) != self || gaddr_is_swizzled(next))
-            return reply(resp, net::kOffloadRestart, 0);  // the path leaves this memory node
-        off = gaddr_offset(next);
-    }
-    reply(resp, net::kOffloadRestart, 0);
+    if (req.kind == net::kOffloadInsert && req.journal != 0)
+        write_journal(pool, req.journal, req.record, sizeof req.record);
+    FixedLayout layout;
+    std::memcpy(&layout.key, req.key, sizeof layout.key);
+    traverse(pool, pool_bytes, client_id, Target{req.start, req.tree_id, req.node, req.kind, req.start_level}, layout,
+             resp, with_image);
+}
+
+net::OffloadBytesView check_offload_bytes(uint64_t pool_bytes, const uint8_t* payload, size_t len) {
+    net::OffloadBytesView v;
+    if (const char* why = net::parse_offload_bytes(payload, len, v)) throw std::invalid_argument(why);
+    if (v.h.journal != 0 && !journal_slot_ok(pool_bytes, v.h.journal, v.h.record_len))
+        throw std::invalid_argument("OFFLOAD_BYTES: journal slot outside the pool");
+    return v;
+}
+
+void execute_offload_bytes(uint8_t* pool, uint64_t pool_bytes, uint64_t client_id, const net::OffloadBytesView& v,
+                           std::vector<uint8_t>& resp, bool with_image) {
+    if (v.h.journal != 0) write_journal(pool, v.h.journal, v.record, v.h.record_len);
+    const SlottedLayout layout{sl::bytes(v.key, v.h.key_len)};
+    traverse(pool, pool_bytes, client_id, Target{v.h.start, v.h.tree_id, v.h.node, v.h.kind, v.h.start_level},
+             layout, resp, with_image);
 }
 
 }  // namespace dex::memnode

@@ -25,4 +25,17 @@ void check_offload_request(uint64_t pool_bytes, const net::OffloadRequest& req);
 void execute_offload(uint8_t* pool, uint64_t pool_bytes, uint64_t client_id, const net::OffloadRequest& req,
                      std::vector<uint8_t>& resp, bool with_image = true);
 
+// OFFLOAD_BYTES (net/protocol.h): the same operation on a tree of slotted
+// nodes, the key and journal record given as bytes. check_offload_bytes()
+// throws std::invalid_argument for a malformed payload (net::
+// parse_offload_bytes) or a journal slot outside the pool, reading nothing
+// beyond `len`, and returns the parsed request (pointing into `payload`).
+// execute_offload_bytes() takes only such a checked request and answers as
+// execute_offload() does. A node of the fixed layout on the way is never
+// searched as slotted, nor a slotted one by OFFLOAD: either mismatch answers
+// kOffloadRestart.
+net::OffloadBytesView check_offload_bytes(uint64_t pool_bytes, const uint8_t* payload, size_t len);
+void execute_offload_bytes(uint8_t* pool, uint64_t pool_bytes, uint64_t client_id,
+                           const net::OffloadBytesView& checked, std::vector<uint8_t>& resp, bool with_image = true);
+
 }  // namespace dex::memnode

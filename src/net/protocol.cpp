@@ -1,5 +1,7 @@
 #include "net/protocol.h"
 
+#include <cstring>
+#include <stdexcept>
 #include <string>
 
 namespace dex::net {
@@ -23,6 +25,7 @@ const char* op_name(uint16_t op) {
         case kOpClientAlive: return "CLIENT_ALIVE";
         case kOpOffload: return "OFFLOAD";
         case kOpOffloadBatch: return "OFFLOAD_BATCH";
+        case kOpOffloadBytes: return "OFFLOAD_BYTES";
         default: return nullptr;
     }
 }
@@ -39,6 +42,41 @@ bool is_fatal_status(uint16_t status) {
 
 std::string refusal_reason(uint32_t max_connections) {
     return "too many connections (" + std::to_string(max_connections) + ")";
+}
+
+const char* parse_offload_bytes(const uint8_t* payload, size_t len, OffloadBytesView& out) {
+    if (len < sizeof(OffloadBytesHeader)) return "OFFLOAD_BYTES: payload shorter than its header";
+    std::memcpy(&out.h, payload, sizeof out.h);
+    const OffloadBytesHeader& h = out.h;
+    if (h.kind < kOffloadLeaf || h.kind > kOffloadDelete) return "OFFLOAD_BYTES: unknown kind";
+    if (h.pad != 0) return "OFFLOAD_BYTES: pad is not 0";
+    if (h.key_len > kMaxOffloadKeyBytes) return "OFFLOAD_BYTES: key longer than the longest entry";
+    if (h.key_len == 0 && h.kind != kOffloadLeaf) return "OFFLOAD_BYTES: empty entry";
+    if (h.record_len > kMaxOffloadRecordBytes) return "OFFLOAD_BYTES: journal record too long";
+    if ((h.journal == 0) != (h.record_len == 0)) return "OFFLOAD_BYTES: journal slot and record go together";
+    if (h.journal != 0 && h.kind != kOffloadInsert) return "OFFLOAD_BYTES: a journal record with a non-insert";
+    // Compared in size_t: the sum of two u16 and the header cannot wrap.
+    if (len != sizeof h + size_t(h.key_len) + h.record_len)
+        return "OFFLOAD_BYTES: payload length is not header + key_len + record_len";
+    out.key = payload + sizeof h;
+    out.record = out.key + h.key_len;
+    return nullptr;
+}
+
+std::vector<uint8_t> encode_offload_bytes(OffloadBytesHeader h, const void* key, size_t key_len, const void* record,
+                                          size_t record_len) {
+    if (key_len > kMaxOffloadKeyBytes || record_len > kMaxOffloadRecordBytes)
+        throw std::invalid_argument("OFFLOAD_BYTES: key or journal record too long");
+    h.key_len = static_cast<uint16_t>(key_len);
+    h.record_len = static_cast<uint16_t>(record_len);
+    h.pad = 0;
+    std::vector<uint8_t> p(sizeof h + key_len + record_len);
+    std::memcpy(p.data(), &h, sizeof h);
+    if (key_len) std::memcpy(p.data() + sizeof h, key, key_len);
+    if (record_len) std::memcpy(p.data() + sizeof h + key_len, record, record_len);
+    OffloadBytesView v;
+    if (const char* why = parse_offload_bytes(p.data(), p.size(), v)) throw std::invalid_argument(why);
+    return p;
 }
 
 }  // namespace dex::net

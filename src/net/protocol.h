@@ -35,6 +35,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
+
+#include "tree/node_capacity.h"
 
 namespace dex::net {
 
@@ -75,6 +78,10 @@ enum Op : uint16_t {
                            //   n = payload_len / sizeof(OffloadRequest), 1..kMaxOffloadBatch; executed one
                            //   after the other, each exactly as its own OFFLOAD; only to nodes whose HELLO
                            //   has kHelloOffloadBatch (older nodes close the connection on an unknown op)
+    kOpOffloadBytes = 32,  // req: OffloadBytesHeader, key_len key bytes, record_len record bytes
+                           //   resp: OffloadReply [+ leaf image], exactly as OFFLOAD
+                           //   OFFLOAD for trees of slotted nodes (byte-string keys, tree/slotted_node.h);
+                           //   only to nodes whose HELLO has kHelloOffloadBytes
 };
 
 // What an offloaded operation does at the leaf covering `key`.
@@ -146,6 +153,10 @@ constexpr uint32_t kHelloCpuAtomics = 1u << 0;
 // single OFFLOADs, an older client never sends the op. Writes in a batch
 // still need kHelloCpuAtomics.
 constexpr uint32_t kHelloOffloadBatch = 1u << 1;
+// kHelloOffloadBytes: the node executes OFFLOAD_BYTES (offloads on slotted
+// trees). A capability bit for the same reason as kHelloOffloadBatch; writes
+// still need kHelloCpuAtomics.
+constexpr uint32_t kHelloOffloadBytes = 1u << 2;
 // Whether a node whose HELLO said `flags` takes batched offloaded writes.
 inline bool offload_batch_usable(uint32_t flags) {
     return (flags & kHelloCpuAtomics) != 0 && (flags & kHelloOffloadBatch) != 0;
@@ -197,6 +208,58 @@ struct OffloadReply {
 };
 static_assert(sizeof(OffloadReply) == 16);
 #pragma pack(pop)
+
+// OFFLOAD_BYTES: an offload on a tree of slotted nodes. The fixed
+// OffloadRequest stays as it is (its 16-byte key is an EntryKey); this form
+// carries the search / entry bytes and an opaque journal record of its own
+// length, so neither the key nor the journal's byte records (defined by the
+// tree) are squeezed into fixed fields. Payload, nothing in between:
+//
+//   OffloadBytesHeader | key_len bytes of key | record_len bytes of record
+//
+// and payload_len must be exactly that sum. The memory node answers a
+// malformed one (see parse_offload_bytes) with kStatusProtocol, like a
+// malformed OFFLOAD, and reads nothing beyond the payload.
+constexpr uint32_t kMaxOffloadKeyBytes = DEX_SLOTTED_MAX_ENTRY_BYTES;  // the longest slotted entry
+// The journal record is the tree's business (its byte records are 168
+// bytes); the memory node copies record_len bytes to the slot and bounds it
+// so that a request stays small.
+constexpr uint32_t kMaxOffloadRecordBytes = 256;
+struct OffloadBytesHeader {
+    uint64_t start;        // as OffloadRequest
+    uint32_t tree_id;
+    uint16_t node;
+    uint8_t kind;          // OffloadKind
+    uint8_t start_level;
+    // kOffloadInsert only (0 otherwise): pool offset of a journal slot, 8-byte
+    // aligned, that the record is written to before the leaf is changed or
+    // found to hold the entry. record_len is 0 exactly when journal is 0.
+    uint64_t journal;
+    // Leaf lookup: the search bytes, 0..kMaxOffloadKeyBytes (empty = -inf,
+    // the leftmost leaf). Insert / delete: the entry (key bytes + heap TID),
+    // 1..kMaxOffloadKeyBytes.
+    uint16_t key_len;
+    uint16_t record_len;   // 0..kMaxOffloadRecordBytes
+    uint32_t pad;          // 0
+};
+static_assert(sizeof(OffloadBytesHeader) == 32);
+constexpr uint32_t kMaxOffloadBytesPayload =
+    sizeof(OffloadBytesHeader) + kMaxOffloadKeyBytes + kMaxOffloadRecordBytes;
+
+// A parsed OFFLOAD_BYTES payload; key and record point into it.
+struct OffloadBytesView {
+    OffloadBytesHeader h;
+    const uint8_t* key;
+    const uint8_t* record;
+};
+// Checks the framing rules above (lengths, kind, journal iff record, pad 0;
+// not the journal slot against a pool): nullptr and `out` filled if the
+// payload is well formed, otherwise why not. Reads at most `len` bytes.
+const char* parse_offload_bytes(const uint8_t* payload, size_t len, OffloadBytesView& out);
+// The payload for `h` (its key_len / record_len are set from the sizes).
+// Throws std::invalid_argument where parse_offload_bytes would refuse it.
+std::vector<uint8_t> encode_offload_bytes(OffloadBytesHeader h, const void* key, size_t key_len,
+                                          const void* record, size_t record_len);
 
 // OFFLOAD_BATCH sub-requests per frame: the PostgreSQL glue hands the core at
 // most 256 entries of a statement at a time. Request (16 KiB) and reply

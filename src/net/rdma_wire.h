@@ -21,6 +21,9 @@ constexpr uint32_t kRdmaDepth = 4;               // receive buffers the memory n
 // The largest OFFLOAD_BATCH (request and reply) is one message: a batch needs no splitting for RDMA.
 static_assert(sizeof(FrameHeader) + kMaxOffloadBatch * sizeof(OffloadRequest) <= kRdmaMsgBytes &&
               sizeof(FrameHeader) + kMaxOffloadBatch * sizeof(OffloadReply) <= kRdmaMsgBytes);
+// So is the largest OFFLOAD_BYTES request and its reply (with the leaf image).
+static_assert(sizeof(FrameHeader) + kMaxOffloadBytesPayload <= kRdmaMsgBytes &&
+              sizeof(FrameHeader) + sizeof(OffloadReply) + DEX_NODE_BYTES <= kRdmaMsgBytes);
 
 #pragma pack(push, 1)
 struct RdmaHelloExt {

@@ -88,6 +88,12 @@ bool InProcTransport::offload_batch_allowed() {
     return net::offload_batch_usable(impl_->hello_flags);
 }
 
+bool InProcTransport::offload_bytes_allowed() {
+    std::lock_guard<std::mutex> g(impl_->mu);
+    impl_->ensure_ready();
+    return (impl_->hello_flags & net::kHelloOffloadBytes) != 0;
+}
+
 uint64_t InProcTransport::connected_client_id() {
     std::lock_guard<std::mutex> g(impl_->mu);
     return impl_->ready ? impl_->session.client_id : 0;

@@ -399,6 +399,11 @@ bool RdmaTransport::offload_batch_allowed() {
     return net::offload_batch_usable(impl_->hello_flags);
 }
 
+bool RdmaTransport::offload_bytes_allowed() {
+    impl_->ensure_ready();
+    return (impl_->hello_flags & net::kHelloOffloadBytes) != 0;
+}
+
 uint64_t RdmaTransport::connected_client_id() { return impl_->ready ? impl_->client_id : 0; }
 
 void RdmaTransport::read(uint64_t offset, void* dst, uint32_t len) {
