@@ -241,6 +241,106 @@ CREATE OPERATOR CLASS oid_ops
         OPERATOR 5 >,
         FUNCTION 1 (oid, oid) btoidcmp(oid, oid);
 
+-- Types without an 8-byte image: their entries are byte strings
+-- (src/README.md "Keys", extension/dexentry.c), as are indexes of several
+-- columns and DESC / NULLS FIRST columns. Strategies and support function 1
+-- are btree's, and the families mirror btree's: text, varchar and name in
+-- one (varchar uses text's class), bpchar apart, and the others alone.
+CREATE OPERATOR FAMILY text_ops USING dex;
+CREATE OPERATOR CLASS text_ops
+    DEFAULT FOR TYPE text USING dex FAMILY text_ops AS
+        OPERATOR 1 <,
+        OPERATOR 2 <=,
+        OPERATOR 3 =,
+        OPERATOR 4 >=,
+        OPERATOR 5 >,
+        FUNCTION 1 (text, text) bttextcmp(text, text);
+
+CREATE OPERATOR CLASS name_ops
+    DEFAULT FOR TYPE name USING dex FAMILY text_ops AS
+        OPERATOR 1 <,
+        OPERATOR 2 <=,
+        OPERATOR 3 =,
+        OPERATOR 4 >=,
+        OPERATOR 5 >,
+        FUNCTION 1 (name, name) btnamecmp(name, name);
+
+ALTER OPERATOR FAMILY text_ops USING dex ADD
+    OPERATOR 1 < (name, text),
+    OPERATOR 2 <= (name, text),
+    OPERATOR 3 = (name, text),
+    OPERATOR 4 >= (name, text),
+    OPERATOR 5 > (name, text),
+    FUNCTION 1 (name, text) btnametextcmp(name, text);
+
+ALTER OPERATOR FAMILY text_ops USING dex ADD
+    OPERATOR 1 < (text, name),
+    OPERATOR 2 <= (text, name),
+    OPERATOR 3 = (text, name),
+    OPERATOR 4 >= (text, name),
+    OPERATOR 5 > (text, name),
+    FUNCTION 1 (text, name) bttextnamecmp(text, name);
+
+CREATE OPERATOR FAMILY bpchar_ops USING dex;
+CREATE OPERATOR CLASS bpchar_ops
+    DEFAULT FOR TYPE bpchar USING dex FAMILY bpchar_ops AS
+        OPERATOR 1 <,
+        OPERATOR 2 <=,
+        OPERATOR 3 =,
+        OPERATOR 4 >=,
+        OPERATOR 5 >,
+        FUNCTION 1 (bpchar, bpchar) bpcharcmp(bpchar, bpchar);
+
+CREATE OPERATOR FAMILY uuid_ops USING dex;
+CREATE OPERATOR CLASS uuid_ops
+    DEFAULT FOR TYPE uuid USING dex FAMILY uuid_ops AS
+        OPERATOR 1 <,
+        OPERATOR 2 <=,
+        OPERATOR 3 =,
+        OPERATOR 4 >=,
+        OPERATOR 5 >,
+        FUNCTION 1 (uuid, uuid) uuid_cmp(uuid, uuid);
+
+CREATE OPERATOR FAMILY numeric_ops USING dex;
+CREATE OPERATOR CLASS numeric_ops
+    DEFAULT FOR TYPE numeric USING dex FAMILY numeric_ops AS
+        OPERATOR 1 <,
+        OPERATOR 2 <=,
+        OPERATOR 3 =,
+        OPERATOR 4 >=,
+        OPERATOR 5 >,
+        FUNCTION 1 (numeric, numeric) numeric_cmp(numeric, numeric);
+
+CREATE OPERATOR FAMILY bytea_ops USING dex;
+CREATE OPERATOR CLASS bytea_ops
+    DEFAULT FOR TYPE bytea USING dex FAMILY bytea_ops AS
+        OPERATOR 1 <,
+        OPERATOR 2 <=,
+        OPERATOR 3 =,
+        OPERATOR 4 >=,
+        OPERATOR 5 >,
+        FUNCTION 1 (bytea, bytea) byteacmp(bytea, bytea);
+
+CREATE OPERATOR FAMILY interval_ops USING dex;
+CREATE OPERATOR CLASS interval_ops
+    DEFAULT FOR TYPE interval USING dex FAMILY interval_ops AS
+        OPERATOR 1 <,
+        OPERATOR 2 <=,
+        OPERATOR 3 =,
+        OPERATOR 4 >=,
+        OPERATOR 5 >,
+        FUNCTION 1 (interval, interval) interval_cmp(interval, interval);
+
+CREATE OPERATOR FAMILY timetz_ops USING dex;
+CREATE OPERATOR CLASS timetz_ops
+    DEFAULT FOR TYPE timetz USING dex FAMILY timetz_ops AS
+        OPERATOR 1 <,
+        OPERATOR 2 <=,
+        OPERATOR 3 =,
+        OPERATOR 4 >=,
+        OPERATOR 5 >,
+        FUNCTION 1 (timetz, timetz) timetz_cmp(timetz, timetz);
+
 -- SQL functions
 
 CREATE FUNCTION dex_check(index regclass,

@@ -152,7 +152,7 @@ dexhandler(PG_FUNCTION_ARGS)
 	amroutine->amcanorderbyop = false;
 	amroutine->amcanbackward = true;
 	amroutine->amcanunique = true;
-	amroutine->amcanmulticol = false;
+	amroutine->amcanmulticol = true;	/* several key columns: byte-string entries (dexentry.c) */
 	amroutine->amoptionalkey = true;
 	amroutine->amsearcharray = true;
 	amroutine->amsearchnulls = true;

@@ -84,8 +84,37 @@
 #define DEX_META_INIT_FORK	0x0001	/* written by ambuildempty: no remote tree */
 #define DEX_META_UPGRADE_STUB 0x0002	/* built by pg_upgrade's schema restore: no remote
 										 * tree (the old cluster's metapage replaces it) */
+#define DEX_META_BYTES		0x0004	/* the tree's entries are byte strings
+									 * (DEX_LAYOUT_BYTES: several columns, a DESC or
+									 * NULLS FIRST column, text, uuid, numeric, ...) */
 
 #define DEX_ADDR_LEN		128
+
+/*
+ * The key columns an index was built with, as its metapage records them:
+ * fixed-size fields only, so the struct is its own serialization. A
+ * collation version longer than the field is recorded truncated (and
+ * compared truncated).
+ */
+#define DEX_COLLVERSION_LEN		40
+#define DEX_META_COL_DESC		0x0001
+#define DEX_META_COL_NULLS_FIRST	0x0002
+
+typedef struct DexMetaColumn
+{
+	uint32		typid;
+	uint32		collid;
+	uint16		flags;			/* DEX_META_COL_* */
+	uint16		pad;
+	char		collversion[DEX_COLLVERSION_LEN];	/* "" = none (C, no collation) */
+} DexMetaColumn;
+
+typedef struct DexMetaColumns
+{
+	uint32		ncolumns;
+	uint32		pad;
+	DexMetaColumn col[INDEX_MAX_KEYS];
+} DexMetaColumns;
 
 /* One memory node of an index spread over several (position i in dex.memnodes). */
 typedef struct DexMetaPart
@@ -123,6 +152,13 @@ typedef struct DexMetaPageData
 								 * the trees; another one's after pg_upgrade
 								 * until adopted (dexupgrade.c); 0: built
 								 * before this field */
+	/*
+	 * DEX_META_BYTES indexes (entries are byte strings, dexentry.c): the key
+	 * columns they were built with, checked when the index is opened
+	 * (collation versions: HINT REINDEX). Zero in metapages written before
+	 * this field, which are all 16-byte-key indexes.
+	 */
+	DexMetaColumns columns;
 } DexMetaPageData;
 
 StaticAssertDecl(sizeof(DexMetaPageData) <= BLCKSZ - 128, "dex metapage must fit a page");
@@ -229,6 +265,23 @@ typedef struct DexScanOpaqueData
 	struct IndexFetchTableData *vfetch; /* heap verification */
 	struct TupleTableSlot *vslot;
 
+	/*
+	 * Byte-string indexes (DEX_META_BYTES; dexscan.c): one inclusive range
+	 * [blo, bhi] (NULL: open end) from dex_entry_bounds, the core scan's
+	 * batch, and a copy of the entry returned last (a direction change
+	 * restarts the core scan there, skipping it).
+	 */
+	bool		bytes;
+	uint8	   *blo;
+	size_t		blolen;
+	uint8	   *bhi;
+	size_t		bhilen;
+	const DexBytes *bbatch;
+	uint8	   *bcur;
+	size_t		bcurlen;
+	size_t		bcurcap;
+	bool		bskip;			/* skip the core scan's first entry if it is bcur */
+
 	/* dead-entry hints (dexkill.c) */
 	DexLeafStamp stamp;			/* leaf and version the current batch was read at */
 	DexKey	   *killed;			/* entries of this batch found dead */
@@ -275,35 +328,10 @@ typedef struct DexEntryBounds
 	bool		recheck;
 } DexEntryBounds;
 
-/*
- * The key columns an index was built with, as its metapage records them:
- * fixed-size fields only, so the struct is its own serialization. A
- * collation version longer than the field is recorded truncated (and
- * compared truncated).
- */
-#define DEX_COLLVERSION_LEN		40
-#define DEX_META_COL_DESC		0x0001
-#define DEX_META_COL_NULLS_FIRST	0x0002
 
-typedef struct DexMetaColumn
-{
-	uint32		typid;
-	uint32		collid;
-	uint16		flags;			/* DEX_META_COL_* */
-	uint16		pad;
-	char		collversion[DEX_COLLVERSION_LEN];	/* "" = none (C, no collation) */
-} DexMetaColumn;
-
-typedef struct DexMetaColumns
-{
-	uint32		ncolumns;
-	uint32		pad;
-	DexMetaColumn col[INDEX_MAX_KEYS];
-} DexMetaColumns;
-
-StaticAssertDecl(sizeof(DexMetaPageData) + sizeof(DexMetaColumns) <= BLCKSZ - 128,
-				 "dex metapage must fit a page with its key columns");
-
+extern bool dex_entry_layout_wanted(Relation index);
+extern bool dex_entry_types_comparable(Oid coltype, Oid argtype);
+extern void dex_entry_tid(const uint8 *entry, size_t len, ItemPointer tid);
 extern int	dex_entry_columns(Relation index, DexEntryColumn *cols);
 extern void dex_entry_build(Relation index, Datum *values, bool *isnull,
 							ItemPointer tid, struct DexKeyBuf *out);
@@ -318,6 +346,8 @@ extern char *dex_entry_meta_check(Relation index, const DexMetaColumns *recorded
 /* ---- dexkeybytes.c ---------------------------------------------------- */
 
 extern void dex_key_bytes_append(struct DexKeyBuf *b, Datum d, Oid typid, Oid collid);
+extern void dex_kb_init_palloc(struct DexKeyBuf *b);
+extern bool dex_key_bytes_supported(Oid typid);
 
 /* ---- dexkeys.c -------------------------------------------------------- */
 
@@ -366,6 +396,7 @@ extern void dex_write_metapage(Relation index, ForkNumber fork,
 extern void dex_read_metapage(Relation index, DexMetaPageData *meta);
 extern void dex_read_metapage_cached(Relation index, DexMetaPageData *meta);
 extern uint64 dex_index_tree_ns(Relation index);
+extern bool dex_index_is_bytes(Relation index);
 extern uint32 dex_meta_tree_id(const DexMetaPageData *meta);
 extern bool dex_meta_owns_ns(const DexMetaPageData *meta, int node, uint64 ns);
 extern void dex_make_tag(DexNsTag *tag, Oid indexoid, Oid relfilenode, Oid spcoid);

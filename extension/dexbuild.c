@@ -21,6 +21,11 @@
 #include "utils/tuplesort.h"
 #include "storage/bufmgr.h"
 #include "utils/builtins.h"
+#if PG_VERSION_NUM >= 160000
+#include "varatt.h"
+#endif
+
+#include "tree/key_bytes.h"
 
 typedef struct DexBuildState
 {
@@ -33,6 +38,11 @@ typedef struct DexBuildState
 	MemoryContext tmpcxt;
 	bool		unique;			/* CREATE UNIQUE INDEX: live duplicates are refused */
 	bool		nulls_distinct;
+	/* byte-string entries (DEX_META_BYTES): a datum sort of bytea entries */
+	bool		bytes;
+	DexEntryColumn cols[INDEX_MAX_KEYS];
+	int			ncols;
+	DexKeyBuf	kb;
 
 	/* core handles, released by the reset callback on error */
 	DexTree    *tree;
@@ -53,6 +63,26 @@ dex_build_release(void *arg)
 	if (bs->tree)
 		dex_tree_close(bs->tree);
 	bs->tree = NULL;
+}
+
+/* A byte-string index's row: its entry, as a bytea datum into the sort. */
+static void
+dex_build_bytes_callback(Relation index, ItemPointer tid, Datum *values,
+						 bool *isnull, bool tupleIsAlive, void *state)
+{
+	DexBuildState *bs = (DexBuildState *) state;
+	MemoryContext old = MemoryContextSwitchTo(bs->tmpcxt);
+	bytea	   *e;
+
+	dex_kb_init_palloc(&bs->kb);
+	dex_entry_encode(index, bs->cols, bs->ncols, values, isnull, tid, &bs->kb);
+	e = palloc(VARHDRSZ + bs->kb.len);
+	SET_VARSIZE(e, VARHDRSZ + bs->kb.len);
+	memcpy(VARDATA(e), bs->kb.data, bs->kb.len);
+	tuplesort_putdatum(bs->sort, PointerGetDatum(e), false);	/* copied by the sort */
+	bs->indtuples += 1;
+	MemoryContextSwitchTo(old);
+	MemoryContextReset(bs->tmpcxt);
 }
 
 static void
@@ -186,6 +216,55 @@ dex_build_load(DexBuildState *bs, Relation heap, Relation index, double fillfact
 }
 
 /*
+ * Step 3 for byte-string entries: the sorted entries (bytea order is memcmp
+ * order, a proper prefix first: the tree's) into the tree.
+ */
+static double
+dex_build_load_bytes(DexBuildState *bs, Relation index, double fillfactor)
+{
+	DexError	err;
+	int			rc;
+	double		done = 0;
+	Datum		d;
+	bool		isnull;
+
+	memset(&err, 0, sizeof(err));
+	rc = dex_bulk_begin(bs->tree, fillfactor, &bs->bulk, &err);
+	if (rc != DEX_OK)
+	{
+		bs->bulk = NULL;
+		dex_report_error(rc, &err, index);
+	}
+#if PG_VERSION_NUM >= 160000
+	while (tuplesort_getdatum(bs->sort, true, false, &d, &isnull, NULL))
+#else
+	while (tuplesort_getdatum(bs->sort, true, &d, &isnull, NULL))
+#endif
+	{
+		bytea	   *e = DatumGetByteaPP(d);
+
+		rc = dex_bulk_add_bytes(bs->bulk, (const uint8_t *) VARDATA_ANY(e), VARSIZE_ANY_EXHDR(e), &err);
+		if (rc != DEX_OK)
+		{
+			dex_bulk_abort(bs->bulk);
+			bs->bulk = NULL;
+			dex_report_error(rc, &err, index);
+		}
+		done += 1;
+		if (((int64) done) % 1024 == 0)
+		{
+			pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE, (int64) done);
+			CHECK_FOR_INTERRUPTS();
+		}
+	}
+	rc = dex_bulk_finish(bs->bulk, &err);
+	bs->bulk = NULL;			/* freed by finish in any case */
+	if (rc != DEX_OK)
+		dex_report_error(rc, &err, index);
+	return done;
+}
+
+/*
  * Namespaces on the memory nodes that were owned by earlier builds of the same
  * index OID (REINDEX, TRUNCATE, VACUUM FULL, CLUSTER keep the OID): free them
  * when this transaction commits.
@@ -273,10 +352,6 @@ dexbuild(Relation heap, Relation index, IndexInfo *indexInfo)
 	dex_ensure_configured();
 	dex_cluster_check(index);	/* only the writer of dex's remote memory builds */
 
-	if (indexInfo->ii_NumIndexAttrs != 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("dex indexes support only one key column")));
 	if (RelationGetNumberOfBlocks(index) != 0)
 		elog(ERROR, "index \"%s\" already contains data",
 			 RelationGetRelationName(index));
@@ -286,8 +361,26 @@ dexbuild(Relation heap, Relation index, IndexInfo *indexInfo)
 	oldcxt = MemoryContextSwitchTo(buildcxt);
 
 	bs = palloc0(sizeof(DexBuildState));
+	bs->bytes = dex_entry_layout_wanted(index);
+	if (bs->bytes)
+	{
+		bs->ncols = dex_entry_columns(index, bs->cols);	/* refuses nondeterministic collations */
+		for (int i = 0; i < bs->ncols; i++)
+			if (!dex_key_bytes_supported(bs->cols[i].typid))
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("dex does not support data type %s",
+								format_type_be(bs->cols[i].typid))));
+		if (indexInfo->ii_Unique)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("dex does not support UNIQUE indexes with byte-string keys yet"),
+					 errdetail("Index \"%s\" has several key columns, a DESC or NULLS FIRST column, or a key type without a fixed 8-byte image.",
+							   RelationGetRelationName(index)),
+					 errhint("A UNIQUE dex index takes one ascending column of an integer, date/time, float or bool type; use btree for this one.")));
+	}
 	bs->atttype = dex_column_basetype(index);
-	if (!dex_type_supported(bs->atttype))
+	if (!bs->bytes && !dex_type_supported(bs->atttype))
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("dex does not support data type %s",
@@ -332,6 +425,8 @@ dexbuild(Relation heap, Relation index, IndexInfo *indexInfo)
 							 RelationGetRelationName(index), &bs->tree, &err);
 	if (rc != DEX_OK)
 		dex_report_error(rc, &err, index);
+	if (bs->bytes && (rc = dex_tree_set_layout(bs->tree, DEX_LAYOUT_BYTES, &err)) != DEX_OK)
+		dex_report_error(rc, &err, index);
 
 	/* the dirty-owner word of write-back mode (every index gets one) */
 	rc = dex_ns_alloc_word(node, ns, &bs->owner_word, &err);
@@ -347,6 +442,33 @@ dexbuild(Relation heap, Relation index, IndexInfo *indexInfo)
 	if (rc != DEX_OK)
 		dex_report_error(rc, &err, index);
 
+	bs->tmpcxt = AllocSetContextCreate(buildcxt, "dex build tuple",
+									   ALLOCSET_DEFAULT_SIZES);
+	fillfactor = (opts ? opts->fillfactor : DEX_DEFAULT_FILLFACTOR) / 100.0;
+	if (bs->bytes)
+	{
+		/* 2. and 3. for byte-string entries: a datum sort of the entries */
+		bs->sort = tuplesort_begin_datum(BYTEAOID, ByteaLessOperator, InvalidOid, false,
+										 maintenance_work_mem, NULL, TUPLESORT_NONE);
+		pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE, DEX_PHASE_SCAN);
+		reltuples = table_index_build_scan(heap, index, indexInfo, true, true,
+										   dex_build_bytes_callback, bs, NULL);
+		pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE, DEX_PHASE_SORT);
+		tuplesort_performsort(bs->sort);
+		pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE, DEX_PHASE_LOAD);
+		if (bs->indtuples == 0)
+		{
+			rc = dex_tree_init_empty(bs->tree, &err);
+			if (rc != DEX_OK)
+				dex_report_error(rc, &err, index);
+		}
+		else
+			done = dex_build_load_bytes(bs, index, fillfactor);
+		tuplesort_end(bs->sort);
+		bs->sort = NULL;
+		goto metapage;
+	}
+
 	/* 2. scan the heap into a sort over (int8 key NULLS LAST, tid) */
 	bs->sortdesc = CreateTemplateTupleDesc(4);
 	TupleDescInitEntry(bs->sortdesc, 1, "key", INT8OID, -1, 0);
@@ -361,8 +483,6 @@ dexbuild(Relation heap, Relation index, IndexInfo *indexInfo)
 	bs->sort = tuplesort_begin_heap(bs->sortdesc, 2, attnums, sortops,
 									collations, nullsfirst,
 									maintenance_work_mem, NULL, TUPLESORT_NONE);
-	bs->tmpcxt = AllocSetContextCreate(buildcxt, "dex build tuple",
-									   ALLOCSET_DEFAULT_SIZES);
 
 	pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE, DEX_PHASE_SCAN);
 	reltuples = table_index_build_scan(heap, index, indexInfo, true, true,
@@ -383,8 +503,6 @@ dexbuild(Relation heap, Relation index, IndexInfo *indexInfo)
 		pgstat_progress_update_multi_param(3, index_params, vals);
 	}
 
-	fillfactor = (opts ? opts->fillfactor : DEX_DEFAULT_FILLFACTOR) / 100.0;
-
 	if (bs->indtuples == 0)
 	{
 		rc = dex_tree_init_empty(bs->tree, &err);
@@ -403,11 +521,17 @@ dexbuild(Relation heap, Relation index, IndexInfo *indexInfo)
 	bs->slot = bs->outslot = NULL;
 
 	/* 4. metapage */
+metapage:
 	pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE, DEX_PHASE_META);
 	memset(&meta, 0, sizeof(meta));
 	meta.magic = DEX_MAGIC;
 	meta.version = DEX_VERSION;
 	meta.flags = 0;
+	if (bs->bytes)
+	{
+		meta.flags |= DEX_META_BYTES;
+		dex_entry_meta_columns(index, &meta.columns);
+	}
 	meta.node = node;
 	meta.ns = ns;
 	meta.incarnation = incarnation;

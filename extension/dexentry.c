@@ -89,6 +89,26 @@ dex_entry_columns(Relation index, DexEntryColumn *cols)
 	return n;
 }
 
+/*
+ * Does this index need byte-string entries (DEX_META_BYTES)? The 16-byte key
+ * of dexkeys.c holds one column of a fixed-width type in ascending order
+ * with NULLS LAST: anything else -- several key columns, a DESC or NULLS
+ * FIRST column, a type without an 8-byte image (text, uuid, numeric, ...)
+ * -- is encoded as bytes. Decided once, at build, and recorded.
+ */
+bool
+dex_entry_layout_wanted(Relation index)
+{
+	Oid			typid;
+
+	if (IndexRelationGetNumberOfKeyAttributes(index) != 1 ||
+		IndexRelationGetNumberOfAttributes(index) != 1 ||
+		index->rd_indoption[0] != 0)
+		return true;
+	typid = getBaseType(TupleDescAttr(RelationGetDescr(index), 0)->atttypid);
+	return !dex_type_supported(typid);
+}
+
 /* ---------------------------------------------------------------------
  * entries
  * ---------------------------------------------------------------------
@@ -134,6 +154,19 @@ dex_entry_encode(Relation index, const DexEntryColumn *cols, int ncols,
 	dex_kb_byte(out, (uint8) (off >> 8));
 	dex_kb_byte(out, (uint8) off);
 	Assert(out->len <= DEX_SLOTTED_MAX_ENTRY_BYTES);
+}
+
+/* The heap TID an entry ends with (6 bytes, big-endian). */
+void
+dex_entry_tid(const uint8 *entry, size_t len, ItemPointer tid)
+{
+	const uint8 *p;
+
+	if (len < DEX_ENTRY_TID_BYTES)
+		elog(ERROR, "dex entry of %zu bytes has no heap TID", len);
+	p = entry + len - DEX_ENTRY_TID_BYTES;
+	ItemPointerSet(tid, ((BlockNumber) p[0] << 24) | ((BlockNumber) p[1] << 16) |
+				   ((BlockNumber) p[2] << 8) | p[3], (OffsetNumber) ((p[4] << 8) | p[5]));
 }
 
 /* dex_entry_encode with the index's columns looked up (one-off callers). */
@@ -203,6 +236,21 @@ static bool
 text_like(Oid typid)
 {
 	return typid == TEXTOID || typid == VARCHAROID || typid == NAMEOID;
+}
+
+/*
+ * Can a scan key of argtype be placed among coltype's entries? The image
+ * types' families (dexkeys.c), text with varchar and name, and any other
+ * byte-encoded type with itself.
+ */
+bool
+dex_entry_types_comparable(Oid coltype, Oid argtype)
+{
+	if (dex_types_comparable(coltype, argtype))
+		return true;
+	if (text_like(coltype) && text_like(argtype))
+		return true;
+	return coltype == argtype && dex_key_bytes_supported(coltype);
 }
 
 /* Under DESC the bytes run against SQL order: < and > trade places. */

@@ -15,6 +15,8 @@
 #include "nodes/execnodes.h"
 #include "utils/rel.h"
 
+#include "tree/key_bytes.h"
+
 /*
  * Puts one entry into the tree. bottom_up: if the leaf is full, look for dead
  * entries there once before letting it split.
@@ -56,6 +58,37 @@ dex_insert_entry(Relation index, Relation heapRel, DexTree *tree, const DexKey *
 		dex_report_error(rc, &err, index);
 }
 
+/*
+ * A byte-string index's entry (DEX_META_BYTES). Not held back, no unique
+ * check (refused at build), no bottom-up pass. Such trees do not journal
+ * yet (recovery of byte records is not written): the row's heap WAL is made
+ * durable, and replayed by the standbys, before its entry reaches remote
+ * memory, so a crash or a failover can leave no entry without its row.
+ */
+static void
+dex_insert_bytes(Relation index, Relation heapRel, DexTree *tree, Datum *values, bool *isnull,
+				 ItemPointer tid)
+{
+	DexKeyBuf	kb;
+	DexError	err;
+	uint64		lsn = dex_row_lsn(heapRel);
+	int			rc;
+
+	dex_kb_init_palloc(&kb);
+	dex_entry_build(index, values, isnull, tid, &kb);	/* may ERROR: key too long */
+	memset(&err, 0, sizeof(err));
+	if (lsn != 0)
+	{
+		err.need_lsn = lsn;
+		dex_wal_flush_for_retry(&err, index);
+	}
+	rc = dex_tree_insert_bytes(tree, kb.data, (uint32_t) kb.len, lsn,
+							   Max(dex_cluster_retention_published(), lsn), &err);
+	pfree(kb.data);
+	if (rc != DEX_OK)
+		dex_report_error(rc, &err, index);
+}
+
 bool
 dexinsert(Relation index, Datum *values, bool *isnull,
 		  ItemPointer ht_ctid, Relation heapRel,
@@ -75,6 +108,11 @@ dexinsert(Relation index, Datum *values, bool *isnull,
 
 	/* opened even for a held-back entry: a lost tree fails this row's statement */
 	tree = dex_open_tree(index);
+	if (dex_index_is_bytes(index))
+	{
+		dex_insert_bytes(index, heapRel, tree, values, isnull, ht_ctid);
+		return false;
+	}
 	dex_make_key(&key, index, values[0], isnull[0], ht_ctid);
 	/*
 	 * A multi-row statement's entries from the second on are held back and

@@ -170,7 +170,7 @@ ios_claim(void)
 bool
 dexcanreturn(Relation index, int attno)
 {
-	if (attno != 1 || RecoveryInProgress())
+	if (attno != 1 || RecoveryInProgress() || dex_index_is_bytes(index))
 		return false;
 	return dex_type_returnable(dex_column_basetype(index));
 }
@@ -188,7 +188,8 @@ dex_ios_begin(IndexScanDesc scan)
 
 	if (so->ios_ready)
 		return;
-	so->ios_returnable = dex_type_returnable(so->atttype);
+	/* a byte-string entry is not decoded: its columns come back NULL */
+	so->ios_returnable = !so->bytes && dex_type_returnable(so->atttype);
 	/*
 	 * The planner asks for an index-only scan of a column it may not read
 	 * only when it reads no column, hence uses no scan key on it either;
@@ -320,17 +321,23 @@ bool
 dex_ios_entry(IndexScanDesc scan, const DexKey *k)
 {
 	DexScanOpaque so = (DexScanOpaque) scan->opaque;
-	Datum		value = (Datum) 0;
-	bool		isnull = true;
+	Datum		values[INDEX_MAX_KEYS];
+	bool		isnull[INDEX_MAX_KEYS];
 	MemoryContext old;
 
 	if (so->ios_verify && !ios_heap_visible(scan, &scan->xs_heaptid))
 		return false;
-	if (k->cls == DEX_KEY_VALUE && so->ios_returnable)
-		isnull = !dex_key_datum(k, so->atttype, &value);
+	/* every column NULL (k NULL: a byte-string entry), unless column 1 decodes */
+	for (int i = 0; i < scan->xs_itupdesc->natts; i++)
+	{
+		values[i] = (Datum) 0;
+		isnull[i] = true;
+	}
+	if (k && k->cls == DEX_KEY_VALUE && so->ios_returnable)
+		isnull[0] = !dex_key_datum(k, so->atttype, &values[0]);
 	MemoryContextReset(so->itupcxt);
 	old = MemoryContextSwitchTo(so->itupcxt);
-	scan->xs_itup = index_form_tuple(scan->xs_itupdesc, &value, &isnull);
+	scan->xs_itup = index_form_tuple(scan->xs_itupdesc, values, isnull);
 	MemoryContextSwitchTo(old);
 	return true;
 }

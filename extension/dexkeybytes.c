@@ -39,6 +39,14 @@ kb_grow(void *old, size_t newcap)
 	return old ? repalloc(old, newcap) : palloc(newcap);
 }
 
+/* An empty DexKeyBuf that grows with palloc in the current memory context. */
+void
+dex_kb_init_palloc(DexKeyBuf *b)
+{
+	memset(b, 0, sizeof(*b));
+	b->grow = kb_grow;
+}
+
 /* ---------------------------------------------------------------------
  * strings under a collation
  *
@@ -212,6 +220,27 @@ kb_is_image_type(Oid typid)
 			return true;
 		default:
 			return false;
+	}
+}
+
+/* Has base type typid a byte encoding (dex_key_bytes_append)? */
+bool
+dex_key_bytes_supported(Oid typid)
+{
+	switch (typid)
+	{
+		case UUIDOID:
+		case BYTEAOID:
+		case TEXTOID:
+		case VARCHAROID:
+		case BPCHAROID:
+		case NAMEOID:
+		case NUMERICOID:
+		case INTERVALOID:
+		case TIMETZOID:
+			return true;
+		default:
+			return kb_is_image_type(typid);
 	}
 }
 

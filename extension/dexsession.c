@@ -382,10 +382,37 @@ dex_open_tree(Relation index)
 		else
 			rc = dex_tree_open(node, meta.ns, meta.incarnation,
 							   RelationGetRelationName(index), &tree, &err);
+		if (rc == DEX_OK && (meta.flags & DEX_META_BYTES))
+			rc = dex_tree_set_layout(tree, DEX_LAYOUT_BYTES, &err);
 		if (rc != DEX_OK)
 		{
+			if (tree)
+				dex_tree_close(tree);
 			hash_search(dex_tree_cache, &key, HASH_REMOVE, NULL);
 			dex_report_error(rc, &err, index);
+		}
+		if (meta.flags & DEX_META_BYTES)
+		{
+			/*
+			 * The entries were encoded under the column types, collations
+			 * (and their versions) and DESC / NULLS FIRST the metapage
+			 * records: anything else would misread them (wrong answers, as
+			 * for a btree after a collation change). Checked once per
+			 * backend and tree handle.
+			 */
+			char	   *why = dex_entry_meta_check(index, &meta.columns);
+
+			if (why)
+			{
+				dex_tree_close(tree);
+				hash_search(dex_tree_cache, &key, HASH_REMOVE, NULL);
+				ereport(ERROR,
+						(errcode(ERRCODE_INDEX_CORRUPTED),
+						 errmsg("index \"%s\" was built under other key columns: %s",
+								RelationGetRelationName(index), why),
+						 errhint("REINDEX INDEX %s",
+								 quote_identifier(RelationGetRelationName(index)))));
+			}
 		}
 		e->tree = tree;
 		e->verified_life = 0;

@@ -324,6 +324,19 @@ dex_index_tree_ns(Relation index)
 	return meta.ns;
 }
 
+/* Are the index's entries byte strings (DEX_META_BYTES)? From the cached metapage. */
+bool
+dex_index_is_bytes(Relation index)
+{
+	DexCachedMeta *c = (DexCachedMeta *) index->rd_amcache;
+	DexMetaPageData meta;
+
+	if (c != NULL && c->spcoid == DEX_REL_SPC(index) && c->relnumber == DEX_REL_NUMBER(index))
+		return (c->meta.flags & DEX_META_BYTES) != 0;
+	dex_read_metapage_cached(index, &meta);
+	return (meta.flags & DEX_META_BYTES) != 0;
+}
+
 void
 dex_read_metapage(Relation index, DexMetaPageData *meta)
 {

@@ -23,6 +23,12 @@ typedef struct DexVacuumState
 	MemoryContextCallback cb;
 } DexVacuumState;
 
+static void *
+repalloc_or_alloc(void *p, size_t n)
+{
+	return p ? repalloc(p, n) : palloc(n);
+}
+
 static void
 dex_vacuum_release(void *arg)
 {
@@ -61,6 +67,110 @@ dex_delete_chunk(Relation index, DexTree *tree, DexKey *dead, int ndead,
 		done += n;
 		dex_vacuum_delay_point();
 	}
+}
+
+/*
+ * Byte-string indexes: the same walk over entry bytes. Dead entries are
+ * copied (up to DEX_VACUUM_CHUNK), the scan closed, the chunk deleted, and
+ * the walk resumes at the last entry seen (skipping it).
+ */
+static double
+dex_bulkdelete_bytes(Relation index, DexTree *tree, DexVacuumState *vs, IndexBulkDeleteResult *stats,
+					 IndexBulkDeleteCallback callback, void *callback_state)
+{
+	DexBytes   *dead = palloc(sizeof(DexBytes) * DEX_VACUUM_CHUNK);
+	uint8	   *last = NULL;
+	size_t		lastlen = 0;
+	int			ndead = 0;
+	double		live = 0;
+	bool		more = true;
+
+	while (more)
+	{
+		DexError	err;
+		int			rc;
+		bool		restart = false;
+
+		memset(&err, 0, sizeof(err));
+		rc = dex_scan_begin_bytes(tree, last, (uint32_t) lastlen, NULL, 0, 0, &vs->dscan, &err);
+		if (rc != DEX_OK)
+		{
+			vs->dscan = NULL;
+			dex_report_error(rc, &err, index);
+		}
+		for (;;)
+		{
+			const DexBytes *entries = NULL;
+			int			n = 0;
+
+			rc = dex_scan_next_bytes(vs->dscan, &entries, &n, &err);
+			if (rc != DEX_OK)
+			{
+				dex_scan_end(vs->dscan);
+				vs->dscan = NULL;
+				dex_report_error(rc, &err, index);
+			}
+			if (n == 0)
+			{
+				more = false;
+				break;
+			}
+			for (int i = 0; i < n; i++)
+			{
+				ItemPointerData tid;
+				const DexBytes *e = &entries[i];
+
+				if (last && e->len == lastlen && memcmp(e->data, last, lastlen) == 0)
+					continue;	/* where the previous walk stopped */
+				dex_entry_tid(e->data, e->len, &tid);
+				if (callback(&tid, callback_state))
+				{
+					uint8	   *copy = palloc(e->len);
+
+					memcpy(copy, e->data, e->len);
+					dead[ndead].data = copy;
+					dead[ndead++].len = e->len;
+				}
+				else
+					live += 1;
+				last = repalloc_or_alloc(last, e->len);
+				memcpy(last, e->data, e->len);
+				lastlen = e->len;
+				if (ndead == DEX_VACUUM_CHUNK)
+				{
+					restart = true; /* the rest of this batch is walked again */
+					break;
+				}
+			}
+			if (restart)
+				break;
+			dex_vacuum_delay_point();
+		}
+		dex_scan_end(vs->dscan);
+		vs->dscan = NULL;
+		while (ndead > 0)
+		{
+			uint64		deleted = 0;
+
+			memset(&err, 0, sizeof(err));
+			rc = dex_tree_delete_bytes(tree, dead, ndead, &deleted, &err);
+			if (rc == DEX_ERR_NEED_WAL_FLUSH)
+			{
+				/* a dirty write-back leaf on the way: flush WAL, redo the chunk */
+				stats->tuples_removed += (double) deleted;
+				dex_wal_flush_for_retry(&err, index);
+				continue;
+			}
+			if (rc != DEX_OK)
+				dex_report_error(rc, &err, index);
+			stats->tuples_removed += (double) deleted;
+			for (int i = 0; i < ndead; i++)
+				pfree((void *) dead[i].data);
+			ndead = 0;
+			dex_vacuum_delay_point();
+		}
+	}
+	return live;
 }
 
 IndexBulkDeleteResult *
@@ -106,6 +216,11 @@ dexbulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 	vs->cb.func = dex_vacuum_release;
 	vs->cb.arg = vs;
 	MemoryContextRegisterResetCallback(cxt, &vs->cb);
+	if (dex_index_is_bytes(index))
+	{
+		live = dex_bulkdelete_bytes(index, tree, vs, stats, callback, callback_state);
+		more = false;			/* (the 16-byte walk below is skipped) */
+	}
 	dead = palloc(sizeof(DexKey) * DEX_VACUUM_CHUNK);
 
 	memset(&lo, 0, sizeof(lo));

@@ -53,7 +53,7 @@ dexvalidate(Oid opclassoid)
 	familyform = (Form_pg_opfamily) GETSTRUCT(familytup);
 	opfamilyname = NameStr(familyform->opfname);
 
-	if (!dex_type_supported(getBaseType(opcintype)))
+	if (!dex_type_supported(getBaseType(opcintype)) && !dex_key_bytes_supported(getBaseType(opcintype)))
 	{
 		ereport(INFO,
 				(errcode(ERRCODE_INVALID_OBJECT_DEFINITION),
@@ -142,7 +142,7 @@ dexvalidate(Oid opclassoid)
 			found_own = true;
 
 		/* scan keys of the right type must be placeable among the left's images */
-		if (!dex_types_comparable(group->lefttype, group->righttype))
+		if (!dex_entry_types_comparable(group->lefttype, group->righttype))
 		{
 			ereport(INFO,
 					(errcode(ERRCODE_INVALID_OBJECT_DEFINITION),

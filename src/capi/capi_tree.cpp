@@ -480,7 +480,8 @@ int dex_journal_read(DexTree* tree, DexKey** keys, int* n, uint64_t* life, DexEr
         if (!tree || !keys || !n || !tree->journal_root)
             throw Error(ErrorCode::kInvalid, "dex_journal_read: no journal");
         dex::tree::JournalContents c;
-        tree->run([&](dex::tree::BTree&) { c = dex::tree::journal_read(proc().mem(), tree->journal_root); });
+        // (a byte-string tree: a fixed-form journal it never writes, today)
+        tree->run_any([&](auto&) { c = dex::tree::journal_read(proc().mem(), tree->journal_root); });
         auto* arr = dex::capi::malloc_array<DexKey>(c.records.size());
         for (size_t i = 0; i < c.records.size(); i++) std::memcpy(&arr[i], &c.records[i].key, sizeof(DexKey));
         *keys = arr;
@@ -495,14 +496,18 @@ int dex_journal_finish(DexTree* tree, uint64_t old_life, uint64_t new_life, cons
     return guarded(err, [&] {
         if (!tree || !tree->journal_root || (n > 0 && !strays))
             throw Error(ErrorCode::kInvalid, "dex_journal_finish: no journal");
-        tree->run([&](dex::tree::BTree& b) {
+        tree->run_any([&](auto& b) {
             dex::tree::JournalContents c = dex::tree::journal_read(proc().mem(), tree->journal_root);
             if (c.life != old_life) throw journal_recovered_elsewhere(tree->name);
             uint64_t d = 0;
             if (n > 0) {
-                std::vector<dex::EntryKey> v(static_cast<size_t>(n));
-                std::memcpy(v.data(), strays, v.size() * sizeof(dex::EntryKey));
-                d = b.remove(v.data(), v.size());
+                if constexpr (std::remove_reference_t<decltype(b)>::Layout::kSlotted) {
+                    throw Error(ErrorCode::kInvalid, "dex_journal_finish: 16-byte strays for a byte-string tree");
+                } else {
+                    std::vector<dex::EntryKey> v(static_cast<size_t>(n));
+                    std::memcpy(v.data(), strays, v.size() * sizeof(dex::EntryKey));
+                    d = b.remove(v.data(), v.size());
+                }
             }
             dex::tree::journal_clear(proc().mem(), c);
             uint64_t seen = dex::tree::journal_cas_life(proc().mem(), tree->journal_root, old_life, new_life);
