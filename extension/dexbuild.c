@@ -152,6 +152,43 @@ dex_build_duplicate(DexBuildState *bs, Relation heap, Relation index)
  * recently dead, may share it: they are kept for older snapshots). Returns
  * the number of entries loaded.
  */
+/* The bulk load of step 3 begins; a failed core call abandons it and reports. */
+static void
+dex_build_bulk_begin(DexBuildState *bs, Relation index, double fillfactor)
+{
+	DexError	err;
+	int			rc;
+
+	memset(&err, 0, sizeof(err));
+	rc = dex_bulk_begin(bs->tree, fillfactor, &bs->bulk, &err);
+	if (rc != DEX_OK)
+	{
+		bs->bulk = NULL;
+		dex_report_error(rc, &err, index);
+	}
+}
+
+static void
+dex_build_bulk_failed(DexBuildState *bs, int rc, const DexError *err, Relation index)
+{
+	dex_bulk_abort(bs->bulk);
+	bs->bulk = NULL;
+	dex_report_error(rc, err, index);
+}
+
+static void
+dex_build_bulk_finish(DexBuildState *bs, Relation index)
+{
+	DexError	err;
+	int			rc;
+
+	memset(&err, 0, sizeof(err));
+	rc = dex_bulk_finish(bs->bulk, &err);
+	bs->bulk = NULL;			/* freed by finish in any case */
+	if (rc != DEX_OK)
+		dex_report_error(rc, &err, index);
+}
+
 static double
 dex_build_load(DexBuildState *bs, Relation heap, Relation index, double fillfactor)
 {
@@ -162,12 +199,7 @@ dex_build_load(DexBuildState *bs, Relation heap, Relation index, double fillfact
 	bool		have_live = false;
 
 	memset(&err, 0, sizeof(err));
-	rc = dex_bulk_begin(bs->tree, fillfactor, &bs->bulk, &err);
-	if (rc != DEX_OK)
-	{
-		bs->bulk = NULL;
-		dex_report_error(rc, &err, index);
-	}
+	dex_build_bulk_begin(bs, index, fillfactor);
 	while (tuplesort_gettupleslot(bs->sort, true, false, bs->outslot, NULL))
 	{
 		DexKey		key;
@@ -195,11 +227,7 @@ dex_build_load(DexBuildState *bs, Relation heap, Relation index, double fillfact
 		}
 		rc = dex_bulk_add(bs->bulk, &key, &err);
 		if (rc != DEX_OK)
-		{
-			dex_bulk_abort(bs->bulk);
-			bs->bulk = NULL;
-			dex_report_error(rc, &err, index);
-		}
+			dex_build_bulk_failed(bs, rc, &err, index);
 		done += 1;
 		if (((int64) done) % 1024 == 0)
 		{
@@ -208,10 +236,7 @@ dex_build_load(DexBuildState *bs, Relation heap, Relation index, double fillfact
 			CHECK_FOR_INTERRUPTS();
 		}
 	}
-	rc = dex_bulk_finish(bs->bulk, &err);
-	bs->bulk = NULL;			/* freed by finish in any case */
-	if (rc != DEX_OK)
-		dex_report_error(rc, &err, index);
+	dex_build_bulk_finish(bs, index);
 	return done;
 }
 
@@ -229,12 +254,7 @@ dex_build_load_bytes(DexBuildState *bs, Relation index, double fillfactor)
 	bool		isnull;
 
 	memset(&err, 0, sizeof(err));
-	rc = dex_bulk_begin(bs->tree, fillfactor, &bs->bulk, &err);
-	if (rc != DEX_OK)
-	{
-		bs->bulk = NULL;
-		dex_report_error(rc, &err, index);
-	}
+	dex_build_bulk_begin(bs, index, fillfactor);
 #if PG_VERSION_NUM >= 160000
 	while (tuplesort_getdatum(bs->sort, true, false, &d, &isnull, NULL))
 #else
@@ -245,11 +265,7 @@ dex_build_load_bytes(DexBuildState *bs, Relation index, double fillfactor)
 
 		rc = dex_bulk_add_bytes(bs->bulk, (const uint8_t *) VARDATA_ANY(e), VARSIZE_ANY_EXHDR(e), &err);
 		if (rc != DEX_OK)
-		{
-			dex_bulk_abort(bs->bulk);
-			bs->bulk = NULL;
-			dex_report_error(rc, &err, index);
-		}
+			dex_build_bulk_failed(bs, rc, &err, index);
 		done += 1;
 		if (((int64) done) % 1024 == 0)
 		{
@@ -257,10 +273,7 @@ dex_build_load_bytes(DexBuildState *bs, Relation index, double fillfactor)
 			CHECK_FOR_INTERRUPTS();
 		}
 	}
-	rc = dex_bulk_finish(bs->bulk, &err);
-	bs->bulk = NULL;			/* freed by finish in any case */
-	if (rc != DEX_OK)
-		dex_report_error(rc, &err, index);
+	dex_build_bulk_finish(bs, index);
 	return done;
 }
 

@@ -368,6 +368,7 @@ dex_next_batch(IndexScanDesc scan)
 	DexScanOpaque so = (DexScanOpaque) scan->opaque;
 	DexError	err;
 	const DexKey *entries = NULL;
+	const DexBytes *bentries = NULL;
 	int			n = 0;
 	int			rc;
 
@@ -375,7 +376,10 @@ dex_next_batch(IndexScanDesc scan)
 	dex_kill_flush(scan);		/* leaving the batch: its dead entries */
 	if (scan->xs_want_itup)
 		dex_ios_announce(scan); /* VACUUM waits for what we read now */
-	rc = dex_scan_next(so->dscan, &entries, &n, &err);
+	if (so->bytes)
+		rc = dex_scan_next_bytes(so->dscan, &bentries, &n, &err);
+	else
+		rc = dex_scan_next(so->dscan, &entries, &n, &err);
 	if (rc != DEX_OK)
 	{
 		dex_end_core_scan(so);
@@ -387,6 +391,7 @@ dex_next_batch(IndexScanDesc scan)
 		return false;
 	}
 	so->batch = entries;
+	so->bbatch = bentries;
 	so->nbatch = n;
 	so->batch_pos = 0;
 	dex_scan_stamp(so->dscan, &so->stamp);
@@ -591,35 +596,6 @@ dex_bytes_start(IndexScanDesc scan, const uint8 *lo, size_t lolen, const uint8 *
 	so->bskip = skip;
 }
 
-static bool
-dex_bytes_next_batch(IndexScanDesc scan)
-{
-	DexScanOpaque so = (DexScanOpaque) scan->opaque;
-	DexError	err;
-	const DexBytes *entries = NULL;
-	int			n = 0;
-	int			rc;
-
-	memset(&err, 0, sizeof(err));
-	if (scan->xs_want_itup)
-		dex_ios_announce(scan); /* VACUUM waits for what we read now */
-	rc = dex_scan_next_bytes(so->dscan, &entries, &n, &err);
-	if (rc != DEX_OK)
-	{
-		dex_end_core_scan(so);
-		dex_report_error(rc, &err, scan->indexRelation);
-	}
-	if (n == 0)
-	{
-		dex_end_core_scan(so);
-		return false;
-	}
-	so->bbatch = entries;
-	so->nbatch = n;
-	so->batch_pos = 0;
-	return true;
-}
-
 static void
 dex_bytes_remember(DexScanOpaque so, const DexBytes *e)
 {
@@ -698,7 +674,7 @@ dex_bytes_next(IndexScanDesc scan, ScanDirection dir)
 			return true;
 		}
 		so->bskip = false;
-		if (so->dscan == NULL || !dex_bytes_next_batch(scan))
+		if (so->dscan == NULL || !dex_next_batch(scan))
 		{
 			so->pos = DEX_POS_END;
 			return false;
@@ -720,7 +696,7 @@ dex_bytes_getbitmap(IndexScanDesc scan, TIDBitmap *tbm)
 		return 0;
 	dex_end_core_scan(so);
 	dex_bytes_start(scan, so->blo, so->blolen, so->bhi, so->bhilen, false, false);
-	while (dex_bytes_next_batch(scan))
+	while (dex_next_batch(scan))
 	{
 		tids = tids ? repalloc(tids, sizeof(ItemPointerData) * so->nbatch)
 			: palloc(sizeof(ItemPointerData) * so->nbatch);

@@ -23,6 +23,16 @@ typedef struct DexVacuumState
 	MemoryContextCallback cb;
 } DexVacuumState;
 
+/* A failed core call: close the walk's scan (if open), then report. */
+static void
+dex_vacuum_fail(DexVacuumState *vs, int rc, const DexError *err, Relation index)
+{
+	if (vs->dscan)
+		dex_scan_end(vs->dscan);
+	vs->dscan = NULL;
+	dex_report_error(rc, err, index);
+}
+
 static void *
 repalloc_or_alloc(void *p, size_t n)
 {
@@ -94,10 +104,7 @@ dex_bulkdelete_bytes(Relation index, DexTree *tree, DexVacuumState *vs, IndexBul
 		memset(&err, 0, sizeof(err));
 		rc = dex_scan_begin_bytes(tree, last, (uint32_t) lastlen, NULL, 0, 0, &vs->dscan, &err);
 		if (rc != DEX_OK)
-		{
-			vs->dscan = NULL;
-			dex_report_error(rc, &err, index);
-		}
+			dex_vacuum_fail(vs, rc, &err, index);
 		for (;;)
 		{
 			const DexBytes *entries = NULL;
@@ -105,11 +112,7 @@ dex_bulkdelete_bytes(Relation index, DexTree *tree, DexVacuumState *vs, IndexBul
 
 			rc = dex_scan_next_bytes(vs->dscan, &entries, &n, &err);
 			if (rc != DEX_OK)
-			{
-				dex_scan_end(vs->dscan);
-				vs->dscan = NULL;
-				dex_report_error(rc, &err, index);
-			}
+				dex_vacuum_fail(vs, rc, &err, index);
 			if (n == 0)
 			{
 				more = false;
@@ -243,10 +246,7 @@ dexbulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 		}
 		rc = dex_scan_begin(tree, &lo, &hi, 0, &vs->dscan, &err);
 		if (rc != DEX_OK)
-		{
-			vs->dscan = NULL;
-			dex_report_error(rc, &err, index);
-		}
+			dex_vacuum_fail(vs, rc, &err, index);
 
 		for (;;)
 		{
@@ -256,11 +256,7 @@ dexbulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 
 			rc = dex_scan_next(vs->dscan, &entries, &n, &err);
 			if (rc != DEX_OK)
-			{
-				dex_scan_end(vs->dscan);
-				vs->dscan = NULL;
-				dex_report_error(rc, &err, index);
-			}
+				dex_vacuum_fail(vs, rc, &err, index);
 			if (n == 0)
 			{
 				more = false;

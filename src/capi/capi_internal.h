@@ -126,20 +126,12 @@ struct DexTree {
     // memory nodes' incarnations, the lazy per-node check, f(bt()).
     template <class F>
     void run(F&& f) {
-        validate();
-        dex::capi::proc().sync_tree_nodes(node, incarnation, part_ns, part_inc);
-        NodeCheckScope scope(this);
-        f(bt());
-        validate();
+        checked([&] { f(bt()); });
     }
     // run() for a byte-string tree.
     template <class F>
     void run_bytes(F&& f) {
-        validate();
-        dex::capi::proc().sync_tree_nodes(node, incarnation, part_ns, part_inc);
-        NodeCheckScope scope(this);
-        f(st());
-        validate();
+        checked([&] { f(st()); });
     }
     // run() of an operation both layouts have: f(auto& tree).
     template <class F>
@@ -151,6 +143,18 @@ struct DexTree {
     }
 
 private:
+    template <class G>
+    void checked(G&& g) {
+        validate();
+        dex::capi::proc().sync_tree_nodes(node, incarnation, part_ns, part_inc);
+        NodeCheckScope scope(this);
+        g();
+        validate();
+    }
+    // The tree object of this handle's layout, made on first use (with this
+    // process's cache, offload policy and change log), its op timeout current.
+    template <class T>
+    T& open_tree(std::unique_ptr<T>& t);
     struct NodeCheckScope {
         explicit NodeCheckScope(DexTree* t);
         ~NodeCheckScope();

@@ -70,39 +70,31 @@ Error wrong_layout(const std::string& name, bool bytes) {
 }
 }  // namespace
 
-dex::tree::SlottedTree& DexTree::st() {
-    if (layout != DEX_LAYOUT_BYTES) throw wrong_layout(name, false);
+template <class T>
+T& DexTree::open_tree(std::unique_ptr<T>& t) {
     int want = proc().op_timeout_ms();
-    if (!stree) {
-        stree = std::make_unique<dex::tree::SlottedTree>(proc().mem(), static_cast<uint32_t>(node), ns,
-                                                         proc().tree_options());
-        if (!part_ns.empty()) stree->set_placement(part_ns, placement_level);
+    if (!t) {
+        t = std::make_unique<T>(proc().mem(), static_cast<uint32_t>(node), ns, proc().tree_options());
+        if (!part_ns.empty()) t->set_placement(part_ns, placement_level);
         op_timeout_ms = 0;
         attach_journal();
     }
+    // Scans and bulk loads hold references to the tree: adjust it in place.
     if (want > 0 && want != op_timeout_ms) {
-        stree->set_op_timeout(want);
+        t->set_op_timeout(want);
         op_timeout_ms = want;
     }
-    return *stree;
+    return *t;
+}
+
+dex::tree::SlottedTree& DexTree::st() {
+    if (layout != DEX_LAYOUT_BYTES) throw wrong_layout(name, false);
+    return open_tree(stree);
 }
 
 dex::tree::BTree& DexTree::bt() {
     if (layout != DEX_LAYOUT_FIXED) throw wrong_layout(name, true);
-    int want = proc().op_timeout_ms();
-    if (!tree) {
-        tree = std::make_unique<dex::tree::BTree>(proc().mem(), static_cast<uint32_t>(node), ns,
-                                                  proc().tree_options());
-        if (!part_ns.empty()) tree->set_placement(part_ns, placement_level);
-        op_timeout_ms = 0;
-        attach_journal();
-    }
-    // Scans and bulk loads hold references to the BTree: adjust it in place.
-    if (want > 0 && want != op_timeout_ms) {
-        tree->set_op_timeout(want);
-        op_timeout_ms = want;
-    }
-    return *tree;
+    return open_tree(tree);
 }
 
 void DexTree::attach_journal() {
