@@ -395,6 +395,7 @@ extern void dex_write_metapage(Relation index, ForkNumber fork,
 							   const DexMetaPageData *meta);
 extern void dex_read_metapage(Relation index, DexMetaPageData *meta);
 extern void dex_read_metapage_cached(Relation index, DexMetaPageData *meta);
+extern void dex_read_metapage_head(Relation index, DexMetaPageData *meta);
 extern uint64 dex_index_tree_ns(Relation index);
 extern bool dex_index_is_bytes(Relation index);
 extern uint32 dex_meta_tree_id(const DexMetaPageData *meta);

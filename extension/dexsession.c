@@ -310,7 +310,7 @@ dex_open_tree(Relation index)
 
 	dex_ensure_configured();
 	dex_cluster_check(index);	/* writer role / standby lease (dexcluster.c) */
-	dex_read_metapage_cached(index, &meta);
+	dex_read_metapage_head(index, &meta);	/* (the key columns: below, once per handle) */
 	if (meta.sysid != 0 && meta.sysid != GetSystemIdentifier())
 		(void) dex_upgrade_adopt(index, meta.sysid, false);	/* pg_upgrade carried it here */
 
@@ -400,7 +400,10 @@ dex_open_tree(Relation index)
 			 * for a btree after a collation change). Checked once per
 			 * backend and tree handle.
 			 */
-			char	   *why = dex_entry_meta_check(index, &meta.columns);
+			char	   *why;
+
+			dex_read_metapage_cached(index, &meta);
+			why = dex_entry_meta_check(index, &meta.columns);
 
 			if (why)
 			{
