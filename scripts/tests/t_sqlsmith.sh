@@ -2,9 +2,10 @@
 # sqlsmith (a SQL fuzzer we did not write) against tables indexed only by dex,
 # plus a differential check of dex against btree twins.
 #
-# Database `smith`: four tables whose every key column (int2, int4, int8,
+# Database `smith`: five tables whose every key column (int2, int4, int8,
 # float8, float4, bool, date, time, timestamp, timestamptz; NULLs, NaN,
-# +-Infinity, -0, +-infinity) has a dex index over two memory nodes, with
+# +-Infinity, -0, +-infinity; and byte-string keys: text under C, uuid,
+# numeric, a (numeric, text DESC) pair) has a dex index over two memory nodes, with
 # updates, deletes and inserts after the build; beside each a btree twin
 # b_* with the same rows. Then:
 #  1. differential: random predicates (ranges, cross-type comparisons, = ANY
@@ -46,7 +47,8 @@ s() { dpsql "$PPORT" -d smith -At "$@"; }
 
 COLS="array['int.a.int', 'int.b.int', 'int.c.int', 'flt.f.float', 'flt.g.float', 'misc.flag.bool',
             'misc.d.datetime', 'misc.tm.time', 'ts.ts.datetime', 'ts.tz.datetime', 'ts.d.datetime']"
-DEX_INDEXES="t_int_a_dex t_int_b_dex t_int_c_dex t_flt_f_dex t_flt_g_dex t_misc_flag_dex t_misc_d_dex
+DEX_INDEXES="t_txt_s_dex t_txt_u_dex t_txt_n_dex t_txt_ns_dex
+             t_int_a_dex t_int_b_dex t_int_c_dex t_flt_f_dex t_flt_g_dex t_misc_flag_dex t_misc_d_dex
              t_misc_tm_dex t_ts_ts_dex t_ts_tz_dex t_ts_d_dex"
 
 echo "setup: dex tables, btree twins, DML after the build"
@@ -58,6 +60,8 @@ create table t_int (id int, a int2, b int4, c int8) with (autovacuum_enabled = o
 create table t_flt (id int, f float8, g float4) with (autovacuum_enabled = off);
 create table t_misc (id int, flag bool, d date, tm time) with (autovacuum_enabled = off);
 create table t_ts (id int, ts timestamp, tz timestamptz, d date) with (autovacuum_enabled = off);
+-- byte-string keys (text under C, uuid, numeric, a two-column key with DESC)
+create table t_txt (id int, s text collate "C", u uuid, n numeric) with (autovacuum_enabled = off);
 select setseed(0.42);
 insert into t_int select i,
     case when i % 13 = 0 then null else (random() * 2000 - 1000)::int2 end,
@@ -83,11 +87,20 @@ insert into t_ts select i,
          else timestamptz '2000-01-01 00:00+00' + random() * interval '9000 days' end,
     case when i % 16 = 0 then null else date '2010-01-01' + (random() * 3000)::int end
   from generate_series(1, 6000) i;
+insert into t_txt select i,
+    case when i % 13 = 0 then null else substr(md5(i::text), 1, 1 + i % 9) end,
+    case when i % 11 = 0 then null else md5((i % 4000)::text)::uuid end,
+    case when i % 17 = 0 then null when i % 97 = 0 then 'NaN' else round((random() * 2000 - 1000)::numeric, i % 4) end
+  from generate_series(1, 6000) i;
 -- the btree twins get the same rows, before the dex tables see any DML
 create table b_int (like t_int) with (autovacuum_enabled = off); insert into b_int select * from t_int;
 create table b_flt (like t_flt) with (autovacuum_enabled = off); insert into b_flt select * from t_flt;
 create table b_misc (like t_misc) with (autovacuum_enabled = off); insert into b_misc select * from t_misc;
 create table b_ts (like t_ts) with (autovacuum_enabled = off); insert into b_ts select * from t_ts;
+create table b_txt (like t_txt) with (autovacuum_enabled = off); insert into b_txt select * from t_txt;
+create index t_txt_s_dex on t_txt using dex (s); create index t_txt_u_dex on t_txt using dex (u);
+create index t_txt_n_dex on t_txt using dex (n); create index t_txt_ns_dex on t_txt using dex (n, s desc);
+create index on b_txt (s); create index on b_txt (u); create index on b_txt (n); create index on b_txt (n, s desc);
 create index t_int_a_dex on t_int using dex (a); create index t_int_b_dex on t_int using dex (b); create index t_int_c_dex on t_int using dex (c);
 create index t_flt_f_dex on t_flt using dex (f); create index t_flt_g_dex on t_flt using dex (g);
 create index t_misc_flag_dex on t_misc using dex (flag); create index t_misc_d_dex on t_misc using dex (d); create index t_misc_tm_dex on t_misc using dex (tm);
@@ -109,10 +122,12 @@ delete from t_misc where tm < '01:00';               delete from b_misc where tm
 update t_ts set tz = tz - interval '1 year' where id % 3 = 0;
 update b_ts set tz = tz - interval '1 year' where id % 3 = 0;
 delete from t_ts where d is null and id % 2 = 0;     delete from b_ts where d is null and id % 2 = 0;
+update t_txt set s = upper(s), n = n + 1 where id % 5 = 1; update b_txt set s = upper(s), n = n + 1 where id % 5 = 1;
+delete from t_txt where id % 7 = 2;                  delete from b_txt where id % 7 = 2;
 vacuum analyze;
 -- sqlsmith runs as a plain role that sees only the dex tables
 create role smith login;
-grant select, insert, update, delete on t_int, t_flt, t_misc, t_ts to smith;
+grant select, insert, update, delete on t_int, t_flt, t_misc, t_ts, t_txt to smith;
 alter database smith set timezone = 'Europe/Berlin';
 SQL
 
@@ -265,7 +280,7 @@ consistent() {
         [[ "$1" != *VACUUM* ]] || [ "$entries" = "$rows" ] ||
             fail "$i keeps $((entries - rows)) entries for removed rows $1 ($entries entries, $rows rows)"
     done
-    for t in int flt misc ts; do
+    for t in int flt misc ts txt; do
         d=$(s -c "select (select count(*) from (select * from t_$t except all select * from b_$t) x)
                        + (select count(*) from (select * from b_$t except all select * from t_$t) y)")
         [ "$d" = 0 ] || fail "t_$t differs from b_$t in $d rows $1"
@@ -345,7 +360,7 @@ if [ -n "$internal" ]; then
         pg_own=no
         for f in "$DEX_WORK"/xx-*.sql; do
             [ -e "$f" ] || continue
-            sed -E 's/public\.t_(int|flt|misc|ts)\b/public.b_\1/g' "$f" >"$f.btree"
+            sed -E 's/public\.t_(int|flt|misc|ts|txt)\b/public.b_\1/g' "$f" >"$f.btree"
             out=$("$PG_BIN/psql" -X -h "$DEX_WORK" -p "$PPORT" -U smith -d smith -v VERBOSITY=verbose \
                   -c "set statement_timeout = '10s'" -c begin -f "$f.btree" -c rollback 2>&1 || true)
             grep -qF "XX000: $msg" <<<"$out" && pg_own=yes && break
@@ -363,7 +378,7 @@ fi
 
 consistent "after sqlsmith"
 differential 0.5
-s -q -c "vacuum t_int, t_flt, t_misc, t_ts"
+s -q -c "vacuum t_int, t_flt, t_misc, t_ts, t_txt"
 consistent "after VACUUM"
 differential -0.75
 echo "sqlsmith: ok"
