@@ -309,19 +309,31 @@ dex_read_metapage_cached(Relation index, DexMetaPageData *meta)
 }
 
 /*
+ * The cached metapage itself (no copy) when it is current; otherwise it is
+ * read into *scratch (and cached, unless another cluster's) and the result
+ * is returned. For callers that need a field or two on every use.
+ */
+static const DexMetaPageData *
+dex_meta_ref(Relation index, DexMetaPageData *scratch)
+{
+	DexCachedMeta *c = (DexCachedMeta *) index->rd_amcache;
+
+	if (c != NULL && c->spcoid == DEX_REL_SPC(index) && c->relnumber == DEX_REL_NUMBER(index))
+		return &c->meta;
+	dex_read_metapage_cached(index, scratch);
+	return scratch;
+}
+
+/*
  * The namespace of the index's tree (its metapage's ns), without copying the
- * ~5 KB metapage out of the cache: aminsert asks it for every held-back row.
+ * metapage out of the cache: aminsert asks it for every held-back row.
  */
 uint64
 dex_index_tree_ns(Relation index)
 {
-	DexCachedMeta *c = (DexCachedMeta *) index->rd_amcache;
-	DexMetaPageData meta;
+	DexMetaPageData scratch;
 
-	if (c != NULL && c->spcoid == DEX_REL_SPC(index) && c->relnumber == DEX_REL_NUMBER(index))
-		return c->meta.ns;
-	dex_read_metapage_cached(index, &meta);
-	return meta.ns;
+	return dex_meta_ref(index, &scratch)->ns;
 }
 
 /*
@@ -332,28 +344,21 @@ dex_index_tree_ns(Relation index)
 void
 dex_read_metapage_head(Relation index, DexMetaPageData *meta)
 {
-	DexCachedMeta *c = (DexCachedMeta *) index->rd_amcache;
+	const DexMetaPageData *m = dex_meta_ref(index, meta);
 
-	if (c != NULL && c->spcoid == DEX_REL_SPC(index) && c->relnumber == DEX_REL_NUMBER(index))
-	{
-		memcpy(meta, &c->meta, offsetof(DexMetaPageData, columns));
-		meta->columns.ncolumns = 0;
-		return;
-	}
-	dex_read_metapage_cached(index, meta);
+	if (m == meta)
+		return;					/* read whole, columns included */
+	memcpy(meta, m, offsetof(DexMetaPageData, columns));
+	meta->columns.ncolumns = 0;
 }
 
 /* Are the index's entries byte strings (DEX_META_BYTES)? From the cached metapage. */
 bool
 dex_index_is_bytes(Relation index)
 {
-	DexCachedMeta *c = (DexCachedMeta *) index->rd_amcache;
-	DexMetaPageData meta;
+	DexMetaPageData scratch;
 
-	if (c != NULL && c->spcoid == DEX_REL_SPC(index) && c->relnumber == DEX_REL_NUMBER(index))
-		return (c->meta.flags & DEX_META_BYTES) != 0;
-	dex_read_metapage_cached(index, &meta);
-	return (meta.flags & DEX_META_BYTES) != 0;
+	return (dex_meta_ref(index, &scratch)->flags & DEX_META_BYTES) != 0;
 }
 
 void
