@@ -6,7 +6,8 @@
 CREATE EXTENSION IF NOT EXISTS dex;
 SELECT setseed(0.3131);
 
-CREATE TABLE dfb_dex (id int, t text COLLATE "und-x-icu", u uuid, f float8, n numeric, a int, b text COLLATE "C", c numeric);
+CREATE TABLE dfb_dex (id int, t text COLLATE "und-x-icu", u uuid, f float8, n numeric, a int, b text COLLATE "C", c numeric)
+  WITH (autovacuum_enabled = off);
 CREATE FUNCTION dfb_row(i int) RETURNS dfb_dex LANGUAGE sql AS $$
   SELECT i, CASE WHEN random() < 0.03 THEN NULL ELSE substr('aAäÄbBzZ', 1 + (random() * 7)::int, 1) || substr(md5(random()::text), 1, (random() * 4)::int) END,
          CASE WHEN random() < 0.03 THEN NULL ELSE ('0000000' || (random() * 9)::int || '-0000-0000-0000-' || lpad(((random() * 999)::int)::text, 12, '0'))::uuid END,
@@ -16,7 +17,7 @@ CREATE FUNCTION dfb_row(i int) RETURNS dfb_dex LANGUAGE sql AS $$
          CASE WHEN random() < 0.03 THEN NULL ELSE substr(md5(random()::text), 1, 1 + (random() * 2)::int) END,
          CASE WHEN random() < 0.03 THEN NULL ELSE round((random() * 50)::numeric, 1) END $$;
 INSERT INTO dfb_dex SELECT (dfb_row(g)).* FROM generate_series(1, 8000) g;
-CREATE TABLE dfb_bt AS SELECT * FROM dfb_dex;
+CREATE TABLE dfb_bt WITH (autovacuum_enabled = off) AS SELECT * FROM dfb_dex;
 CREATE INDEX ON dfb_dex USING dex (t);
 CREATE INDEX ON dfb_dex USING dex (u);
 CREATE INDEX ON dfb_dex USING dex (f);

@@ -15,7 +15,7 @@ RESET client_min_messages;
 
 -- 2000 rows, every column drawn from a list of awkward values (NULL among them)
 CREATE TABLE de_t (t_c text COLLATE "C", t_icu text COLLATE "de-x-icu", i int4,
-                   n numeric, u uuid, f float8, s int2, d date);
+                   n numeric, u uuid, f float8, s int2, d date) WITH (autovacuum_enabled = off);
 CREATE FUNCTION de_pick(vals text[], g int, k int) RETURNS text
 LANGUAGE sql IMMUTABLE AS
 $$ SELECT vals[1 + (hashint4(g * 31 + k)::int8 & 2147483647) % array_length(vals, 1)] $$;

@@ -71,7 +71,8 @@ CREATE FUNCTION bytes_preds(col text, typ text, consts text[]) RETURNS text[] LA
 -- ---------------------------------------------------------------- text
 -- "a" vs "B" vs "Ä": C orders by bytes (B < a < Ä), ICU linguistically
 -- (a < Ä < B); equal under neither.
-CREATE TABLE t_txt (id serial, c text COLLATE "C", i text COLLATE "und-x-icu", v varchar(40), b char(6));
+CREATE TABLE t_txt (id serial, c text COLLATE "C", i text COLLATE "und-x-icu", v varchar(40), b char(6))
+  WITH (autovacuum_enabled = off);
 INSERT INTO t_txt (c, i, v, b) SELECT x, x, x, x FROM unnest(ARRAY['a', 'A', 'B', 'b', 'Ä', 'ä', 'ab', 'a b', 'ß', 'ss',
   '', ' ', 'z', 'Z', 'é', 'e', 'ae', 'æ', NULL]) x;
 INSERT INTO t_txt (c, i, v, b)
@@ -98,7 +99,7 @@ SELECT string_agg(i, ' ') FROM (SELECT DISTINCT ON (i) i FROM t_txt WHERE i IN (
 RESET enable_seqscan; RESET enable_bitmapscan;
 
 -- ---------------------------------------------------------------- uuid, numeric, bytea, interval, timetz
-CREATE TABLE t_misc (id serial, u uuid, n numeric, y bytea, iv interval, tz timetz);
+CREATE TABLE t_misc (id serial, u uuid, n numeric, y bytea, iv interval, tz timetz) WITH (autovacuum_enabled = off);
 INSERT INTO t_misc (u, n, y, iv, tz) VALUES
   ('00000000-0000-0000-0000-000000000000', 'NaN', '\x', '1 month', '12:00+02'),
   ('ffffffff-ffff-ffff-ffff-ffffffffffff', '-Infinity', '\x00', '30 days', '11:00+01'),
@@ -124,7 +125,7 @@ SELECT bytes_check('t_misc', 't_misc_iv', bytes_preds('iv', 'interval', ARRAY[''
 SELECT bytes_check('t_misc', 't_misc_tz', bytes_preds('tz', 'timetz', ARRAY['''12:00+02''', '''11:00+01''', '''12:00+00''']), 'tz', 'tz', 'tz DESC');
 
 -- ---------------------------------------------------------------- several columns, DESC / NULLS FIRST
-CREATE TABLE t_multi (id serial, a int, b text COLLATE "C", c numeric, d float8);
+CREATE TABLE t_multi (id serial, a int, b text COLLATE "C", c numeric, d float8) WITH (autovacuum_enabled = off);
 INSERT INTO t_multi (a, b, c, d)
   SELECT CASE WHEN random() < 0.05 THEN NULL ELSE (random() * 20)::int END,
          CASE WHEN random() < 0.05 THEN NULL ELSE substr(md5(random()::text), 1, 1 + (random() * 3)::int) END,
