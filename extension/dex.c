@@ -163,7 +163,7 @@ dexhandler(PG_FUNCTION_ARGS)
 #if PG_VERSION_NUM >= 170000
 	amroutine->amcanbuildparallel = false;
 #endif
-	amroutine->amcaninclude = false;
+	amroutine->amcaninclude = true;	/* stored in byte-string entries (dexentryvalues.c) */
 	amroutine->amusemaintenanceworkmem = false;
 #if PG_VERSION_NUM >= 160000
 	amroutine->amsummarizing = false;

@@ -31,6 +31,8 @@
  *   dexwal.c       dex's WAL resource manager
  *   dexentry.c     index entries as byte strings: an index tuple's entry, scan
  *                  keys as byte bounds, the key columns a metapage records
+ *   dexentryvalues.c  the values an entry gives back: INCLUDE columns, decodable
+ *                  key columns
  *   dexkeybytes.c  datums as order-preserving byte strings (src/tree/key_bytes.h)
  *   dexkeys.c      datums as key images: every type, cross-type scan keys
  *   dexutils.c     keys, metapage, namespace tags, WAL positions, preloading
@@ -259,6 +261,7 @@ typedef struct DexScanOpaqueData
 	/* index-only scans (dexios.c) */
 	bool		ios_ready;		/* dex_ios_begin ran */
 	bool		ios_returnable;	/* the column's keys decode exactly */
+	struct DexEntryReader *ios_reader;	/* byte-string entries: their values */
 	bool		ios_verify;		/* check each entry's heap tuple (standby) */
 	int			ios_slot;		/* this scan's announcement, -1 = none */
 	MemoryContext itupcxt;		/* holds xs_itup; reset per tuple */
@@ -343,9 +346,41 @@ extern void dex_entry_bounds(Relation index, ScanKey keys, int nkeys,
 extern void dex_entry_meta_columns(Relation index, DexMetaColumns *out);
 extern char *dex_entry_meta_check(Relation index, const DexMetaColumns *recorded);
 
+/* ---- dexentryvalues.c ------------------------------------------------- */
+
+typedef struct DexEntryReader DexEntryReader;
+
+extern bool dex_entry_has_payload(Relation index);
+extern void dex_entry_append_payload(Relation index, Datum *values, bool *isnull,
+									 struct DexKeyBuf *out);
+extern DexEntryReader *dex_entry_reader(Relation index, const DexEntryColumn *cols, int nkey);
+extern bool dex_entry_key_returnable(const DexEntryReader *r, int i);
+extern void dex_entry_values(const DexEntryReader *r, const uint8 *entry, size_t len,
+							 Datum *values, bool *isnull);
+
 /* ---- dexkeybytes.c ---------------------------------------------------- */
 
+/* How a column's encoding is laid out, for reading it back. */
+typedef enum DexKeyShape
+{
+	DEX_SHAPE_FIXED,			/* width bytes */
+	DEX_SHAPE_STRING,			/* escaped and terminated */
+	DEX_SHAPE_TWO_STRINGS,		/* a collation's sort key, then the string */
+	DEX_SHAPE_NUMERIC			/* class byte [exponent, digit pairs, end] */
+} DexKeyShape;
+
+typedef struct DexKeyForm
+{
+	DexKeyShape shape;
+	uint8		width;			/* DEX_SHAPE_FIXED */
+	bool		returnable;		/* the bytes give the datum back exactly */
+} DexKeyForm;
+
 extern void dex_key_bytes_append(struct DexKeyBuf *b, Datum d, Oid typid, Oid collid);
+extern void dex_key_bytes_form(Oid typid, Oid collid, DexKeyForm *f);
+extern size_t dex_key_bytes_span(const DexKeyForm *f, const uint8 *p, size_t n, uint8 inv);
+extern bool dex_key_bytes_datum(const DexKeyForm *f, Oid typid, Oid collid, const uint8 *p,
+								size_t span, uint8 inv, Datum *out);
 extern void dex_kb_init_palloc(struct DexKeyBuf *b);
 extern bool dex_key_bytes_supported(Oid typid);
 
@@ -553,6 +588,7 @@ extern void dex_ios_announce(IndexScanDesc scan);
 extern void dex_ios_quiet(DexScanOpaque so);
 extern void dex_ios_release(DexScanOpaque so);
 extern bool dex_ios_entry(IndexScanDesc scan, const DexKey *k);
+extern bool dex_ios_entry_bytes(IndexScanDesc scan, const uint8 *entry, size_t len);
 extern void dex_ios_end(IndexScanDesc scan);
 extern void dex_ios_wait_readers(Relation index);
 extern int	dex_ios_hold(Relation index);

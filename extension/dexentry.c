@@ -5,9 +5,11 @@
  * metapage records so that a changed catalog or collation is noticed.
  *
  * An entry is the key columns' encodings (dexkeybytes.c: header byte, value,
- * DESC inversion; src/README.md "Keys") followed by the heap TID, 6 bytes
- * big-endian. memcmp order with a proper prefix first is btree's order of
- * (key columns, heap TID), so bounds are plain byte strings too.
+ * DESC inversion; src/README.md "Keys"), the INCLUDE columns if the index has
+ * any (dexentryvalues.c), then the heap TID, 6 bytes big-endian. memcmp
+ * order with a proper prefix first is btree's order of the key columns (then
+ * of the heap TID, or of INCLUDE columns and TID), so bounds are plain byte
+ * strings too.
  *
  * SQL (for tests; the index does not use these entries yet):
  *   dex_entry_bytes(index, tid, VARIADIC vals)        an index tuple's entry
@@ -139,13 +141,14 @@ dex_entry_encode(Relation index, const DexEntryColumn *cols, int ncols,
 	out->len = 0;
 	for (int i = 0; i < ncols; i++)
 		encode_column(out, &cols[i], values[i], isnull[i]);
+	dex_entry_append_payload(index, values, isnull, out);	/* INCLUDE columns */
 	if (out->len > DEX_SLOTTED_MAX_KEY_BYTES)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("index row size %zu exceeds dex maximum %d for index \"%s\"",
 						out->len, (int) DEX_SLOTTED_MAX_KEY_BYTES,
 						RelationGetRelationName(index)),
-				 errdetail("A dex entry holds at most %d bytes of encoded key columns, then the %d-byte heap TID.",
+				 errdetail("A dex entry holds at most %d bytes of encoded key columns and INCLUDE columns, then the %d-byte heap TID.",
 						   (int) DEX_SLOTTED_MAX_KEY_BYTES, DEX_ENTRY_TID_BYTES),
 				 errhint("Values larger than %d bytes once encoded cannot be indexed.\n"
 						 "Consider a function index of an MD5 hash of the value, or use full text indexing.",
@@ -738,6 +741,11 @@ dex_sql_entry_bytes(PG_FUNCTION_ARGS)
 				 errmsg("dex_entry_bytes takes its values as separate arguments, not as an array")));
 	index = index_open(PG_GETARG_OID(0), AccessShareLock);
 	ncols = dex_entry_columns(index, cols);
+	if (dex_entry_has_payload(index))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("dex_entry_bytes does not take INCLUDE columns (index \"%s\")",
+						RelationGetRelationName(index))));
 	if (nvals != ncols)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

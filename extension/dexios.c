@@ -2,7 +2,8 @@
  * dexios.c — index-only scans (src/README.md "Index-only scans").
  *
  * - amcanreturn: a column whose key image gives its datum back exactly
- *   (dexkeys.c decides which types), never during recovery.
+ *   (dexkeys.c, dexkeybytes.c decide which types), and every INCLUDE column;
+ *   never during recovery.
  * - The tuple an index-only scan returns: the decoded key as an index tuple
  *   of the index's descriptor; NULL for a NULL entry, and NULL for a column
  *   that cannot be returned (the planner then reads no column: count(*)).
@@ -170,9 +171,21 @@ ios_claim(void)
 bool
 dexcanreturn(Relation index, int attno)
 {
-	if (attno != 1 || RecoveryInProgress() || dex_index_is_bytes(index))
+	if (RecoveryInProgress())
 		return false;
-	return dex_type_returnable(dex_column_basetype(index));
+	if (dex_index_is_bytes(index))
+	{
+		DexEntryColumn cols[INDEX_MAX_KEYS];
+		DexKeyForm	form;
+
+		/* INCLUDE columns are stored as they are; key columns if they decode */
+		if (attno > IndexRelationGetNumberOfKeyAttributes(index))
+			return true;
+		(void) dex_entry_columns(index, cols);
+		dex_key_bytes_form(cols[attno - 1].typid, cols[attno - 1].collid, &form);
+		return form.returnable;
+	}
+	return attno == 1 && dex_type_returnable(dex_column_basetype(index));
 }
 
 /* ---------------------------------------------------------------------
@@ -188,16 +201,30 @@ dex_ios_begin(IndexScanDesc scan)
 
 	if (so->ios_ready)
 		return;
-	/* a byte-string entry is not decoded: its columns come back NULL */
-	so->ios_returnable = !so->bytes && dex_type_returnable(so->atttype);
+	if (so->bytes)
+	{
+		DexEntryColumn cols[INDEX_MAX_KEYS];
+		int			n = dex_entry_columns(scan->indexRelation, cols);
+		MemoryContext old = MemoryContextSwitchTo(so->scancxt);
+
+		so->ios_reader = dex_entry_reader(scan->indexRelation, cols, n);
+		MemoryContextSwitchTo(old);
+	}
+	else
+		so->ios_returnable = dex_type_returnable(so->atttype);
 	/*
 	 * The planner asks for an index-only scan of a column it may not read
-	 * only when it reads no column, hence uses no scan key on it either;
-	 * rechecking a key on the NULL we return would drop every row.
+	 * only when it reads no such column, hence uses no scan key on it
+	 * either; rechecking a key on the NULL we return would drop every row.
 	 */
-	if (!so->ios_returnable && scan->numberOfKeys > 0)
-		elog(ERROR, "index-only scan with keys on index \"%s\", whose column cannot be returned",
-			 RelationGetRelationName(scan->indexRelation));
+	for (int i = 0; i < scan->numberOfKeys; i++)
+	{
+		int			col = scan->keyData[i].sk_attno - 1;
+
+		if (so->ios_reader ? !dex_entry_key_returnable(so->ios_reader, col) : !so->ios_returnable)
+			elog(ERROR, "index-only scan with keys on column %d of index \"%s\", which cannot be returned",
+				 col + 1, RelationGetRelationName(scan->indexRelation));
+	}
 	so->ios_slot = -1;
 	so->ios_verify = RecoveryInProgress();
 	if (!so->ios_verify)
@@ -337,6 +364,29 @@ dex_ios_entry(IndexScanDesc scan, const DexKey *k)
 		isnull[0] = !dex_key_datum(k, so->atttype, &values[0]);
 	MemoryContextReset(so->itupcxt);
 	old = MemoryContextSwitchTo(so->itupcxt);
+	scan->xs_itup = index_form_tuple(scan->xs_itupdesc, values, isnull);
+	MemoryContextSwitchTo(old);
+	return true;
+}
+
+/*
+ * Fills scan->xs_itup for a byte-string entry: its INCLUDE columns and the
+ * key columns that decode (dexentryvalues.c); false: skip the entry
+ * (verification found no visible tuple).
+ */
+bool
+dex_ios_entry_bytes(IndexScanDesc scan, const uint8 *entry, size_t len)
+{
+	DexScanOpaque so = (DexScanOpaque) scan->opaque;
+	Datum		values[INDEX_MAX_KEYS];
+	bool		isnull[INDEX_MAX_KEYS];
+	MemoryContext old;
+
+	if (so->ios_verify && !ios_heap_visible(scan, &scan->xs_heaptid))
+		return false;
+	MemoryContextReset(so->itupcxt);
+	old = MemoryContextSwitchTo(so->itupcxt);
+	dex_entry_values(so->ios_reader, entry, len, values, isnull);
 	scan->xs_itup = index_form_tuple(scan->xs_itupdesc, values, isnull);
 	MemoryContextSwitchTo(old);
 	return true;

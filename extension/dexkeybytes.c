@@ -317,6 +317,163 @@ dex_key_bytes_append(DexKeyBuf *b, Datum d, Oid typid, Oid collid)
 }
 
 /* ---------------------------------------------------------------------
+ * reading a value back (index-only scans, dexentryvalues.c)
+ *
+ * Every encoding can be skipped (its shape says where it ends); a value comes
+ * back only where the encoding is a bijection: the integer-like images, uuid,
+ * bytea, and strings under "C" (no sort key in front). A float (-0.0 and 0.0
+ * share bytes), numeric (1.0 and 1.00), interval ('1 day' and '24 hours'),
+ * bpchar (blank-trimmed), timetz and collated strings (a sort key, then the
+ * string: decodable, but not worth the bytes) are read with a heap fetch.
+ * ---------------------------------------------------------------------
+ */
+
+/* How the encoding of a column of base type typid (collation collid) is laid out. */
+void
+dex_key_bytes_form(Oid typid, Oid collid, DexKeyForm *f)
+{
+	Datum		unused;
+
+	memset(f, 0, sizeof(*f));
+	if (kb_is_image_type(typid))
+	{
+		f->shape = DEX_SHAPE_FIXED;
+		f->width = 8;
+		f->returnable = dex_image_datum(0, typid, &unused);
+		return;
+	}
+	switch (typid)
+	{
+		case UUIDOID:
+			f->shape = DEX_SHAPE_FIXED;
+			f->width = 16;
+			f->returnable = true;
+			return;
+		case INTERVALOID:
+			f->shape = DEX_SHAPE_FIXED;
+			f->width = 16;	/* dex_kb_int128 */
+			return;
+		case TIMETZOID:
+			f->shape = DEX_SHAPE_FIXED;
+			f->width = 12;	/* dex_kb_timetz: instant, zone */
+			return;
+		case NUMERICOID:
+			f->shape = DEX_SHAPE_NUMERIC;
+			return;
+		case BYTEAOID:
+			f->shape = DEX_SHAPE_STRING;
+			f->returnable = true;
+			return;
+		case TEXTOID:
+		case VARCHAROID:
+		case BPCHAROID:
+		case NAMEOID:
+			if (OidIsValid(collid) && kb_collate_is_c(collid))
+			{
+				f->shape = DEX_SHAPE_STRING;
+				f->returnable = typid != BPCHAROID;
+			}
+			else
+				f->shape = DEX_SHAPE_TWO_STRINGS;	/* sort key, then the string */
+			return;
+		default:
+			elog(ERROR, "dex has no byte encoding for type %s", format_type_be(typid));
+	}
+}
+
+/* Bytes of the value encoding at p (n available, inv: 0xFF for DESC); 0 = malformed. */
+size_t
+dex_key_bytes_span(const DexKeyForm *f, const uint8 *p, size_t n, uint8 inv)
+{
+	size_t		first;
+
+	switch (f->shape)
+	{
+		case DEX_SHAPE_FIXED:
+			return n >= f->width ? f->width : 0;
+		case DEX_SHAPE_STRING:
+			return dex_kb_string_span(p, n, inv);
+		case DEX_SHAPE_TWO_STRINGS:
+			first = dex_kb_string_span(p, n, inv);
+			if (first == 0)
+				return 0;
+			{
+				size_t		second = dex_kb_string_span(p + first, n - first, inv);
+
+				return second == 0 ? 0 : first + second;
+			}
+		case DEX_SHAPE_NUMERIC:
+			return dex_kb_numeric_span(p, n, inv);
+	}
+	return 0;
+}
+
+/* The datum of a returnable form's span bytes at p (palloc'd where by reference). */
+static Datum
+kb_value_datum(const DexKeyForm *f, Oid typid, const uint8 *p, size_t span, uint8 inv)
+{
+	Datum		d = (Datum) 0;
+	uint8	   *buf;
+	size_t		len;
+
+	if (f->shape == DEX_SHAPE_FIXED && f->width == 8)
+	{
+		if (!dex_image_datum(dex_kb_read_int64(p, inv), typid, &d))
+			elog(ERROR, "dex cannot return a value of type %s", format_type_be(typid));
+		return d;
+	}
+	if (typid == UUIDOID)
+	{
+		pg_uuid_t  *u = palloc(sizeof(pg_uuid_t));
+
+		for (int i = 0; i < UUID_LEN; i++)
+			u->data[i] = p[i] ^ inv;
+		return UUIDPGetDatum(u);
+	}
+	/* a string: bytea, text, varchar or name under "C" */
+	buf = palloc(span + 1);
+	len = dex_kb_string_decode(p, span, inv, buf);
+	if (typid == NAMEOID)
+	{
+		Name		name = palloc0(NAMEDATALEN);
+
+		memcpy(NameStr(*name), buf, Min(len, NAMEDATALEN - 1));
+		pfree(buf);
+		return NameGetDatum(name);
+	}
+	d = PointerGetDatum(cstring_to_text_with_len((char *) buf, (int) len));	/* bytea alike */
+	pfree(buf);
+	return d;
+}
+
+/*
+ * The value of a column (base type typid, collation collid) from the span
+ * bytes of its encoding at p; false if the form is not returnable. The value
+ * is encoded again and compared: bytes that do not decode exactly (a drift
+ * between encoder and decoder, or corruption) are an ERROR, never a wrong row.
+ */
+bool
+dex_key_bytes_datum(const DexKeyForm *f, Oid typid, Oid collid, const uint8 *p, size_t span,
+					uint8 inv, Datum *out)
+{
+	DexKeyBuf	check;
+	bool		exact;
+
+	if (!f->returnable)
+		return false;
+	*out = kb_value_datum(f, typid, p, span, inv);
+	dex_kb_init_palloc(&check);
+	dex_key_bytes_append(&check, *out, typid, collid);
+	exact = check.len == span;
+	for (size_t i = 0; exact && i < span; i++)
+		exact = (uint8) (check.data[i] ^ inv) == p[i];
+	pfree(check.data);
+	if (!exact)
+		elog(ERROR, "dex key bytes of type %s do not decode exactly", format_type_be(typid));
+	return true;
+}
+
+/* ---------------------------------------------------------------------
  * SQL
  * ---------------------------------------------------------------------
  */

@@ -543,8 +543,8 @@ dex_next_entry(IndexScanDesc scan, ScanDirection dir)
  * One inclusive range of entries from dex_entry_bounds (dexentry.c). Array
  * keys (= ANY) are left to the recheck: the range is then what the other
  * keys allow. Every returned row is rechecked when the scan has keys, as
- * for 16-byte keys. Entries are not decoded: an index-only scan (only one
- * that reads no column) gets NULLs; dead-entry hints are not kept.
+ * for 16-byte keys. An index-only scan gets the INCLUDE columns and the key
+ * columns that decode (dexentryvalues.c); dead-entry hints are not kept.
  */
 
 static void
@@ -668,7 +668,7 @@ dex_bytes_next(IndexScanDesc scan, ScanDirection dir)
 			dex_entry_tid(e->data, e->len, &scan->xs_heaptid);
 			if (!dex_standby_block_exists(scan, ItemPointerGetBlockNumber(&scan->xs_heaptid)))
 				continue;
-			if (scan->xs_want_itup && !dex_ios_entry(scan, NULL))
+			if (scan->xs_want_itup && !dex_ios_entry_bytes(scan, e->data, e->len))
 				continue;
 			scan->xs_recheck = scan->numberOfKeys > 0;
 			return true;

@@ -19,12 +19,12 @@ CREATE FUNCTION dfb_row(i int) RETURNS dfb_dex LANGUAGE sql AS $$
 INSERT INTO dfb_dex SELECT (dfb_row(g)).* FROM generate_series(1, 8000) g;
 CREATE TABLE dfb_bt WITH (autovacuum_enabled = off) AS SELECT * FROM dfb_dex;
 CREATE INDEX ON dfb_dex USING dex (t);
-CREATE INDEX ON dfb_dex USING dex (u);
+CREATE INDEX ON dfb_dex USING dex (u) INCLUDE (n, b);   -- index-only scans
 CREATE INDEX ON dfb_dex USING dex (f);
 CREATE INDEX ON dfb_dex USING dex (n);
 CREATE INDEX dfb_dex_abc ON dfb_dex USING dex (a, b DESC, c);
 CREATE INDEX ON dfb_bt (t);
-CREATE INDEX ON dfb_bt (u);
+CREATE INDEX ON dfb_bt (u) INCLUDE (n, b);
 CREATE INDEX ON dfb_bt (f);
 CREATE INDEX ON dfb_bt (n);
 CREATE INDEX ON dfb_bt (a, b DESC, c);
@@ -55,7 +55,7 @@ CREATE FUNCTION dfb_queries(n int) RETURNS int LANGUAGE plpgsql AS $$
 DECLARE q text; rd text; rb text; bad int := 0; kind int; s text; x int; v numeric;
 BEGIN
   FOR i IN 1..n LOOP
-    kind := (random() * 9)::int; x := (random() * 30)::int; v := round((random() * 200 - 100)::numeric, 1);
+    kind := (random() * 10)::int; x := (random() * 30)::int; v := round((random() * 200 - 100)::numeric, 1);
     s := substr('aAäÄbBzZ', 1 + (random() * 7)::int, 1) || substr(md5(random()::text), 1, (random() * 2)::int);
     q := CASE kind
       WHEN 0 THEN format('SELECT id FROM %%s WHERE t = %L', s)
@@ -67,9 +67,10 @@ BEGIN
       WHEN 6 THEN format('SELECT id FROM %%s WHERE a = %s AND b = %L AND c < %s', x, left(md5(x::text), 1), v + 60)
       WHEN 7 THEN format('SELECT id FROM %%s WHERE a BETWEEN %s AND %s AND c IS NULL', x, x + 3)
       WHEN 8 THEN format('SELECT t FROM %%s WHERE t > %L ORDER BY t LIMIT 25', s)
+      WHEN 9 THEN format('SELECT u, n, b FROM %%s WHERE u < %L', '0000000' || (x % 9) || '-0000-0000-0000-000000000400')
       ELSE format('SELECT a, b, c FROM %%s WHERE a >= %s ORDER BY a, b DESC, c LIMIT 25', x)
     END;
-    IF kind >= 8 THEN
+    IF kind IN (8, 10) THEN
       EXECUTE format('SELECT string_agg(x::text, '','') FROM (' || q || ') x', 'dfb_dex') INTO rd;
       EXECUTE format('SELECT string_agg(x::text, '','') FROM (' || q || ') x', 'dfb_bt') INTO rb;
     ELSE

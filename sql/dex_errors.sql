@@ -6,7 +6,6 @@ INSERT INTO et SELECT g::text, g, g FROM generate_series(1, 1000) g;
 
 -- unsupported types and index features
 CREATE INDEX ON et USING dex ((t::json));
-CREATE INDEX ON et USING dex (a) INCLUDE (b);
 CREATE INDEX ON et USING dex (a) WITH (fillfactor = 5);
 CREATE INDEX ON et USING dex (a) WITH (nosuchoption = 1);
 CREATE INDEX et_a ON et USING dex (a) WITH (fillfactor = 50);

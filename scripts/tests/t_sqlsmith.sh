@@ -98,7 +98,7 @@ create table b_flt (like t_flt) with (autovacuum_enabled = off); insert into b_f
 create table b_misc (like t_misc) with (autovacuum_enabled = off); insert into b_misc select * from t_misc;
 create table b_ts (like t_ts) with (autovacuum_enabled = off); insert into b_ts select * from t_ts;
 create table b_txt (like t_txt) with (autovacuum_enabled = off); insert into b_txt select * from t_txt;
-create index t_txt_s_dex on t_txt using dex (s); create index t_txt_u_dex on t_txt using dex (u);
+create index t_txt_s_dex on t_txt using dex (s); create index t_txt_u_dex on t_txt using dex (u) include (id, n);
 create index t_txt_n_dex on t_txt using dex (n); create index t_txt_ns_dex on t_txt using dex (n, s desc);
 create index on b_txt (s); create index on b_txt (u); create index on b_txt (n); create index on b_txt (n, s desc);
 create index t_int_a_dex on t_int using dex (a); create index t_int_b_dex on t_int using dex (b); create index t_int_c_dex on t_int using dex (c);

@@ -392,6 +392,93 @@ dex_kb_column_end(DexKeyBuf *b, size_t value_start, int descending)
 		dex_kb_invert(b, value_start);
 }
 
+/* ---------------------------------------------------------------------
+ * reading encodings back (index-only scans)
+ *
+ * Where a value's bytes end, and what a string encoding holds. `inv` is 0,
+ * or 0xFF for a DESC column, whose value bytes are all inverted. Every
+ * function returns 0 for bytes that are no such encoding (a caller treats
+ * that as corruption, never as a shorter value).
+ * ---------------------------------------------------------------------
+ */
+
+/* Bytes of the escaped, terminated string at p (n bytes available). */
+static inline size_t
+dex_kb_string_span(const uint8_t *p, size_t n, uint8_t inv)
+{
+	size_t		i = 0;
+
+	while (i + 1 < n)
+	{
+		if ((uint8_t) (p[i] ^ inv) != DEX_KB_ESCAPE)
+		{
+			i++;
+			continue;
+		}
+		if ((uint8_t) (p[i + 1] ^ inv) == DEX_KB_TERMINATOR)
+			return i + 2;
+		if ((uint8_t) (p[i + 1] ^ inv) != DEX_KB_ESCAPED_ZERO)
+			return 0;
+		i += 2;
+	}
+	return 0;
+}
+
+/*
+ * The string held by the span bytes at p (span from dex_kb_string_span),
+ * written to out (room for span bytes); returns its length.
+ */
+static inline size_t
+dex_kb_string_decode(const uint8_t *p, size_t span, uint8_t inv, uint8_t *out)
+{
+	size_t		i = 0,
+				o = 0;
+
+	while (i + 2 < span)		/* the last two bytes: the terminator */
+	{
+		uint8_t		c = (uint8_t) (p[i] ^ inv);
+
+		out[o++] = c;			/* an escape pair stands for 0x00 == c */
+		i += c == DEX_KB_ESCAPE ? 2 : 1;
+	}
+	return o;
+}
+
+/* Bytes of the numeric encoding at p (dex_kb_numeric_text). */
+static inline size_t
+dex_kb_numeric_span(const uint8_t *p, size_t n, uint8_t inv)
+{
+	uint8_t		cls,
+				end;
+	size_t		i;
+
+	if (n < 1)
+		return 0;
+	cls = (uint8_t) (p[0] ^ inv);
+	if (cls < DEX_KB_NUM_NEG_INF || cls > DEX_KB_NUM_NAN)
+		return 0;
+	if (cls != DEX_KB_NUM_NEG && cls != DEX_KB_NUM_POS)
+		return 1;
+	/* class, 4 exponent bytes, digit pairs (never 0x00 / 0xFF), the end */
+	end = (uint8_t) ((cls == DEX_KB_NUM_NEG ? 0xFF : 0x00) ^ inv);
+	for (i = 5; i < n; i++)
+		if (p[i] == end)
+			return i + 1;
+	return 0;
+}
+
+/* The 8 bytes at p as the int64 whose image they are (dex_kb_int64). */
+static inline int64_t
+dex_kb_read_int64(const uint8_t *p, uint8_t inv)
+{
+	uint64_t	v = 0;
+	int			i;
+
+	for (i = 0; i < 8; i++)
+		v = (v << 8) | (uint8_t) (p[i] ^ inv);
+	return DEX_KEY_TO_INT64(v);
+}
+
 /* memcmp order of two byte strings, a proper prefix first: <0, 0, >0 */
 static inline int
 dex_kb_compare(const uint8_t *a, size_t alen, const uint8_t *b, size_t blen)
