@@ -11,6 +11,8 @@
  *   dex.c          _PG_init, shared memory hooks, AM handler, reloptions
  *   dexbuild.c dexinsert.c dexscan.c dexvacuum.c dexvalidate.c dexcost.c
  *                  access method entry points
+ *   dexscanbytes.c  index scans of byte-string indexes
+ *   dexscanbatch.c  the running core scan of either entry form: batches, its end
  *   dexunique.c    unique indexes: the check before an insert
  *   dexbottomup.c  bottom-up deletion: dead entries of a full leaf removed before
  *                  an UPDATE's insert splits it
@@ -266,7 +268,7 @@ typedef struct DexScanOpaqueData
 	struct TupleTableSlot *vslot;
 
 	/*
-	 * Byte-string indexes (DEX_META_BYTES; dexscan.c): one inclusive range
+	 * Byte-string indexes (DEX_META_BYTES; dexscanbytes.c): one inclusive range
 	 * [blo, bhi] (NULL: open end) from dex_entry_bounds, the core scan's
 	 * batch, and a copy of the entry returned last (a direction change
 	 * restarts the core scan there, skipping it).
@@ -291,6 +293,14 @@ typedef struct DexScanOpaqueData
 } DexScanOpaqueData;
 
 typedef DexScanOpaqueData *DexScanOpaque;
+
+/* ---- dexscanbytes.c, dexscanbatch.c ---------------------------------- */
+
+extern bool dex_bytes_gettuple(IndexScanDesc scan, ScanDirection dir);
+extern int64 dex_bytes_getbitmap(IndexScanDesc scan, TIDBitmap *tbm);
+extern void dex_end_core_scan(DexScanOpaque so);
+extern bool dex_next_batch(IndexScanDesc scan);
+extern bool dex_standby_block_exists(IndexScanDesc scan, BlockNumber block);
 
 /* ---- dexentry.c ------------------------------------------------------- */
 
