@@ -1,6 +1,14 @@
 /*
  * dexscanbytes.c — index scans of byte-string indexes (DEX_META_BYTES,
  * dexentry.c); the 16-byte-key scans are dexscan.c's.
+ *
+ * The scan keys become sorted, disjoint, inclusive ranges of entries
+ * (dexscanranges.c: one per combination of "= ANY" elements, merged; one
+ * range without array keys). The scan walks them in order, backwards in
+ * reverse, so entries come back in index order. Every returned row is
+ * rechecked when the scan has keys, as for 16-byte keys. Entries are not
+ * decoded: an index-only scan (only one that reads no column) gets NULLs;
+ * dead-entry hints are not kept.
  */
 #include "dex.h"
 
@@ -12,38 +20,17 @@
 #include "utils/memutils.h"
 #include "utils/rel.h"
 
-/* ---- byte-string indexes ------------------------------------------- *
- *
- * One inclusive range of entries from dex_entry_bounds (dexentry.c). Array
- * keys (= ANY) are left to the recheck: the range is then what the other
- * keys allow. Every returned row is rechecked when the scan has keys, as
- * for 16-byte keys. Entries are not decoded: an index-only scan (only one
- * that reads no column) gets NULLs; dead-entry hints are not kept.
- */
-
 static void
 dex_bytes_prepare(IndexScanDesc scan)
 {
 	DexScanOpaque so = (DexScanOpaque) scan->opaque;
 	MemoryContext old;
-	ScanKey		keys;
-	int			n = 0;
-	DexEntryBounds b;
 
 	MemoryContextReset(so->keycxt);
 	old = MemoryContextSwitchTo(so->keycxt);
-	keys = palloc(sizeof(ScanKeyData) * Max(scan->numberOfKeys, 1));
-	for (int i = 0; i < scan->numberOfKeys; i++)
-		if (!(scan->keyData[i].sk_flags & SK_SEARCHARRAY))
-			keys[n++] = scan->keyData[i];
-	memset(&b, 0, sizeof(b));
-	if (n > 0)
-		dex_entry_bounds(scan->indexRelation, keys, n, &b);
-	so->empty = b.empty;
-	so->blo = b.lo;
-	so->blolen = b.lolen;
-	so->bhi = b.hi;
-	so->bhilen = b.hilen;
+	so->nbranges = dex_bytes_ranges(scan->indexRelation, scan->keyData,
+									scan->numberOfKeys, &so->branges);
+	so->empty = so->nbranges == 0;
 	so->keys_ready = true;
 	MemoryContextSwitchTo(old);
 }
@@ -81,6 +68,16 @@ dex_bytes_start(IndexScanDesc scan, const uint8 *lo, size_t lolen, const uint8 *
 	so->bskip = skip;
 }
 
+/* A core scan of the whole of range so->range_idx. */
+static void
+dex_bytes_start_range(IndexScanDesc scan, bool backward)
+{
+	DexScanOpaque so = (DexScanOpaque) scan->opaque;
+	const DexByteRange *r = &so->branges[so->range_idx];
+
+	dex_bytes_start(scan, r->lo, r->lolen, r->hi, r->hilen, backward, false);
+}
+
 static void
 dex_bytes_remember(DexScanOpaque so, const DexBytes *e)
 {
@@ -91,6 +88,42 @@ dex_bytes_remember(DexScanOpaque so, const DexBytes *e)
 	}
 	memcpy(so->bcur, e->data, e->len);
 	so->bcurlen = e->len;
+}
+
+/*
+ * The scan turns around (cursor FETCH BACKWARD after forward ones, or the
+ * reverse): from the entry returned last, the rest of its range the other
+ * way, skipping that entry; the ranges beyond follow in the new order.
+ * False when nothing lies the other way.
+ */
+static bool
+dex_bytes_turn(IndexScanDesc scan, bool forward)
+{
+	DexScanOpaque so = (DexScanOpaque) scan->opaque;
+
+	dex_end_core_scan(so);
+	so->dir = forward ? ForwardScanDirection : BackwardScanDirection;
+	if (so->pos == DEX_POS_AT)
+	{
+		const DexByteRange *r = &so->branges[so->cur_range];
+
+		so->range_idx = so->cur_range;
+		if (forward)
+			dex_bytes_start(scan, so->bcur, so->bcurlen, r->hi, r->hilen, false, true);
+		else
+			dex_bytes_start(scan, r->lo, r->lolen, so->bcur, so->bcurlen, true, true);
+		return true;
+	}
+	if (so->pos == DEX_POS_END)
+	{
+		/* ran off one end: everything lies the other way */
+		so->pos = DEX_POS_START;
+		so->range_idx = forward ? 0 : so->nbranges - 1;
+		dex_bytes_start_range(scan, !forward);
+		return true;
+	}
+	so->pos = DEX_POS_END;		/* before the first entry: nothing the other way */
+	return false;
 }
 
 static bool
@@ -108,30 +141,13 @@ dex_bytes_next(IndexScanDesc scan, ScanDirection dir)
 		pgstat_count_index_scan(scan->indexRelation);
 		so->dir = dir;
 		so->pos = DEX_POS_START;
-		dex_bytes_start(scan, so->blo, so->blolen, so->bhi, so->bhilen, !forward, false);
+		so->range_idx = forward ? 0 : so->nbranges - 1;
+		dex_bytes_start_range(scan, !forward);
 	}
 	else if (dir != so->dir)
 	{
-		/* direction change: from the entry returned last, the other way */
-		dex_end_core_scan(so);
-		so->dir = dir;
-		if (so->pos == DEX_POS_AT)
-		{
-			if (forward)
-				dex_bytes_start(scan, so->bcur, so->bcurlen, so->bhi, so->bhilen, false, true);
-			else
-				dex_bytes_start(scan, so->blo, so->blolen, so->bcur, so->bcurlen, true, true);
-		}
-		else if (so->pos == DEX_POS_END)
-		{
-			so->pos = DEX_POS_START;
-			dex_bytes_start(scan, so->blo, so->blolen, so->bhi, so->bhilen, !forward, false);
-		}
-		else
-		{
-			so->pos = DEX_POS_END;	/* before the first entry: nothing the other way */
+		if (!dex_bytes_turn(scan, forward))
 			return false;
-		}
 	}
 	else if (so->pos == DEX_POS_END)
 		return false;
@@ -149,6 +165,7 @@ dex_bytes_next(IndexScanDesc scan, ScanDirection dir)
 					continue;
 			}
 			dex_bytes_remember(so, e);
+			so->cur_range = so->range_idx;
 			so->pos = DEX_POS_AT;
 			dex_entry_tid(e->data, e->len, &scan->xs_heaptid);
 			if (!dex_standby_block_exists(scan, ItemPointerGetBlockNumber(&scan->xs_heaptid)))
@@ -158,39 +175,57 @@ dex_bytes_next(IndexScanDesc scan, ScanDirection dir)
 			scan->xs_recheck = scan->numberOfKeys > 0;
 			return true;
 		}
-		so->bskip = false;
-		if (so->dscan == NULL || !dex_next_batch(scan))
+		/* bskip stays set until the new core scan's first entry is seen */
+		if (so->dscan != NULL && dex_next_batch(scan))
 		{
+			CHECK_FOR_INTERRUPTS();
+			continue;
+		}
+		/* this range is done: the next one in scan order */
+		so->range_idx += forward ? 1 : -1;
+		if (so->range_idx < 0 || so->range_idx >= so->nbranges)
+		{
+			so->range_idx = forward ? so->nbranges : -1;
 			so->pos = DEX_POS_END;
 			return false;
 		}
 		CHECK_FOR_INTERRUPTS();
+		dex_bytes_start_range(scan, !forward);
 	}
 }
 
+/* Every range's TIDs into tbm (all rechecked). */
 int64
 dex_bytes_getbitmap(IndexScanDesc scan, TIDBitmap *tbm)
 {
 	DexScanOpaque so = (DexScanOpaque) scan->opaque;
 	int64		ntids = 0;
 	ItemPointerData *tids = NULL;
+	int			tidcap = 0;
 
 	dex_bytes_ready(scan);
 	pgstat_count_index_scan(scan->indexRelation);
 	if (so->empty)
 		return 0;
 	dex_end_core_scan(so);
-	dex_bytes_start(scan, so->blo, so->blolen, so->bhi, so->bhilen, false, false);
-	while (dex_next_batch(scan))
+	for (so->range_idx = 0; so->range_idx < so->nbranges; so->range_idx++)
 	{
-		tids = tids ? repalloc(tids, sizeof(ItemPointerData) * so->nbatch)
-			: palloc(sizeof(ItemPointerData) * so->nbatch);
-		for (int i = 0; i < so->nbatch; i++)
-			dex_entry_tid(so->bbatch[i].data, so->bbatch[i].len, &tids[i]);
-		tbm_add_tuples(tbm, tids, so->nbatch, true);
-		ntids += so->nbatch;
-		so->batch_pos = so->nbatch;
-		CHECK_FOR_INTERRUPTS();
+		dex_bytes_start_range(scan, false);
+		while (dex_next_batch(scan))
+		{
+			if (so->nbatch > tidcap)
+			{
+				tidcap = Max(so->nbatch, 64);
+				tids = tids ? repalloc(tids, sizeof(ItemPointerData) * tidcap)
+					: palloc(sizeof(ItemPointerData) * tidcap);
+			}
+			for (int i = 0; i < so->nbatch; i++)
+				dex_entry_tid(so->bbatch[i].data, so->bbatch[i].len, &tids[i]);
+			tbm_add_tuples(tbm, tids, so->nbatch, true);
+			ntids += so->nbatch;
+			so->batch_pos = so->nbatch;
+			CHECK_FOR_INTERRUPTS();
+		}
 	}
 	if (tids)
 		pfree(tids);
