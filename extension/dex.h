@@ -11,6 +11,10 @@
  *   dex.c          _PG_init, shared memory hooks, AM handler, reloptions
  *   dexbuild.c dexinsert.c dexscan.c dexvacuum.c dexvalidate.c dexcost.c
  *                  access method entry points
+ *   dexscanbytes.c  index scans of byte-string indexes
+ *   dexscanranges.c  scan keys of byte-string indexes as sorted entry ranges,
+ *                  one per combination of "= ANY" elements
+ *   dexscanbatch.c  the running core scan of either entry form: batches, its end
  *   dexunique.c    unique indexes: the check before an insert
  *   dexbottomup.c  bottom-up deletion: dead entries of a full leaf removed before
  *                  an UPDATE's insert splits it
@@ -269,16 +273,15 @@ typedef struct DexScanOpaqueData
 	struct TupleTableSlot *vslot;
 
 	/*
-	 * Byte-string indexes (DEX_META_BYTES; dexscan.c): one inclusive range
-	 * [blo, bhi] (NULL: open end) from dex_entry_bounds, the core scan's
-	 * batch, and a copy of the entry returned last (a direction change
-	 * restarts the core scan there, skipping it).
+	 * Byte-string indexes (DEX_META_BYTES; dexscanbytes.c): ascending,
+	 * disjoint inclusive ranges of entries (dexscanranges.c; range_idx and
+	 * cur_range above index them), the core scan's batch, and a copy of the
+	 * entry returned last (a direction change restarts the core scan there,
+	 * skipping it).
 	 */
 	bool		bytes;
-	uint8	   *blo;
-	size_t		blolen;
-	uint8	   *bhi;
-	size_t		bhilen;
+	int			nbranges;
+	struct DexByteRange *branges;
 	const DexBytes *bbatch;
 	uint8	   *bcur;
 	size_t		bcurlen;
@@ -294,6 +297,26 @@ typedef struct DexScanOpaqueData
 } DexScanOpaqueData;
 
 typedef DexScanOpaqueData *DexScanOpaque;
+
+/* ---- dexscanbytes.c, dexscanbatch.c ---------------------------------- */
+
+/* Inclusive range [lo, hi] of byte-string entries (NULL, 0: an open end). */
+typedef struct DexByteRange
+{
+	uint8	   *lo;
+	size_t		lolen;
+	uint8	   *hi;
+	size_t		hilen;
+} DexByteRange;
+
+extern int	dex_bytes_ranges(Relation index, ScanKey keys, int nkeys,
+							 DexByteRange **out);
+
+extern bool dex_bytes_gettuple(IndexScanDesc scan, ScanDirection dir);
+extern int64 dex_bytes_getbitmap(IndexScanDesc scan, TIDBitmap *tbm);
+extern void dex_end_core_scan(DexScanOpaque so);
+extern bool dex_next_batch(IndexScanDesc scan);
+extern bool dex_standby_block_exists(IndexScanDesc scan, BlockNumber block);
 
 /* ---- dexentry.c ------------------------------------------------------- */
 

@@ -46,17 +46,6 @@ dex_scan_release(void *arg)
 	dex_ios_release(so);		/* an aborted index-only scan's announcement */
 }
 
-static void
-dex_end_core_scan(DexScanOpaque so)
-{
-	if (so->dscan)
-		dex_scan_end(so->dscan);
-	so->dscan = NULL;
-	so->batch = NULL;
-	so->bbatch = NULL;
-	so->nbatch = so->batch_pos = 0;
-}
-
 IndexScanDesc
 dexbeginscan(Relation r, int nkeys, int norderbys)
 {
@@ -361,45 +350,6 @@ dex_start_core_scan(IndexScanDesc scan, const DexKey *lo, const DexKey *hi,
 	so->nbatch = so->batch_pos = 0;
 }
 
-/* Fetch the next batch; false at the end of the current core scan. */
-static bool
-dex_next_batch(IndexScanDesc scan)
-{
-	DexScanOpaque so = (DexScanOpaque) scan->opaque;
-	DexError	err;
-	const DexKey *entries = NULL;
-	const DexBytes *bentries = NULL;
-	int			n = 0;
-	int			rc;
-
-	memset(&err, 0, sizeof(err));
-	dex_kill_flush(scan);		/* leaving the batch: its dead entries */
-	if (scan->xs_want_itup)
-		dex_ios_announce(scan); /* VACUUM waits for what we read now */
-	if (so->bytes)
-		rc = dex_scan_next_bytes(so->dscan, &bentries, &n, &err);
-	else
-		rc = dex_scan_next(so->dscan, &entries, &n, &err);
-	if (rc != DEX_OK)
-	{
-		dex_end_core_scan(so);
-		dex_report_error(rc, &err, scan->indexRelation);
-	}
-	if (n == 0)
-	{
-		dex_end_core_scan(so);
-		return false;
-	}
-	so->batch = entries;
-	so->bbatch = bentries;
-	so->nbatch = n;
-	so->batch_pos = 0;
-	dex_scan_stamp(so->dscan, &so->stamp);
-	return true;
-}
-
-static void dex_bytes_prepare(IndexScanDesc scan);
-
 static void
 dex_ensure_ready(IndexScanDesc scan)
 {
@@ -408,33 +358,7 @@ dex_ensure_ready(IndexScanDesc scan)
 	if (so->tree == NULL)
 		so->tree = dex_get_tree(scan->indexRelation);
 	if (!so->keys_ready)
-	{
-		if (so->bytes)
-			dex_bytes_prepare(scan);
-		else
-			dex_prepare_keys(scan);
-	}
-}
-
-/*
- * A hot standby reads the primary's live tree: an entry may name a heap block
- * its replay has not created yet (the row's WAL is still on its way). Such a
- * row cannot be visible to any snapshot of this standby -- its insert's commit
- * comes after the block's creation in WAL -- so the entry is skipped, not
- * fetched ("could not read block"). Bitmap heap scans skip such blocks
- * themselves. (src/README.md "Hot standbys".)
- */
-static bool
-dex_standby_block_exists(IndexScanDesc scan, BlockNumber block)
-{
-	DexScanOpaque so = (DexScanOpaque) scan->opaque;
-
-	if (!RecoveryInProgress() || scan->heapRelation == NULL)
-		return true;
-	if (block < so->heap_nblocks)
-		return true;
-	so->heap_nblocks = RelationGetNumberOfBlocks(scan->heapRelation);
-	return block < so->heap_nblocks;
+		dex_prepare_keys(scan);
 }
 
 static bool
@@ -538,194 +462,13 @@ dex_next_entry(IndexScanDesc scan, ScanDirection dir)
 	}
 }
 
-/* ---- byte-string indexes ------------------------------------------- *
- *
- * One inclusive range of entries from dex_entry_bounds (dexentry.c). Array
- * keys (= ANY) are left to the recheck: the range is then what the other
- * keys allow. Every returned row is rechecked when the scan has keys, as
- * for 16-byte keys. An index-only scan gets the INCLUDE columns and the key
- * columns that decode (dexentryvalues.c); dead-entry hints are not kept.
- */
-
-static void
-dex_bytes_prepare(IndexScanDesc scan)
-{
-	DexScanOpaque so = (DexScanOpaque) scan->opaque;
-	MemoryContext old;
-	ScanKey		keys;
-	int			n = 0;
-	DexEntryBounds b;
-
-	MemoryContextReset(so->keycxt);
-	old = MemoryContextSwitchTo(so->keycxt);
-	keys = palloc(sizeof(ScanKeyData) * Max(scan->numberOfKeys, 1));
-	for (int i = 0; i < scan->numberOfKeys; i++)
-		if (!(scan->keyData[i].sk_flags & SK_SEARCHARRAY))
-			keys[n++] = scan->keyData[i];
-	memset(&b, 0, sizeof(b));
-	if (n > 0)
-		dex_entry_bounds(scan->indexRelation, keys, n, &b);
-	so->empty = b.empty;
-	so->blo = b.lo;
-	so->blolen = b.lolen;
-	so->bhi = b.hi;
-	so->bhilen = b.hilen;
-	so->keys_ready = true;
-	MemoryContextSwitchTo(old);
-}
-
-/* A core scan of [lo, hi] (NULL: open end); skip: its first entry if it is bcur. */
-static void
-dex_bytes_start(IndexScanDesc scan, const uint8 *lo, size_t lolen, const uint8 *hi, size_t hilen,
-				bool backward, bool skip)
-{
-	DexScanOpaque so = (DexScanOpaque) scan->opaque;
-	DexError	err;
-	int			rc;
-	DexScan    *ds = NULL;
-
-	Assert(so->dscan == NULL);
-	memset(&err, 0, sizeof(err));
-	rc = dex_scan_begin_bytes(so->tree, lo, (uint32_t) lolen, hi, (uint32_t) hilen,
-							  backward ? 1 : 0, &ds, &err);
-	if (rc != DEX_OK)
-		dex_report_error(rc, &err, scan->indexRelation);
-	so->dscan = ds;
-	so->bbatch = NULL;
-	so->nbatch = so->batch_pos = 0;
-	so->bskip = skip;
-}
-
-static void
-dex_bytes_remember(DexScanOpaque so, const DexBytes *e)
-{
-	if (so->bcurcap < e->len)
-	{
-		so->bcur = so->bcur ? repalloc(so->bcur, e->len) : MemoryContextAlloc(so->scancxt, e->len);
-		so->bcurcap = e->len;
-	}
-	memcpy(so->bcur, e->data, e->len);
-	so->bcurlen = e->len;
-}
-
-static bool
-dex_bytes_next(IndexScanDesc scan, ScanDirection dir)
-{
-	DexScanOpaque so = (DexScanOpaque) scan->opaque;
-	bool		forward = ScanDirectionIsForward(dir);
-
-	dex_ensure_ready(scan);
-	if (so->empty)
-		return false;
-	if (!so->started)
-	{
-		so->started = true;
-		pgstat_count_index_scan(scan->indexRelation);
-		so->dir = dir;
-		so->pos = DEX_POS_START;
-		dex_bytes_start(scan, so->blo, so->blolen, so->bhi, so->bhilen, !forward, false);
-	}
-	else if (dir != so->dir)
-	{
-		/* direction change: from the entry returned last, the other way */
-		dex_end_core_scan(so);
-		so->dir = dir;
-		if (so->pos == DEX_POS_AT)
-		{
-			if (forward)
-				dex_bytes_start(scan, so->bcur, so->bcurlen, so->bhi, so->bhilen, false, true);
-			else
-				dex_bytes_start(scan, so->blo, so->blolen, so->bcur, so->bcurlen, true, true);
-		}
-		else if (so->pos == DEX_POS_END)
-		{
-			so->pos = DEX_POS_START;
-			dex_bytes_start(scan, so->blo, so->blolen, so->bhi, so->bhilen, !forward, false);
-		}
-		else
-		{
-			so->pos = DEX_POS_END;	/* before the first entry: nothing the other way */
-			return false;
-		}
-	}
-	else if (so->pos == DEX_POS_END)
-		return false;
-
-	for (;;)
-	{
-		if (so->batch_pos < so->nbatch)
-		{
-			const DexBytes *e = &so->bbatch[so->batch_pos++];
-
-			if (so->bskip)
-			{
-				so->bskip = false;
-				if (e->len == so->bcurlen && memcmp(e->data, so->bcur, e->len) == 0)
-					continue;
-			}
-			dex_bytes_remember(so, e);
-			so->pos = DEX_POS_AT;
-			dex_entry_tid(e->data, e->len, &scan->xs_heaptid);
-			if (!dex_standby_block_exists(scan, ItemPointerGetBlockNumber(&scan->xs_heaptid)))
-				continue;
-			if (scan->xs_want_itup && !dex_ios_entry_bytes(scan, e->data, e->len))
-				continue;
-			scan->xs_recheck = scan->numberOfKeys > 0;
-			return true;
-		}
-		so->bskip = false;
-		if (so->dscan == NULL || !dex_next_batch(scan))
-		{
-			so->pos = DEX_POS_END;
-			return false;
-		}
-		CHECK_FOR_INTERRUPTS();
-	}
-}
-
-static int64
-dex_bytes_getbitmap(IndexScanDesc scan, TIDBitmap *tbm)
-{
-	DexScanOpaque so = (DexScanOpaque) scan->opaque;
-	int64		ntids = 0;
-	ItemPointerData *tids = NULL;
-
-	dex_ensure_ready(scan);
-	pgstat_count_index_scan(scan->indexRelation);
-	if (so->empty)
-		return 0;
-	dex_end_core_scan(so);
-	dex_bytes_start(scan, so->blo, so->blolen, so->bhi, so->bhilen, false, false);
-	while (dex_next_batch(scan))
-	{
-		tids = tids ? repalloc(tids, sizeof(ItemPointerData) * so->nbatch)
-			: palloc(sizeof(ItemPointerData) * so->nbatch);
-		for (int i = 0; i < so->nbatch; i++)
-			dex_entry_tid(so->bbatch[i].data, so->bbatch[i].len, &tids[i]);
-		tbm_add_tuples(tbm, tids, so->nbatch, true);
-		ntids += so->nbatch;
-		so->batch_pos = so->nbatch;
-		CHECK_FOR_INTERRUPTS();
-	}
-	if (tids)
-		pfree(tids);
-	return ntids;
-}
-
 bool
 dexgettuple(IndexScanDesc scan, ScanDirection dir)
 {
 	bool		found;
 
 	if (((DexScanOpaque) scan->opaque)->bytes)
-	{
-		if (scan->xs_want_itup)
-			dex_ios_begin(scan);
-		found = dex_bytes_next(scan, dir);
-		if (!found)
-			dex_ios_quiet((DexScanOpaque) scan->opaque);
-		return found;
-	}
+		return dex_bytes_gettuple(scan, dir);
 
 	/*
 	 * Index-only scan (also of a column that cannot be returned, when the

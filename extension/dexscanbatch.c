@@ -1,0 +1,80 @@
+/*
+ * dexscanbatch.c — the running core scan of an index scan, for both entry
+ * forms (16-byte keys: dexscan.c, byte strings: dexscanbytes.c): its
+ * batches, its end, and the entries a hot standby must skip.
+ */
+#include "dex.h"
+
+#include "access/relscan.h"
+#include "access/xlog.h"
+#include "storage/bufmgr.h"
+#include "utils/rel.h"
+
+void
+dex_end_core_scan(DexScanOpaque so)
+{
+	if (so->dscan)
+		dex_scan_end(so->dscan);
+	so->dscan = NULL;
+	so->batch = NULL;
+	so->bbatch = NULL;
+	so->nbatch = so->batch_pos = 0;
+}
+
+/* Fetch the next batch; false at the end of the current core scan. */
+bool
+dex_next_batch(IndexScanDesc scan)
+{
+	DexScanOpaque so = (DexScanOpaque) scan->opaque;
+	DexError	err;
+	const DexKey *entries = NULL;
+	const DexBytes *bentries = NULL;
+	int			n = 0;
+	int			rc;
+
+	memset(&err, 0, sizeof(err));
+	dex_kill_flush(scan);		/* leaving the batch: its dead entries */
+	if (scan->xs_want_itup)
+		dex_ios_announce(scan); /* VACUUM waits for what we read now */
+	if (so->bytes)
+		rc = dex_scan_next_bytes(so->dscan, &bentries, &n, &err);
+	else
+		rc = dex_scan_next(so->dscan, &entries, &n, &err);
+	if (rc != DEX_OK)
+	{
+		dex_end_core_scan(so);
+		dex_report_error(rc, &err, scan->indexRelation);
+	}
+	if (n == 0)
+	{
+		dex_end_core_scan(so);
+		return false;
+	}
+	so->batch = entries;
+	so->bbatch = bentries;
+	so->nbatch = n;
+	so->batch_pos = 0;
+	dex_scan_stamp(so->dscan, &so->stamp);
+	return true;
+}
+
+/*
+ * A hot standby reads the primary's live tree: an entry may name a heap block
+ * its replay has not created yet (the row's WAL is still on its way). Such a
+ * row cannot be visible to any snapshot of this standby -- its insert's commit
+ * comes after the block's creation in WAL -- so the entry is skipped, not
+ * fetched ("could not read block"). Bitmap heap scans skip such blocks
+ * themselves. (src/README.md "Hot standbys".)
+ */
+bool
+dex_standby_block_exists(IndexScanDesc scan, BlockNumber block)
+{
+	DexScanOpaque so = (DexScanOpaque) scan->opaque;
+
+	if (!RecoveryInProgress() || scan->heapRelation == NULL)
+		return true;
+	if (block < so->heap_nblocks)
+		return true;
+	so->heap_nblocks = RelationGetNumberOfBlocks(scan->heapRelation);
+	return block < so->heap_nblocks;
+}
