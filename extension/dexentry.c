@@ -129,12 +129,16 @@ encode_column(DexKeyBuf *b, const DexEntryColumn *c, Datum d, bool isnull)
  * of values/isnull, then tid. A key longer than the tree takes is an ERROR,
  * never truncated: a truncated key would make different rows equal and put
  * rows out of order. Callers must hold no dex lock (this may ereport).
+ * Returns the length of the key part, the bytes before the TID: equal SQL
+ * keys give equal key parts (deterministic collations only), which is what
+ * a unique index compares (dexunique.c).
  */
-void
+size_t
 dex_entry_encode(Relation index, const DexEntryColumn *cols, int ncols,
 				 Datum *values, bool *isnull, ItemPointer tid, DexKeyBuf *out)
 {
 	uint16		off = ItemPointerGetOffsetNumberNoCheck(tid);
+	size_t		keylen;
 
 	out->len = 0;
 	for (int i = 0; i < ncols; i++)
@@ -150,10 +154,12 @@ dex_entry_encode(Relation index, const DexEntryColumn *cols, int ncols,
 				 errhint("Values larger than %d bytes once encoded cannot be indexed.\n"
 						 "Consider a function index of an MD5 hash of the value, or use full text indexing.",
 						 (int) DEX_SLOTTED_MAX_KEY_BYTES)));
+	keylen = out->len;
 	dex_kb_u32_be(out, ItemPointerGetBlockNumberNoCheck(tid));
 	dex_kb_byte(out, (uint8) (off >> 8));
 	dex_kb_byte(out, (uint8) off);
 	Assert(out->len <= DEX_SLOTTED_MAX_ENTRY_BYTES);
+	return keylen;
 }
 
 /* The heap TID an entry ends with (6 bytes, big-endian). */
@@ -169,15 +175,18 @@ dex_entry_tid(const uint8 *entry, size_t len, ItemPointer tid)
 				   ((BlockNumber) p[2] << 8) | p[3], (OffsetNumber) ((p[4] << 8) | p[5]));
 }
 
-/* dex_entry_encode with the index's columns looked up (one-off callers). */
-void
+/*
+ * dex_entry_encode with the index's columns looked up (one-off callers); the
+ * same return value: the key part's length.
+ */
+size_t
 dex_entry_build(Relation index, Datum *values, bool *isnull, ItemPointer tid,
 				DexKeyBuf *out)
 {
 	DexEntryColumn cols[INDEX_MAX_KEYS];
 	int			n = dex_entry_columns(index, cols);
 
-	dex_entry_encode(index, cols, n, values, isnull, tid, out);
+	return dex_entry_encode(index, cols, n, values, isnull, tid, out);
 }
 
 /* ---------------------------------------------------------------------
