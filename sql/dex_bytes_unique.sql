@@ -228,6 +228,24 @@ SELECT twin($$INSERT INTO tb{t} VALUES (5002, 'ok', md5('ok')::uuid, NULL)$$);
 SELECT twin_diff('tb', '{r.t}');
 SELECT twin_diff('tb', '{r.u}');
 
+-- CREATE UNIQUE INDEX CONCURRENTLY (not from a function: no twin): over
+-- duplicates it fails and leaves an invalid index, as btree's does
+CREATE TABLE tc_dex (t text) WITH (autovacuum_enabled = off);
+INSERT INTO tc_dex SELECT 'c' || g FROM generate_series(1, 500) g;
+INSERT INTO tc_dex VALUES ('c7');
+CREATE UNIQUE INDEX CONCURRENTLY tc_dex_t ON tc_dex USING dex (t);
+SELECT indisvalid FROM pg_index WHERE indexrelid = 'tc_dex_t'::regclass;
+DROP INDEX tc_dex_t;
+DELETE FROM tc_dex WHERE ctid = (SELECT max(ctid) FROM tc_dex WHERE t = 'c7');
+CREATE UNIQUE INDEX CONCURRENTLY tc_dex_t ON tc_dex USING dex (t);
+SELECT indisvalid, indisunique FROM pg_index WHERE indexrelid = 'tc_dex_t'::regclass;
+INSERT INTO tc_dex VALUES ('c7');
+INSERT INTO tc_dex VALUES ('c501');
+SET enable_seqscan = off;
+SELECT count(*) FROM tc_dex WHERE t IN ('c7', 'c501', 'c1');
+RESET enable_seqscan;
+DROP TABLE tc_dex;
+
 -- ---- what PostgreSQL 15 itself allows a unique index of another access
 -- method than btree: no ON CONFLICT arbiter, no constraint USING INDEX
 -- (its errors, not dex's)
