@@ -359,11 +359,12 @@ extern bool dex_entry_layout_wanted(Relation index);
 extern bool dex_entry_types_comparable(Oid coltype, Oid argtype);
 extern void dex_entry_tid(const uint8 *entry, size_t len, ItemPointer tid);
 extern int	dex_entry_columns(Relation index, DexEntryColumn *cols);
-extern void dex_entry_build(Relation index, Datum *values, bool *isnull,
-							ItemPointer tid, struct DexKeyBuf *out);
-extern void dex_entry_encode(Relation index, const DexEntryColumn *cols, int ncols,
-							 Datum *values, bool *isnull, ItemPointer tid,
-							 struct DexKeyBuf *out);
+/* both return the key part's length: the entry's bytes before the TID */
+extern size_t dex_entry_build(Relation index, Datum *values, bool *isnull,
+							  ItemPointer tid, struct DexKeyBuf *out);
+extern size_t dex_entry_encode(Relation index, const DexEntryColumn *cols, int ncols,
+							   Datum *values, bool *isnull, ItemPointer tid,
+							   struct DexKeyBuf *out);
 extern void dex_entry_bounds(Relation index, ScanKey keys, int nkeys,
 							 DexEntryBounds *out);
 extern void dex_entry_meta_columns(Relation index, DexMetaColumns *out);
@@ -599,7 +600,14 @@ extern bool dex_unique_check(Relation index, Relation heap,
 							 const DexKey *key, Datum *values, bool *isnull,
 							 ItemPointer tid, IndexUniqueCheck mode,
 							 BlockNumber *lockblk);
+extern bool dex_unique_check_bytes(Relation index, Relation heap,
+								   struct IndexInfo *indexInfo, DexTree *tree,
+								   const uint8 *key, size_t keylen,
+								   Datum *values, bool *isnull, ItemPointer tid,
+								   IndexUniqueCheck mode, BlockNumber *lockblk);
 extern void dex_unique_release(Relation index, BlockNumber lockblk);
+extern void dex_unique_build_duplicate(Relation heap, Relation index,
+									   struct IndexInfo *indexInfo, ItemPointer tid);
 
 /* ---- dexios.c --------------------------------------------------------- */
 

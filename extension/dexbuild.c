@@ -65,6 +65,15 @@ dex_build_release(void *arg)
 	bs->tree = NULL;
 }
 
+/*
+ * A unique index's sort item is its entry and a trailer of DEX_BUILD_TRAILER
+ * bytes: 1 if the row is live and its key must not repeat (no NULL, or NULLS
+ * NOT DISTINCT), then the key part's length (2 bytes). Entries of one key
+ * differ in their TIDs, those of different keys inside their key parts, so
+ * the trailer never changes their order.
+ */
+#define DEX_BUILD_TRAILER 3
+
 /* A byte-string index's row: its entry, as a bytea datum into the sort. */
 static void
 dex_build_bytes_callback(Relation index, ItemPointer tid, Datum *values,
@@ -73,9 +82,20 @@ dex_build_bytes_callback(Relation index, ItemPointer tid, Datum *values,
 	DexBuildState *bs = (DexBuildState *) state;
 	MemoryContext old = MemoryContextSwitchTo(bs->tmpcxt);
 	bytea	   *e;
+	size_t		keylen;
 
 	dex_kb_init_palloc(&bs->kb);
-	dex_entry_encode(index, bs->cols, bs->ncols, values, isnull, tid, &bs->kb);
+	keylen = dex_entry_encode(index, bs->cols, bs->ncols, values, isnull, tid, &bs->kb);
+	if (bs->unique)
+	{
+		bool		check = tupleIsAlive;
+
+		for (int i = 0; i < bs->ncols; i++)
+			check &= !isnull[i] || !bs->nulls_distinct;
+		dex_kb_byte(&bs->kb, check ? 1 : 0);
+		dex_kb_byte(&bs->kb, (uint8) (keylen >> 8));
+		dex_kb_byte(&bs->kb, (uint8) keylen);
+	}
 	e = palloc(VARHDRSZ + bs->kb.len);
 	SET_VARSIZE(e, VARHDRSZ + bs->kb.len);
 	memcpy(VARDATA(e), bs->kb.data, bs->kb.len);
@@ -242,16 +262,23 @@ dex_build_load(DexBuildState *bs, Relation heap, Relation index, double fillfact
 
 /*
  * Step 3 for byte-string entries: the sorted entries (bytea order is memcmp
- * order, a proper prefix first: the tree's) into the tree.
+ * order, a proper prefix first: the tree's) into the tree. A unique index
+ * refuses two live rows whose entries begin with the same key part (rows
+ * dead to everyone, or recently dead, may share it).
  */
 static double
-dex_build_load_bytes(DexBuildState *bs, Relation index, double fillfactor)
+dex_build_load_bytes(DexBuildState *bs, Relation heap, Relation index,
+					 IndexInfo *indexInfo, double fillfactor)
 {
 	DexError	err;
 	int			rc;
 	double		done = 0;
 	Datum		d;
 	bool		isnull;
+	uint8		live_key[DEX_SLOTTED_MAX_ENTRY_BYTES];	/* the last key part a live row had */
+	size_t		live_len = 0;
+	ItemPointerData live_tid;
+	bool		have_live = false;
 
 	memset(&err, 0, sizeof(err));
 	dex_build_bulk_begin(bs, index, fillfactor);
@@ -262,8 +289,31 @@ dex_build_load_bytes(DexBuildState *bs, Relation index, double fillfactor)
 #endif
 	{
 		bytea	   *e = DatumGetByteaPP(d);
+		const uint8 *p = (const uint8 *) VARDATA_ANY(e);
+		size_t		len = VARSIZE_ANY_EXHDR(e);
 
-		rc = dex_bulk_add_bytes(bs->bulk, (const uint8_t *) VARDATA_ANY(e), VARSIZE_ANY_EXHDR(e), &err);
+		if (bs->unique)
+		{
+			size_t		keylen;
+
+			len -= DEX_BUILD_TRAILER;
+			keylen = ((size_t) p[len + 1] << 8) | p[len + 2];
+			if (p[len])
+			{
+				/* the message names the first of the two rows (btree: one of them) */
+				if (have_live && keylen == live_len && memcmp(p, live_key, keylen) == 0)
+				{
+					dex_bulk_abort(bs->bulk);
+					bs->bulk = NULL;
+					dex_unique_build_duplicate(heap, index, indexInfo, &live_tid);
+				}
+				dex_entry_tid(p, len, &live_tid);
+				memcpy(live_key, p, keylen);
+				live_len = keylen;
+				have_live = true;
+			}
+		}
+		rc = dex_bulk_add_bytes(bs->bulk, p, (uint32_t) len, &err);
 		if (rc != DEX_OK)
 			dex_build_bulk_failed(bs, rc, &err, index);
 		done += 1;
@@ -384,14 +434,9 @@ dexbuild(Relation heap, Relation index, IndexInfo *indexInfo)
 						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 						 errmsg("dex does not support data type %s",
 								format_type_be(bs->cols[i].typid))));
-		if (indexInfo->ii_Unique)
-			ereport(ERROR,
-					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("dex does not support UNIQUE indexes with byte-string keys yet"),
-					 errdetail("Index \"%s\" has several key columns, a DESC or NULLS FIRST column, or a key type without a fixed 8-byte image.",
-							   RelationGetRelationName(index)),
-					 errhint("A UNIQUE dex index takes one ascending column of an integer, date/time, float or bool type; use btree for this one.")));
 	}
+	bs->unique = indexInfo->ii_Unique;
+	bs->nulls_distinct = !DEX_NULLS_NOT_DISTINCT(indexInfo);
 	bs->atttype = dex_column_basetype(index);
 	if (!bs->bytes && !dex_type_supported(bs->atttype))
 		ereport(ERROR,
@@ -476,7 +521,7 @@ dexbuild(Relation heap, Relation index, IndexInfo *indexInfo)
 				dex_report_error(rc, &err, index);
 		}
 		else
-			done = dex_build_load_bytes(bs, index, fillfactor);
+			done = dex_build_load_bytes(bs, heap, index, indexInfo, fillfactor);
 		tuplesort_end(bs->sort);
 		bs->sort = NULL;
 		goto metapage;
@@ -489,8 +534,6 @@ dexbuild(Relation heap, Relation index, IndexInfo *indexInfo)
 	TupleDescInitEntry(bs->sortdesc, 3, "alive", BOOLOID, -1, 0);
 	TupleDescInitEntry(bs->sortdesc, 4, "value",
 					   TupleDescAttr(RelationGetDescr(index), 0)->atttypid, -1, 0);
-	bs->unique = indexInfo->ii_Unique;
-	bs->nulls_distinct = !DEX_NULLS_NOT_DISTINCT(indexInfo);
 	bs->slot = MakeSingleTupleTableSlot(bs->sortdesc, &TTSOpsVirtual);
 	bs->outslot = MakeSingleTupleTableSlot(bs->sortdesc, &TTSOpsMinimalTuple);
 	bs->sort = tuplesort_begin_heap(bs->sortdesc, 2, attnums, sortops,

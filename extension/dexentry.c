@@ -128,19 +128,25 @@ encode_column(DexKeyBuf *b, const DexEntryColumn *c, Datum d, bool isnull)
 
 /*
  * The entry of an index tuple into out (reset first): the ncols key columns
- * of values/isnull, then tid. A key longer than the tree takes is an ERROR,
- * never truncated: a truncated key would make different rows equal and put
- * rows out of order. Callers must hold no dex lock (this may ereport).
+ * of values/isnull, the INCLUDE columns (dexentryvalues.c), then tid. A key
+ * longer than the tree takes is an ERROR, never truncated: a truncated key
+ * would make different rows equal and put rows out of order. Callers must
+ * hold no dex lock (this may ereport). Returns the length of the key part,
+ * the key columns' bytes (before any INCLUDE payload and the TID): equal SQL
+ * keys give equal key parts (deterministic collations only), which is what
+ * a unique index compares (dexunique.c).
  */
-void
+size_t
 dex_entry_encode(Relation index, const DexEntryColumn *cols, int ncols,
 				 Datum *values, bool *isnull, ItemPointer tid, DexKeyBuf *out)
 {
 	uint16		off = ItemPointerGetOffsetNumberNoCheck(tid);
+	size_t		keylen;
 
 	out->len = 0;
 	for (int i = 0; i < ncols; i++)
 		encode_column(out, &cols[i], values[i], isnull[i]);
+	keylen = out->len;			/* the key part: what a unique check compares */
 	dex_entry_append_payload(index, values, isnull, out);	/* INCLUDE columns */
 	if (out->len > DEX_SLOTTED_MAX_KEY_BYTES)
 		ereport(ERROR,
@@ -157,6 +163,7 @@ dex_entry_encode(Relation index, const DexEntryColumn *cols, int ncols,
 	dex_kb_byte(out, (uint8) (off >> 8));
 	dex_kb_byte(out, (uint8) off);
 	Assert(out->len <= DEX_SLOTTED_MAX_ENTRY_BYTES);
+	return keylen;
 }
 
 /* The heap TID an entry ends with (6 bytes, big-endian). */
@@ -172,15 +179,18 @@ dex_entry_tid(const uint8 *entry, size_t len, ItemPointer tid)
 				   ((BlockNumber) p[2] << 8) | p[3], (OffsetNumber) ((p[4] << 8) | p[5]));
 }
 
-/* dex_entry_encode with the index's columns looked up (one-off callers). */
-void
+/*
+ * dex_entry_encode with the index's columns looked up (one-off callers); the
+ * same return value: the key part's length.
+ */
+size_t
 dex_entry_build(Relation index, Datum *values, bool *isnull, ItemPointer tid,
 				DexKeyBuf *out)
 {
 	DexEntryColumn cols[INDEX_MAX_KEYS];
 	int			n = dex_entry_columns(index, cols);
 
-	dex_entry_encode(index, cols, n, values, isnull, tid, out);
+	return dex_entry_encode(index, cols, n, values, isnull, tid, out);
 }
 
 /* ---------------------------------------------------------------------

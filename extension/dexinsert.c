@@ -59,34 +59,53 @@ dex_insert_entry(Relation index, Relation heapRel, DexTree *tree, const DexKey *
 }
 
 /*
- * A byte-string index's entry (DEX_META_BYTES). Not held back, no unique
- * check (refused at build), no bottom-up pass. Such trees do not journal
- * yet (recovery of byte records is not written): the row's heap WAL is made
- * durable, and replayed by the standbys, before its entry reaches remote
- * memory, so a crash or a failover can leave no entry without its row.
+ * A byte-string index's entry (DEX_META_BYTES). Not held back, no bottom-up
+ * pass. A unique index checks the entry's key part first (dexunique.c),
+ * unless a key column is NULL (distinct, unless NULLS NOT DISTINCT). Such
+ * trees do not journal yet (recovery of byte records is not written): the
+ * row's heap WAL is made durable, and replayed by the standbys, before its
+ * entry reaches remote memory, so a crash or a failover can leave no entry
+ * without its row. Returns aminsert's answer.
  */
-static void
+static bool
 dex_insert_bytes(Relation index, Relation heapRel, DexTree *tree, Datum *values, bool *isnull,
-				 ItemPointer tid)
+				 ItemPointer tid, IndexUniqueCheck checkUnique, IndexInfo *indexInfo)
 {
 	DexKeyBuf	kb;
 	DexError	err;
 	uint64		lsn = dex_row_lsn(heapRel);
-	int			rc;
+	int			rc = DEX_OK;
+	size_t		keylen;
+	bool		check = checkUnique != UNIQUE_CHECK_NO;
+	bool		unique = check;	/* NULL keys are unique, as in nbtree */
+	BlockNumber lockblk = InvalidBlockNumber;
 
 	dex_kb_init_palloc(&kb);
-	dex_entry_build(index, values, isnull, tid, &kb);	/* may ERROR: key too long */
-	memset(&err, 0, sizeof(err));
-	if (lsn != 0)
+	keylen = dex_entry_build(index, values, isnull, tid, &kb);	/* may ERROR: key too long */
+	for (int i = 0; check && i < IndexRelationGetNumberOfKeyAttributes(index); i++)
+		if (isnull[i] && !DEX_NULLS_NOT_DISTINCT(indexInfo))
+			check = false;
+	if (check)
+		unique = dex_unique_check_bytes(index, heapRel, indexInfo, tree, kb.data, keylen,
+										values, isnull, tid, checkUnique, &lockblk);
+	/* UNIQUE_CHECK_EXISTING rechecks an entry that is already there */
+	if (checkUnique != UNIQUE_CHECK_EXISTING)
 	{
-		err.need_lsn = lsn;
-		dex_wal_flush_for_retry(&err, index);
+		memset(&err, 0, sizeof(err));
+		if (lsn != 0)
+		{
+			err.need_lsn = lsn;
+			dex_wal_flush_for_retry(&err, index);
+		}
+		rc = dex_tree_insert_bytes(tree, kb.data, (uint32_t) kb.len, lsn,
+								   Max(dex_cluster_retention_published(), lsn), &err);
 	}
-	rc = dex_tree_insert_bytes(tree, kb.data, (uint32_t) kb.len, lsn,
-							   Max(dex_cluster_retention_published(), lsn), &err);
+	if (check)
+		dex_unique_release(index, lockblk);
 	pfree(kb.data);
 	if (rc != DEX_OK)
 		dex_report_error(rc, &err, index);
+	return unique;
 }
 
 bool
@@ -109,10 +128,8 @@ dexinsert(Relation index, Datum *values, bool *isnull,
 	/* opened even for a held-back entry: a lost tree fails this row's statement */
 	tree = dex_open_tree(index);
 	if (dex_index_is_bytes(index))
-	{
-		dex_insert_bytes(index, heapRel, tree, values, isnull, ht_ctid);
-		return false;
-	}
+		return dex_insert_bytes(index, heapRel, tree, values, isnull, ht_ctid,
+								checkUnique, indexInfo);
 	dex_make_key(&key, index, values[0], isnull[0], ht_ctid);
 	/*
 	 * A multi-row statement's entries from the second on are held back and

@@ -17,6 +17,12 @@
  * A TID found by the scan may be reused by the time the heap is read (VACUUM
  * removed the entry and freed the slot in between): the row found there is a
  * conflict only if it has the same key.
+ *
+ * Byte-string indexes (DEX_META_BYTES: text, uuid, numeric, several columns,
+ * DESC, ...) do the same with the entry's key part -- its bytes before the
+ * heap TID (and before any payload after it) -- as the key: the lock hashes
+ * it, the scan is the prefix range [key, key || 0xFF x 8], a reused TID is
+ * told by re-encoding the row's key.
  */
 #include "dex.h"
 
@@ -30,6 +36,8 @@
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 
+#include "tree/key_bytes.h"
+
 /*
  * Key locks are page locks on the index at blocks 0x80000000 ..
  * 0xBFFFFFFF (a dex index has one block, its metapage; dexjournal.c uses
@@ -38,18 +46,50 @@
 #define DEX_KEYLOCK_BASE	((BlockNumber) 0x80000000)
 #define DEX_KEYLOCK_MASK	((uint32) 0x3FFFFFFF)
 
-static BlockNumber
-dex_keylock_block(const DexKey *key)
+/*
+ * The key a check looks for: a 16-byte key's value and class, or a
+ * byte-string entry's key part (its key columns' bytes, dex_entry_build's
+ * return value). Equal SQL keys have equal key parts (deterministic
+ * collations only, dexentry.c), so the entries of a key are exactly those
+ * beginning with its key part.
+ */
+typedef struct DexUniqueKey
 {
-	uint32		h = hash_bytes((const unsigned char *) &key->value, sizeof(key->value));
+	const DexKey *fixed;		/* NULL for a byte-string key */
+	const uint8 *bytes;
+	size_t		len;
+} DexUniqueKey;
 
-	h = hash_combine(h, key->cls);
+static BlockNumber
+dex_keylock_block(const DexUniqueKey *uk)
+{
+	uint32		h;
+
+	if (uk->fixed)
+	{
+		h = hash_bytes((const unsigned char *) &uk->fixed->value, sizeof(uk->fixed->value));
+		h = hash_combine(h, uk->fixed->cls);
+	}
+	else
+		h = hash_bytes((const unsigned char *) uk->bytes, (int) uk->len);
 	return DEX_KEYLOCK_BASE | (h & DEX_KEYLOCK_MASK);
+}
+
+static void
+dex_unique_add_tid(ItemPointerData **tids, int *n, int *cap, ItemPointer tid)
+{
+	if (*n == *cap)
+	{
+		*cap = Max(*cap * 2, 16);
+		*tids = *tids ? repalloc(*tids, sizeof(ItemPointerData) * *cap)
+			: palloc(sizeof(ItemPointerData) * *cap);
+	}
+	(*tids)[(*n)++] = *tid;
 }
 
 /* Every entry of the key's value (or of NULL), in TID order; *n of them. */
 static ItemPointerData *
-dex_unique_entries(Relation index, DexTree *tree, const DexKey *key, int *n)
+dex_unique_entries_fixed(Relation index, DexTree *tree, const DexKey *key, int *n)
 {
 	DexKey		lo = *key;
 	DexKey		hi = *key;
@@ -81,34 +121,111 @@ dex_unique_entries(Relation index, DexTree *tree, const DexKey *key, int *n)
 		}
 		if (nb == 0)
 			break;
-		if (*n + nb > cap)
-		{
-			cap = Max(cap * 2, *n + nb);
-			tids = tids ? repalloc(tids, sizeof(ItemPointerData) * cap)
-				: palloc(sizeof(ItemPointerData) * cap);
-		}
 		for (int i = 0; i < nb; i++)
-			dex_key_to_tid(&batch[i], &tids[(*n)++]);
+		{
+			ItemPointerData tid;
+
+			dex_key_to_tid(&batch[i], &tid);
+			dex_unique_add_tid(&tids, n, &cap, &tid);
+		}
 	}
 	dex_scan_end(ds);
 	return tids;
 }
 
+/*
+ * Every entry beginning with a byte-string key part: [key, key || 0xFF x 8]
+ * (0xFF starts no column, and a TID is below 8 0xFF bytes), in TID order.
+ */
+static ItemPointerData *
+dex_unique_entries_bytes(Relation index, DexTree *tree, const DexUniqueKey *uk, int *n)
+{
+	uint8	   *hi = palloc(uk->len + DEX_ENTRY_PAD_BYTES);
+	DexScan    *ds = NULL;
+	DexError	err;
+	ItemPointerData *tids = NULL;
+	int			cap = 0;
+	int			rc;
+
+	memcpy(hi, uk->bytes, uk->len);
+	memset(hi + uk->len, 0xFF, DEX_ENTRY_PAD_BYTES);
+	*n = 0;
+	memset(&err, 0, sizeof(err));
+	rc = dex_scan_begin_bytes(tree, uk->bytes, (uint32_t) uk->len, hi,
+							  (uint32_t) (uk->len + DEX_ENTRY_PAD_BYTES), 0, &ds, &err);
+	if (rc != DEX_OK)
+		dex_report_error(rc, &err, index);
+	for (;;)
+	{
+		const DexBytes *batch = NULL;
+		int			nb = 0;
+
+		rc = dex_scan_next_bytes(ds, &batch, &nb, &err);
+		if (rc != DEX_OK)
+		{
+			dex_scan_end(ds);
+			dex_report_error(rc, &err, index);
+		}
+		if (nb == 0)
+			break;
+		for (int i = 0; i < nb; i++)
+		{
+			ItemPointerData tid;
+
+			Assert(batch[i].len > uk->len && memcmp(batch[i].data, uk->bytes, uk->len) == 0);
+			dex_entry_tid(batch[i].data, batch[i].len, &tid);
+			dex_unique_add_tid(&tids, n, &cap, &tid);
+		}
+	}
+	dex_scan_end(ds);
+	pfree(hi);
+	return tids;
+}
+
+/*
+ * The index's values of a heap row; false if some key column is an
+ * expression (recomputing it to rule out a reused TID is not worth it).
+ * Include columns are plain columns (PostgreSQL refuses expressions there).
+ */
+static bool
+dex_row_index_values(IndexInfo *indexInfo, TupleTableSlot *slot, Datum *values, bool *isnull)
+{
+	for (int i = 0; i < indexInfo->ii_NumIndexAttrs; i++)
+	{
+		AttrNumber	attno = indexInfo->ii_IndexAttrNumbers[i];
+
+		if (attno == 0)
+			return false;
+		values[i] = slot_getattr(slot, attno, &isnull[i]);
+	}
+	return true;
+}
+
 /* Does the row in `slot` carry the key being inserted (not a reused TID)? */
 static bool
 dex_row_has_key(Relation index, IndexInfo *indexInfo, TupleTableSlot *slot,
-				const DexKey *key)
+				const DexUniqueKey *uk)
 {
-	AttrNumber	attno = indexInfo->ii_IndexAttrNumbers[0];
-	DexKey		k;
-	Datum		v;
-	bool		isnull;
+	Datum		values[INDEX_MAX_KEYS];
+	bool		isnull[INDEX_MAX_KEYS];
+	DexKeyBuf	kb;
+	size_t		keylen;
+	bool		same;
 
-	if (attno == 0)
-		return true;			/* an expression: recomputing it is not worth the race */
-	v = slot_getattr(slot, attno, &isnull);
-	dex_make_key(&k, index, v, isnull, &slot->tts_tid);
-	return k.cls == key->cls && k.value == key->value;
+	if (!dex_row_index_values(indexInfo, slot, values, isnull))
+		return true;
+	if (uk->fixed)
+	{
+		DexKey		k;
+
+		dex_make_key(&k, index, values[0], isnull[0], &slot->tts_tid);
+		return k.cls == uk->fixed->cls && k.value == uk->fixed->value;
+	}
+	dex_kb_init_palloc(&kb);
+	keylen = dex_entry_build(index, values, isnull, &slot->tts_tid, &kb);
+	same = keylen == uk->len && memcmp(kb.data, uk->bytes, keylen) == 0;
+	pfree(kb.data);
+	return same;
 }
 
 typedef enum DexUniqueVerdict
@@ -125,7 +242,7 @@ typedef enum DexUniqueVerdict
  */
 static DexUniqueVerdict
 dex_unique_verdict(Relation index, Relation heap, IndexInfo *indexInfo,
-				   DexTree *tree, const DexKey *key, ItemPointer self,
+				   DexTree *tree, const DexUniqueKey *uk, ItemPointer self,
 				   TransactionId *xwait, uint32 *spec_token)
 {
 	ItemPointerData *tids;
@@ -135,7 +252,8 @@ dex_unique_verdict(Relation index, Relation heap, IndexInfo *indexInfo,
 	TupleTableSlot *slot;
 	SnapshotData dirty;
 
-	tids = dex_unique_entries(index, tree, key, &n);
+	tids = uk->fixed ? dex_unique_entries_fixed(index, tree, uk->fixed, &n)
+		: dex_unique_entries_bytes(index, tree, uk, &n);
 	if (n == 0)
 		return DEX_UNIQUE_OK;
 	InitDirtySnapshot(dirty);
@@ -151,7 +269,7 @@ dex_unique_verdict(Relation index, Relation heap, IndexInfo *indexInfo,
 			continue;
 		if (!table_index_fetch_tuple(fetch, &tid, &dirty, slot, &call_again, &all_dead))
 			continue;			/* dead (or never durable) */
-		if (!dex_row_has_key(index, indexInfo, slot, key))
+		if (!dex_row_has_key(index, indexInfo, slot, uk))
 			continue;			/* the TID was reused by another row */
 		*xwait = TransactionIdIsValid(dirty.xmin) ? dirty.xmin : dirty.xmax;
 		*spec_token = dirty.speculativeToken;
@@ -176,20 +294,13 @@ dex_unique_violation(Relation index, Relation heap, Datum *values, bool *isnull)
 			 errtableconstraint(heap, RelationGetRelationName(index))));
 }
 
-/*
- * The check before an entry goes into a unique index. Returns with the key
- * lock held (*lockblk; the caller inserts the entry, then calls
- * dex_unique_release), or raises the unique violation. Returns false only for
- * UNIQUE_CHECK_PARTIAL when the key may not be unique (a live row or a
- * running transaction has it): the caller inserts anyway and PostgreSQL
- * rechecks later.
- */
-bool
-dex_unique_check(Relation index, Relation heap, IndexInfo *indexInfo,
-				 DexTree *tree, const DexKey *key, Datum *values, bool *isnull,
-				 ItemPointer tid, IndexUniqueCheck mode, BlockNumber *lockblk)
+/* dex_unique_check / dex_unique_check_bytes for either kind of key. */
+static bool
+dex_unique_check_key(Relation index, Relation heap, IndexInfo *indexInfo,
+					 DexTree *tree, const DexUniqueKey *uk, Datum *values, bool *isnull,
+					 ItemPointer tid, IndexUniqueCheck mode, BlockNumber *lockblk)
 {
-	BlockNumber blk = dex_keylock_block(key);
+	BlockNumber blk = dex_keylock_block(uk);
 	bool		unique = true;
 
 	LockPage(index, blk, ExclusiveLock);
@@ -197,7 +308,7 @@ dex_unique_check(Relation index, Relation heap, IndexInfo *indexInfo,
 	{
 		TransactionId xwait = InvalidTransactionId;
 		uint32		spec_token = 0;
-		DexUniqueVerdict v = dex_unique_verdict(index, heap, indexInfo, tree, key,
+		DexUniqueVerdict v = dex_unique_verdict(index, heap, indexInfo, tree, uk,
 												tid, &xwait, &spec_token);
 
 		if (v == DEX_UNIQUE_OK)
@@ -221,9 +332,80 @@ dex_unique_check(Relation index, Relation heap, IndexInfo *indexInfo,
 	return unique;
 }
 
+/*
+ * The check before an entry goes into a unique index. Returns with the key
+ * lock held (*lockblk; the caller inserts the entry, then calls
+ * dex_unique_release), or raises the unique violation. Returns false only for
+ * UNIQUE_CHECK_PARTIAL when the key may not be unique (a live row or a
+ * running transaction has it): the caller inserts anyway and PostgreSQL
+ * rechecks later.
+ */
+bool
+dex_unique_check(Relation index, Relation heap, IndexInfo *indexInfo,
+				 DexTree *tree, const DexKey *key, Datum *values, bool *isnull,
+				 ItemPointer tid, IndexUniqueCheck mode, BlockNumber *lockblk)
+{
+	DexUniqueKey uk = {key, NULL, 0};
+
+	return dex_unique_check_key(index, heap, indexInfo, tree, &uk, values, isnull,
+								tid, mode, lockblk);
+}
+
+/*
+ * The same for a byte-string index (DEX_META_BYTES): key = the first keylen
+ * bytes of the entry being inserted (dex_entry_build's return value).
+ */
+bool
+dex_unique_check_bytes(Relation index, Relation heap, IndexInfo *indexInfo,
+					   DexTree *tree, const uint8 *key, size_t keylen,
+					   Datum *values, bool *isnull, ItemPointer tid,
+					   IndexUniqueCheck mode, BlockNumber *lockblk)
+{
+	DexUniqueKey uk = {NULL, key, keylen};
+
+	return dex_unique_check_key(index, heap, indexInfo, tree, &uk, values, isnull,
+								tid, mode, lockblk);
+}
+
 /* After the entry went in (or was rechecked): the next inserter of the key may look. */
 void
 dex_unique_release(Relation index, BlockNumber lockblk)
 {
 	UnlockPage(index, lockblk, ExclusiveLock);
+}
+
+/*
+ * CREATE UNIQUE INDEX over two live rows of one key, in a byte-string index:
+ * btree's error. The build's sort holds entries, not values: the values for
+ * the message are the row's at `tid` (either of the two), computed as
+ * unique_key_recheck does. The caller holds no dex lock and has abandoned
+ * its bulk load.
+ */
+void
+dex_unique_build_duplicate(Relation heap, Relation index, IndexInfo *indexInfo,
+						   ItemPointer tid)
+{
+	EState	   *estate = CreateExecutorState();
+	ExprContext *econtext = GetPerTupleExprContext(estate);
+	TupleTableSlot *slot = table_slot_create(heap, NULL);
+	Datum		values[INDEX_MAX_KEYS];
+	bool		isnull[INDEX_MAX_KEYS];
+	char	   *key_desc = NULL;
+	IndexFetchTableData *fetch = table_index_fetch_begin(heap);
+	bool		call_again = false;
+	bool		all_dead = false;
+
+	/* the TID may be a HOT chain's root: its members share the key */
+	if (table_index_fetch_tuple(fetch, tid, SnapshotAny, slot, &call_again, &all_dead))
+	{
+		econtext->ecxt_scantuple = slot;
+		indexInfo->ii_ExpressionsState = NIL;	/* the build scan's estate is gone */
+		FormIndexDatum(indexInfo, slot, estate, values, isnull);
+		key_desc = BuildIndexValueDescription(index, values, isnull);
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_UNIQUE_VIOLATION),
+			 errmsg("could not create unique index \"%s\"", RelationGetRelationName(index)),
+			 key_desc ? errdetail("Key %s is duplicated.", key_desc) : errdetail("Duplicate keys exist."),
+			 errtableconstraint(heap, RelationGetRelationName(index))));
 }

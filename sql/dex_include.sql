@@ -167,5 +167,15 @@ DROP INDEX inc_long_k;
 INSERT INTO inc_long VALUES (6, repeat('d', 200), 'x');
 CREATE INDEX inc_long_k ON inc_long USING dex (k) INCLUDE (s, v);
 
-DROP TABLE inc, inc_long, include_queries;
+-- a unique index's INCLUDE columns are no part of its key
+CREATE TABLE inc_u (e text COLLATE "C", v int) WITH (autovacuum_enabled = off);
+CREATE UNIQUE INDEX inc_u_e ON inc_u USING dex (e) INCLUDE (v);
+INSERT INTO inc_u VALUES ('a', 1), ('b', 2);
+INSERT INTO inc_u VALUES ('a', 3);
+INSERT INTO inc_u VALUES ('c', 3);
+CREATE UNIQUE INDEX inc_u_v ON inc_u USING dex (v) INCLUDE (e);
+SET enable_seqscan = off; SET enable_bitmapscan = off;
+SELECT e, v FROM inc_u WHERE e >= 'a' ORDER BY e;
+RESET enable_seqscan; RESET enable_bitmapscan;
+DROP TABLE inc, inc_long, inc_u, include_queries;
 DROP FUNCTION ios_same(text, text), ordered_same(text, text);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Unique dex indexes under concurrency (src/README.md "Unique indexes"):
 # 8 pgbench clients race inserts and delete+insert on 300 keys of a UNIQUE dex
-# index, and ON CONFLICT DO NOTHING on a dex exclusion constraint; a backend
+# index, the same on 40 hotter keys of byte-string ones (text, and (int,
+# text DESC)), and ON CONFLICT DO NOTHING on a dex exclusion constraint; a backend
 # is killed with -9 in the middle of the race (crash restart) and the race goes
 # on. Then: no key twice (sequential scan), index and sequential scans agree,
 # dex_check passes, and the number of unique violations seen is > 0 (the race
@@ -14,6 +15,8 @@ CLIENTS=8; ROUND_SECONDS=${ROUND_SECONDS:-8}
 q -c "create extension dex"
 q -c "create table u (k int, v int); create unique index u_k on u using dex (k)"
 q -c "create table x (k int, v int, constraint x_k exclude using dex (k with =))"
+q -c "create table t (k text, v int); create unique index t_k on t using dex (k)"
+q -c "create table m (a int, b text, v int); create unique index m_ab on m using dex (a, b desc)"
 q -c "create table violations (n int)"
 # An insert that counts a unique violation instead of failing the client.
 q -c "create function try_insert(key int, val int) returns void language plpgsql as \$\$
@@ -22,9 +25,18 @@ begin
 exception when unique_violation then
   insert into violations values (1);
 end \$\$"
+# The same for the byte-string indexes: a text key, and (int, text) of it.
+q -c "create function try_insert_t(key int, val int) returns void language plpgsql as \$\$
+begin
+  insert into t values ('user' || key || '@example.com', val);
+  insert into m values (key % 7, 'b' || key, val);
+exception when unique_violation then
+  insert into violations values (2);
+end \$\$"
 cat >"$DEX_WORK/race.sql" <<'SQL'
 \set k random(1, 300)
 \set op random(1, 10)
+\set h random(1, 40)
 SELECT try_insert(:k, :client_id) WHERE :op <= 5;
 DELETE FROM u WHERE k = :k AND :op BETWEEN 6 AND 7;
 INSERT INTO x VALUES (:k, :client_id) ON CONFLICT DO NOTHING;
@@ -32,6 +44,14 @@ DELETE FROM x WHERE k = :k AND :op = 8;
 BEGIN;
 DELETE FROM u WHERE k = :k AND :op >= 9;
 SELECT try_insert(:k, -:client_id) WHERE :op >= 9;
+COMMIT;
+SELECT try_insert_t(:h, :client_id) WHERE :op <= 5;
+DELETE FROM t WHERE k = 'user' || :h || '@example.com' AND :op BETWEEN 6 AND 7;
+DELETE FROM m WHERE a = :h % 7 AND b = 'b' || :h AND :op BETWEEN 6 AND 7;
+BEGIN;
+DELETE FROM t WHERE k = 'user' || :h || '@example.com' AND :op >= 9;
+DELETE FROM m WHERE a = :h % 7 AND b = 'b' || :h AND :op >= 9;
+SELECT try_insert_t(:h, -:client_id) WHERE :op >= 9;
 COMMIT;
 SQL
 chmod a+r "$DEX_WORK/race.sql"
@@ -45,7 +65,8 @@ race() {  # race LOG: CLIENTS clients for ROUND_SECONDS; a killed client is no f
 check_unique() {  # check_unique LABEL
     local dups bad
     dups=$(q -c "set enable_indexscan = off; set enable_bitmapscan = off;
-        select (select count(*) - count(distinct k) from u) + (select count(*) - count(distinct k) from x)")
+        select (select count(*) - count(distinct k) from u) + (select count(*) - count(distinct k) from x)
+             + (select count(*) - count(distinct k) from t) + (select count(*) - count(distinct (a, b)) from m)")
     echo "$1: keys present twice: $dups"
     [ "$dups" = 0 ] || fail "$1: duplicate keys in a unique dex index"
     bad=$(q -c "set enable_seqscan = off; set enable_bitmapscan = off;
@@ -53,10 +74,16 @@ check_unique() {  # check_unique LABEL
              s as (select k, v from u where k + 0 between 1 and 300)
         select (select count(*) from (select * from i except all select * from s) a) +
                (select count(*) from (select * from s except all select * from i) b)")
+    bad=$((bad + $(q -c "set enable_seqscan = off; set enable_bitmapscan = off;
+        select count(*) from t s where not exists (select 1 from t i where i.k = s.k and i.ctid = s.ctid)") ))
+    bad=$((bad + $(q -c "set enable_seqscan = off; set enable_bitmapscan = off;
+        select count(*) from m s where not exists (select 1 from m i where i.a = s.a and i.b = s.b and i.ctid = s.ctid)") ))
     echo "$1: rows where the index scan and the sequential scan differ: $bad"
     [ "$bad" = 0 ] || fail "$1: index scan and sequential scan disagree"
     q -c "select * from dex_check('u_k')" >/dev/null || fail "$1: dex_check(u_k)"
     q -c "select * from dex_check('x_k')" >/dev/null || fail "$1: dex_check(x_k)"
+    q -c "select * from dex_check('t_k')" >/dev/null || fail "$1: dex_check(t_k)"
+    q -c "select * from dex_check('m_ab')" >/dev/null || fail "$1: dex_check(m_ab)"
 }
 
 race "$DEX_WORK/race1.log"
@@ -77,7 +104,9 @@ grep -qE "terminated by signal 9" "$DEX_WORK/pg-server.log" || fail "the backend
 race "$DEX_WORK/race3.log"
 check_unique "after kill -9 and another race"
 
-violations=$(q -c "select count(*) from violations")
-echo "unique violations raised during the races: $violations"
+violations=$(q -c "select count(*) from violations where n = 1")
+violations_t=$(q -c "select count(*) from violations where n = 2")
+echo "unique violations raised during the races: $violations (int), $violations_t (byte-string keys)"
 [ "$violations" -gt 0 ] || fail "no unique violation was raised: the race did not race"
+[ "$violations_t" -gt 0 ] || fail "no unique violation on the byte-string keys: the race did not race"
 echo "unique: ok"
