@@ -19,8 +19,8 @@
  * conflict only if it has the same key.
  *
  * Byte-string indexes (DEX_META_BYTES: text, uuid, numeric, several columns,
- * DESC, ...) do the same with the entry's key part -- its bytes before the
- * heap TID (and before any payload after it) -- as the key: the lock hashes
+ * DESC, ...) do the same with the entry's key part -- its key columns' bytes,
+ * before any INCLUDE payload and the heap TID -- as the key: the lock hashes
  * it, the scan is the prefix range [key, key || 0xFF x 8], a reused TID is
  * told by re-encoding the row's key.
  */

@@ -172,7 +172,7 @@ CREATE TABLE inc_u (e text COLLATE "C", v int) WITH (autovacuum_enabled = off);
 CREATE UNIQUE INDEX inc_u_e ON inc_u USING dex (e) INCLUDE (v);
 INSERT INTO inc_u VALUES ('a', 1), ('b', 2);
 INSERT INTO inc_u VALUES ('a', 3);
-INSERT INTO inc_u VALUES ('c', 3);
+INSERT INTO inc_u VALUES ('c', 3), ('d', 3);
 CREATE UNIQUE INDEX inc_u_v ON inc_u USING dex (v) INCLUDE (e);
 SET enable_seqscan = off; SET enable_bitmapscan = off;
 SELECT e, v FROM inc_u WHERE e >= 'a' ORDER BY e;
