@@ -291,6 +291,8 @@ typedef struct DexScanOpaqueData
 	/* dead-entry hints (dexkill.c) */
 	DexLeafStamp stamp;			/* leaf and version the current batch was read at */
 	DexKey	   *killed;			/* entries of this batch found dead */
+	DexBytes   *bkilled;		/* the same for byte-string entries, */
+	uint8	   *bkillbuf;		/* whose bytes are copied here */
 	int			nkilled;
 
 	MemoryContextCallback cb;	/* ends the core scan on context reset */

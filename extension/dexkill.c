@@ -4,7 +4,8 @@
  * When the executor found the heap tuple of the entry amgettuple returned
  * last dead to every transaction (scan->kill_prior_tuple, set by
  * index_fetch_heap from heap_hot_search_buffer's all_dead), the scan
- * remembers that entry, as nbtree's killedItems. When it leaves the batch
+ * remembers that entry (a 16-byte key, or a byte-string entry's bytes), as
+ * nbtree's killedItems. When it leaves the batch
  * (next batch, direction change, rescan, end of scan) the remembered entries
  * are removed -- only if the leaf is still at the version the batch was read
  * at (dex_tree_kill), only on the writer, and only while no hot standby holds
@@ -22,7 +23,50 @@
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 
+#include "tree/key_bytes.h"
 #include "tree/node_capacity.h"
+
+/*
+ * Most byte-string entries one leaf holds (each at least a column header and
+ * the TID, plus its slot): a batch never returns more.
+ */
+#define DEX_KILL_MAX_BYTES_ENTRIES \
+	(DEX_SLOTTED_BODY_BYTES / (1 + DEX_TID_BYTES + DEX_SLOTTED_LEAF_SLOT_BYTES))
+
+/* Remember the byte-string entry returned last (so->bcur) for its batch. */
+static void
+kill_remember_bytes(DexScanOpaque so)
+{
+	uint8	   *copy;
+
+	if (so->bkilled == NULL)
+	{
+		so->bkilled = MemoryContextAlloc(so->scancxt,
+										 sizeof(DexBytes) * DEX_KILL_MAX_BYTES_ENTRIES);
+		so->bkillbuf = MemoryContextAlloc(so->scancxt,
+										  (Size) DEX_SLOTTED_MAX_ENTRY_BYTES * DEX_KILL_MAX_BYTES_ENTRIES);
+	}
+	if (so->nkilled >= DEX_KILL_MAX_BYTES_ENTRIES || so->bcurlen > DEX_SLOTTED_MAX_ENTRY_BYTES)
+		return;
+	for (int i = 0; i < so->nkilled; i++)
+		if (so->bkilled[i].len == so->bcurlen &&
+			memcmp(so->bkilled[i].data, so->bcur, so->bcurlen) == 0)
+			return;
+	copy = so->bkillbuf + (Size) so->nkilled * DEX_SLOTTED_MAX_ENTRY_BYTES;
+	memcpy(copy, so->bcur, so->bcurlen);
+	so->bkilled[so->nkilled].data = copy;
+	so->bkilled[so->nkilled].len = (uint32) so->bcurlen;
+	so->nkilled++;
+}
+
+static int
+bytes_cmp(const void *a, const void *b)
+{
+	const DexBytes *x = (const DexBytes *) a;
+	const DexBytes *y = (const DexBytes *) b;
+
+	return dex_kb_compare(x->data, x->len, y->data, y->len);
+}
 
 /* The entry returned last was found dead: remember it for its batch. */
 void
@@ -30,7 +74,8 @@ dex_kill_remember(IndexScanDesc scan)
 {
 	DexScanOpaque so = (DexScanOpaque) scan->opaque;
 
-	if (so == NULL || so->batch == NULL || so->pos != DEX_POS_AT)
+	if (so == NULL || so->pos != DEX_POS_AT ||
+		(so->bytes ? so->bbatch == NULL : so->batch == NULL))
 		return;
 	/*
 	 * Only MVCC scans on the primary: a standby never sets kill_prior_tuple,
@@ -43,6 +88,11 @@ dex_kill_remember(IndexScanDesc scan)
 	if (scan->indexRelation->rd_options &&
 		((DexOptions *) scan->indexRelation->rd_options)->write_back)
 		return;
+	if (so->bytes)
+	{
+		kill_remember_bytes(so);
+		return;
+	}
 	if (so->killed == NULL)
 		so->killed = MemoryContextAlloc(so->scancxt, sizeof(DexKey) * DEX_LEAF_CAPACITY);
 	if (so->nkilled >= DEX_LEAF_CAPACITY)
@@ -100,15 +150,25 @@ dex_kill_flush(IndexScanDesc scan)
 	int			n = so->nkilled;
 	uint64_t	removed = 0;
 	DexError	err;
+	int			rc;
 
 	so->nkilled = 0;
 	if (n == 0 || so->tree == NULL || so->dscan == NULL)
 		return;
 	if (!dex_kill_gate(scan->indexRelation, n))
 		return;
-	dex_sort_keys(so->killed, n);
 	memset(&err, 0, sizeof(err));
-	if (dex_tree_kill(so->tree, &so->stamp, so->killed, n, 0, &removed, &err) != DEX_OK)
+	if (so->bytes)
+	{
+		qsort(so->bkilled, n, sizeof(DexBytes), bytes_cmp);
+		rc = dex_tree_kill_bytes(so->tree, &so->stamp, so->bkilled, n, 0, &removed, &err);
+	}
+	else
+	{
+		dex_sort_keys(so->killed, n);
+		rc = dex_tree_kill(so->tree, &so->stamp, so->killed, n, 0, &removed, &err);
+	}
+	if (rc != DEX_OK)
 		elog(DEBUG1, "dex: dead-entry hints of \"%s\" dropped: %s",
 			 RelationGetRelationName(scan->indexRelation), err.message);
 }

@@ -8,7 +8,8 @@
  * reverse, so entries come back in index order. Every returned row is
  * rechecked when the scan has keys, as for 16-byte keys. An index-only scan
  * gets the INCLUDE columns and the key columns that decode
- * (dexentryvalues.c); dead-entry hints are not kept.
+ * (dexentryvalues.c); entries found dead are removed when the scan leaves
+ * their batch (dexkill.c), as for 16-byte keys.
  */
 #include "dex.h"
 
@@ -101,6 +102,7 @@ dex_bytes_turn(IndexScanDesc scan, bool forward)
 {
 	DexScanOpaque so = (DexScanOpaque) scan->opaque;
 
+	dex_kill_flush(scan);		/* leaving the batch: its dead entries */
 	dex_end_core_scan(so);
 	so->dir = forward ? ForwardScanDirection : BackwardScanDirection;
 	if (so->pos == DEX_POS_AT)
@@ -239,6 +241,9 @@ dex_bytes_gettuple(IndexScanDesc scan, ScanDirection dir)
 
 	if (scan->xs_want_itup)
 		dex_ios_begin(scan);
+	/* the entry returned last was dead to everyone (dexkill.c) */
+	if (scan->kill_prior_tuple)
+		dex_kill_remember(scan);
 	found = dex_bytes_next(scan, dir);
 	if (!found)
 		dex_ios_quiet((DexScanOpaque) scan->opaque);
