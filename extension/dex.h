@@ -29,6 +29,8 @@
  *   dexsession.c   this backend's configuration of the core, interrupt hook,
  *                  open-tree registry and its invalidation
  *   dexjournal.c   crash consistency: the insert journal, WAL flushes
+ *   dexjournalrecover.c  the journal's recovery: journaled entries checked
+ *                  against the heap, strays removed (both layouts)
  *   dexupgrade.c   pg_upgrade: taking over the trees of the cluster upgraded from
  *   dexclusterns.c which namespaces on the memory nodes are this cluster's
  *   dexcluster.c   primary and hot standbys: the cluster registry, this life
@@ -568,6 +570,11 @@ extern uint64 dex_row_lsn(Relation heap);
 extern uint32 dex_journal_lane(void);
 extern void dex_journal_gate(Relation index, DexTree *tree, uint64 journal_root,
 							 uint64 *verified);
+
+/* ---- dexjournalrecover.c ---------------------------------------------- */
+
+extern void dex_journal_recover_fixed(Relation index, DexTree *tree, uint64 mine);
+extern void dex_journal_recover_bytes(Relation index, DexTree *tree, uint64 mine);
 
 /* ---- dexerror.c ------------------------------------------------------- */
 

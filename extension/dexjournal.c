@@ -13,22 +13,17 @@
  *  - The first use of an index by a new primary life (after a crash restart,
  *    a restart, or a promotion) recovers its journal before anything else:
  *    every listed entry whose heap slot does not hold a tuple with that key
- *    any more is a stray of a row lost in the crash and is deleted.
+ *    any more is a stray of a row lost in the crash and is deleted
+ *    (dexjournalrecover.c, for fixed keys and byte-string entries alike).
  */
 #include "dex.h"
 
-#include "access/table.h"
-#include "access/tableam.h"
 #include "access/xlog.h"
 #include "access/xlog_internal.h"
-#include "catalog/index.h"
-#include "executor/executor.h"
 #include "miscadmin.h"
-#include "storage/bufmgr.h"
 #include "storage/lmgr.h"
 #include "storage/proc.h"
 #include "utils/rel.h"
-#include "utils/snapmgr.h"
 
 /* Lock tag (a page lock on the index at an impossible block) serializing recoveries. */
 #define DEX_JOURNAL_LOCK_BLKNO	((BlockNumber) 0xFFFFFFF0)
@@ -138,95 +133,9 @@ dex_journal_lane(void)
 }
 
 /* ---------------------------------------------------------------------
- * recovery
+ * recovery (the heap check itself: dexjournalrecover.c)
  * ---------------------------------------------------------------------
  */
-
-/* What the heap check needs, set up once per recovery. */
-typedef struct DexHeapCheck
-{
-	Relation	heap;
-	Relation	index;
-	IndexInfo  *ii;
-	EState	   *estate;
-	ExprContext *econtext;
-	ExprState  *predicate;
-	TupleTableSlot *slot;
-	IndexFetchTableData *fetch;
-	BlockNumber nblocks;
-} DexHeapCheck;
-
-/*
- * Does the heap still hold, at this entry's TID, a HOT-chain root whose index
- * key is this entry's key (in any state, live or dead: VACUUM handles dead
- * ones)? If not, the entry is a stray and must go. An entry of a row whose
- * insert is waiting right now for this recovery also matches (its aminsert
- * then finds it and journals it again).
- */
-static bool
-dex_entry_has_row(DexHeapCheck *hc, const DexKey *k)
-{
-	ItemPointerData tid;
-	bool		call_again = false;
-	bool		all_dead = false;
-	Datum		values[INDEX_MAX_KEYS];
-	bool		isnull[INDEX_MAX_KEYS];
-	DexKey		k2;
-	bool		found;
-
-	if (k->cls != DEX_KEY_VALUE && k->cls != DEX_KEY_NULL)
-		return false;
-	dex_key_to_tid(k, &tid);
-	if (!ItemPointerIsValid(&tid) || k->block >= hc->nblocks)
-		return false;			/* past the heap's end: the row was never durable */
-
-	ResetExprContext(hc->econtext);
-	ExecClearTuple(hc->slot);
-	/* SnapshotAny: the chain's first tuple; a heap-only tuple is never a root */
-	found = table_index_fetch_tuple(hc->fetch, &tid, SnapshotAny, hc->slot,
-									&call_again, &all_dead);
-	if (!found)
-		return false;
-	hc->econtext->ecxt_scantuple = hc->slot;
-	if (hc->predicate && !ExecQual(hc->predicate, hc->econtext))
-		return false;
-	FormIndexDatum(hc->ii, hc->slot, hc->estate, values, isnull);
-	dex_make_key(&k2, hc->index, values[0], isnull[0], &tid);
-	return dex_key_cmp(&k2, k) == 0;
-}
-
-/* Entries of keys[0..n) without their row, palloc'd. */
-static DexKey *
-dex_find_strays(Relation index, const DexKey *keys, int n, int *nstrays)
-{
-	DexHeapCheck hc;
-	DexKey	   *strays = palloc(sizeof(DexKey) * Max(n, 1));
-
-	*nstrays = 0;
-	memset(&hc, 0, sizeof(hc));
-	hc.index = index;
-	hc.heap = table_open(index->rd_index->indrelid, AccessShareLock);
-	hc.ii = BuildIndexInfo(index);
-	hc.estate = CreateExecutorState();
-	hc.econtext = GetPerTupleExprContext(hc.estate);
-	hc.predicate = ExecPrepareQual(hc.ii->ii_Predicate, hc.estate);
-	hc.slot = table_slot_create(hc.heap, NULL);
-	hc.fetch = table_index_fetch_begin(hc.heap);
-	hc.nblocks = RelationGetNumberOfBlocks(hc.heap);
-
-	for (int i = 0; i < n; i++)
-	{
-		CHECK_FOR_INTERRUPTS();
-		if (!dex_entry_has_row(&hc, &keys[i]))
-			strays[(*nstrays)++] = keys[i];
-	}
-
-	table_index_fetch_end(hc.fetch);
-	ExecDropSingleTupleTableSlot(hc.slot);
-	FreeExecutorState(hc.estate);
-	table_close(hc.heap, AccessShareLock);
-	return strays;
-}
 
 /*
  * Before this backend uses the index (see the file header): if the journal
@@ -241,12 +150,6 @@ dex_journal_gate(Relation index, DexTree *tree, uint64 journal_root, uint64 *ver
 {
 	uint64		mine = dex_life();
 	uint64		life = 0;
-	DexKey	   *keys = NULL;
-	DexKey	   *copy;
-	DexKey	   *strays;
-	int			n = 0;
-	int			nstrays = 0;
-	uint64_t	removed = 0;
 	DexError	err;
 	int			rc;
 
@@ -266,24 +169,10 @@ dex_journal_gate(Relation index, DexTree *tree, uint64 journal_root, uint64 *ver
 	}
 
 	LockPage(index, DEX_JOURNAL_LOCK_BLKNO, ExclusiveLock);
-	rc = dex_journal_read(tree, &keys, &n, &life, &err);
-	if (rc != DEX_OK)
-		dex_report_error(rc, &err, index);
-	copy = palloc(sizeof(DexKey) * Max(n, 1));
-	memcpy(copy, keys, sizeof(DexKey) * n);
-	dex_free(keys);
-	if (life != mine)
-	{
-		strays = dex_find_strays(index, copy, n, &nstrays);
-		rc = dex_journal_finish(tree, life, mine, strays, nstrays, &removed, &err);
-		if (rc != DEX_OK)
-			dex_report_error(rc, &err, index);
-		ereport(removed > 0 ? LOG : DEBUG1,
-				(errmsg("dex: recovered the insert journal of index \"%s\": %d journaled entries checked against the heap, " UINT64_FORMAT " stray entries removed",
-						RelationGetRelationName(index), n, (uint64) removed)));
-		pfree(strays);
-	}
-	pfree(copy);
+	if (dex_index_is_bytes(index))
+		dex_journal_recover_bytes(index, tree, mine);
+	else
+		dex_journal_recover_fixed(index, tree, mine);
 	UnlockPage(index, DEX_JOURNAL_LOCK_BLKNO, ExclusiveLock);
 	*verified = mine;
 }

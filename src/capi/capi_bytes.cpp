@@ -4,6 +4,7 @@
 // (pointer, length) views; what the core returns is copied into the handle
 // (scan or tree) and stays valid until the next call on it.
 // No exception leaves this file.
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -13,6 +14,8 @@
 using dex::Error;
 using dex::ErrorCode;
 using dex::capi::guarded;
+using dex::capi::journal_recovered_elsewhere;
+using dex::capi::proc;
 using dex::tree::SlottedTree;
 
 namespace {
@@ -154,6 +157,60 @@ int dex_scan_next_bytes(DexScan* scan, const DexBytes** entries, int* n, DexErro
         views_of(scan->sbuf, scan->sviews);
         *entries = scan->sviews.data();
         *n = static_cast<int>(scan->sviews.size());
+    });
+}
+
+// ---- insert journal of a byte-string tree ------------------------------------
+// (dex_journal_create makes it in the byte form; a tree built before that has
+// a fixed-form journal that never holds one of its entries: both read here.)
+
+int dex_journal_read_bytes(DexTree* tree, DexBytes** entries, int* n, uint64_t* life, DexError* err) {
+    if (entries) *entries = nullptr;
+    if (n) *n = 0;
+    if (life) *life = 0;
+    return guarded(err, [&] {
+        if (!tree || !entries || !n || !tree->journal_root)
+            throw Error(ErrorCode::kInvalid, "dex_journal_read_bytes: no journal");
+        dex::tree::JournalContents c;
+        tree->run_bytes([&](SlottedTree&) { c = dex::tree::journal_read(proc().mem(), tree->journal_root); });
+        // One block for the caller's single dex_free(): the views, then the bytes they point to.
+        size_t bytes = 0;
+        for (const auto& r : c.byte_records) bytes += r.entry.size();
+        const size_t head = c.byte_records.size() * sizeof(DexBytes);
+        auto* block = static_cast<uint8_t*>(std::malloc(std::max<size_t>(head + bytes, 1)));
+        if (!block) throw std::bad_alloc();
+        auto* views = reinterpret_cast<DexBytes*>(block);
+        uint8_t* p = block + head;
+        for (size_t i = 0; i < c.byte_records.size(); i++) {
+            const std::string& e = c.byte_records[i].entry;
+            std::memcpy(p, e.data(), e.size());
+            views[i] = DexBytes{p, static_cast<uint32_t>(e.size())};
+            p += e.size();
+        }
+        *entries = views;
+        *n = static_cast<int>(c.byte_records.size());
+        if (life) *life = c.life;
+    });
+}
+
+int dex_journal_finish_bytes(DexTree* tree, uint64_t old_life, uint64_t new_life, const DexBytes* strays, int n,
+                             uint64_t* removed, DexError* err) {
+    if (removed) *removed = 0;
+    return guarded(err, [&] {
+        if (!tree || !tree->journal_root || (n > 0 && !strays))
+            throw Error(ErrorCode::kInvalid, "dex_journal_finish_bytes: no journal");
+        std::vector<std::string> v = entries_of(strays, std::max(n, 0));
+        std::sort(v.begin(), v.end());  // (std::string compares as memcmp: the tree's order)
+        v.erase(std::unique(v.begin(), v.end()), v.end());
+        tree->run_bytes([&](SlottedTree& t) {
+            dex::tree::JournalContents c = dex::tree::journal_read(proc().mem(), tree->journal_root);
+            if (c.life != old_life) throw journal_recovered_elsewhere(tree->name);
+            const uint64_t d = v.empty() ? 0 : t.remove(v.data(), v.size());
+            dex::tree::journal_clear(proc().mem(), c);
+            const uint64_t seen = dex::tree::journal_cas_life(proc().mem(), tree->journal_root, old_life, new_life);
+            if (seen != old_life) throw journal_recovered_elsewhere(tree->name);
+            if (removed) *removed = d;
+        });
     });
 }
 

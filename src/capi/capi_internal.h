@@ -65,6 +65,13 @@ int guarded(DexError* err, F&& f) {
     }
 }
 
+// dex_journal_finish*: the journal's life moved on under this recovery.
+inline Error journal_recovered_elsewhere(const std::string& name) {
+    return Error(ErrorCode::kInvalid,
+                 "index \"" + name + "\": its insert journal was recovered meanwhile by another compute server",
+                 "Only one PostgreSQL primary may use a dex index; stop the other one.");
+}
+
 inline EntryKey to_key(const DexKey* k) {
     EntryKey e;
     std::memcpy(&e, k, sizeof e);

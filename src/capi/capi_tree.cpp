@@ -12,6 +12,7 @@
 using dex::Error;
 using dex::ErrorCode;
 using dex::capi::guarded;
+using dex::capi::journal_recovered_elsewhere;
 using dex::capi::proc;
 using dex::capi::to_key;
 
@@ -47,10 +48,9 @@ void fill_info(DexTreeInfo* out, const dex::tree::TreeInfo& i) {
     out->root = i.root;
 }
 
-Error journal_recovered_elsewhere(const std::string& name) {
-    return Error(ErrorCode::kInvalid,
-                 "index \"" + name + "\": its insert journal was recovered meanwhile by another compute server",
-                 "Only one PostgreSQL primary may use a dex index; stop the other one.");
+Error byte_journal(const std::string& name) {
+    return Error(ErrorCode::kInvalid, "index \"" + name + "\": its insert journal holds byte entries "
+                                      "(dex_journal_read_bytes / dex_journal_finish_bytes)");
 }
 
 }  // namespace
@@ -101,8 +101,10 @@ void DexTree::attach_journal() {
     if (!tree && !stree) return;
     journal.reset();
     const std::vector<uint64_t>& parts = tree ? tree->namespaces() : stree->namespaces();
-    if (journal_root)
+    if (journal_root) {
         journal = std::make_unique<dex::tree::JournalWriter>(proc().mem(), journal_root, journal_lane, parts);
+        journal->expect_form(layout == DEX_LAYOUT_BYTES ? dex::tree::JournalForm::kBytes : dex::tree::JournalForm::kFixed);
+    }
     if (tree) tree->set_journal(journal.get());
     if (stree) stree->set_journal(journal.get());
 }
@@ -441,8 +443,12 @@ int dex_journal_create(DexTree* tree, uint64_t life, uint64_t* root, DexError* e
     if (root) *root = 0;
     return guarded(err, [&] {
         if (!tree || !root) throw Error(ErrorCode::kInvalid, "dex_journal_create: NULL argument");
+        // The record form follows the tree's layout: a byte-string tree
+        // journals its entry bytes (JournalByteRecord).
         tree->run_any([&](auto& b) {
-            *root = dex::tree::journal_create(proc().mem(), b.node_id(), b.namespaces(), life);
+            const auto form = std::remove_reference_t<decltype(b)>::Layout::kSlotted ? dex::tree::JournalForm::kBytes
+                                                                                    : dex::tree::JournalForm::kFixed;
+            *root = dex::tree::journal_create(proc().mem(), b.node_id(), b.namespaces(), life, form);
         });
     });
 }
@@ -472,8 +478,10 @@ int dex_journal_read(DexTree* tree, DexKey** keys, int* n, uint64_t* life, DexEr
         if (!tree || !keys || !n || !tree->journal_root)
             throw Error(ErrorCode::kInvalid, "dex_journal_read: no journal");
         dex::tree::JournalContents c;
-        // (a byte-string tree: a fixed-form journal it never writes, today)
+        // (a byte-string tree built before its layout journaled: a fixed-form
+        // journal it never writes; dex_journal_read_bytes reads either form)
         tree->run_any([&](auto&) { c = dex::tree::journal_read(proc().mem(), tree->journal_root); });
+        if (c.form != dex::tree::JournalForm::kFixed) throw byte_journal(tree->name);
         auto* arr = dex::capi::malloc_array<DexKey>(c.records.size());
         for (size_t i = 0; i < c.records.size(); i++) std::memcpy(&arr[i], &c.records[i].key, sizeof(DexKey));
         *keys = arr;
@@ -490,6 +498,7 @@ int dex_journal_finish(DexTree* tree, uint64_t old_life, uint64_t new_life, cons
             throw Error(ErrorCode::kInvalid, "dex_journal_finish: no journal");
         tree->run_any([&](auto& b) {
             dex::tree::JournalContents c = dex::tree::journal_read(proc().mem(), tree->journal_root);
+            if (c.form != dex::tree::JournalForm::kFixed) throw byte_journal(tree->name);  // would clear it unchecked
             if (c.life != old_life) throw journal_recovered_elsewhere(tree->name);
             uint64_t d = 0;
             if (n > 0) {

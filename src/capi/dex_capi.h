@@ -384,7 +384,10 @@ int			dex_scan_next_bytes(DexScan *scan, const DexBytes **entries, int *n, DexEr
  * of dirty cached leaves. Must not fail or call into dex. Per process.
  */
 void		dex_set_durable_lsn_fn(uint64_t (*fn) (void));
-/* Create the journal of a freshly built tree (root on its home node), owned by `life`. */
+/*
+ * Create the journal of a freshly built tree (root on its home node), owned
+ * by `life`; its record form follows the tree's layout (set it first).
+ */
 int			dex_journal_create(DexTree *tree, uint64_t life, uint64_t *root, DexError *err);
 /*
  * Journal of this tree (root from the metapage; 0: none) and this process's
@@ -406,6 +409,19 @@ int			dex_journal_read(DexTree *tree, DexKey **keys, int *n, uint64_t *life, Dex
  */
 int			dex_journal_finish(DexTree *tree, uint64_t old_life, uint64_t new_life,
 							   const DexKey *strays, int n, uint64_t *removed, DexError *err);
+/*
+ * The same for a byte-string tree (DEX_LAYOUT_BYTES), whose journal
+ * dex_journal_create makes in the byte form: every entry the journal lists
+ * (memcmp order, distinct; *entries and the bytes they point to are one
+ * malloc()ed block, free with dex_free()), and the recovery's end (strays in
+ * any order). A fixed-form journal (a byte-string index built before byte
+ * entries were journaled; its inserts wait for durable WAL instead) lists
+ * nothing. dex_journal_read / dex_journal_finish refuse a byte-form journal.
+ */
+int			dex_journal_read_bytes(DexTree *tree, DexBytes **entries, int *n, uint64_t *life,
+								   DexError *err);
+int			dex_journal_finish_bytes(DexTree *tree, uint64_t old_life, uint64_t new_life,
+									 const DexBytes *strays, int n, uint64_t *removed, DexError *err);
 
 /* ---- hot standbys (src/README.md "Hot standbys") ------------------------- */
 

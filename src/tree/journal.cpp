@@ -290,6 +290,7 @@ void JournalWriter::begin_entry() {
 bool JournalWriter::reserve(uint64_t lsn, uint64_t durable) {
     begin_entry();
     if (lsn == 0 || lsn <= durable) return false;
+    if (expect_ && form() != expected_) throw NeedDurable(lsn);  // (expect_form)
     if (lanes_.size() < part_ns_.size()) lanes_.resize(part_ns_.size());
     uint64_t need = 0;
     for (uint32_t i = 0; i < part_ns_.size(); i++) {
@@ -316,6 +317,7 @@ uint32_t JournalWriter::batch_room(uint64_t durable, uint64_t* newest) {
     begin_entry();  // a new run: no slot of an earlier one is held
     uint32_t room = kJournalLaneRecordsMax;
     *newest = 0;
+    if (expect_ && form() != expected_) return 0;  // (expect_form) every insert waits for its WAL
     for (uint32_t i = 0; i < part_ns_.size(); i++) {
         if (!part_ns_[i]) continue;
         load(i);

@@ -250,6 +250,15 @@ public:
     std::string_view record_bytes() const;
     // The journal's form (reads the root on first use).
     JournalForm form();
+    // The form of record this writer's tree writes (a tree attached through
+    // the C API says so). A journal of the other form -- a byte-string index
+    // built before its layout journaled got a fixed one -- takes none of its
+    // entries: reserve() then answers NeedDurable(lsn) like a lane-less
+    // writer, so the insert waits for its own WAL instead of failing.
+    void expect_form(JournalForm f) {
+        expect_ = true;
+        expected_ = f;
+    }
 
 private:
     struct Lane {
@@ -277,6 +286,8 @@ private:
     bool have_root_ = false;
     JournalRoot root_img_{};
     JournalForm form_ = JournalForm::kFixed;  // from the root (load_root)
+    bool expect_ = false;                     // expect_form() was called
+    JournalForm expected_ = JournalForm::kFixed;
     std::vector<Lane> lanes_;
     JournalRecord rec_{};
     JournalByteRecord brec_{};
