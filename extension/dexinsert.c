@@ -61,11 +61,13 @@ dex_insert_entry(Relation index, Relation heapRel, DexTree *tree, const DexKey *
 /*
  * A byte-string index's entry (DEX_META_BYTES). Not held back, no bottom-up
  * pass. A unique index checks the entry's key part first (dexunique.c),
- * unless a key column is NULL (distinct, unless NULLS NOT DISTINCT). Such
- * trees do not journal yet (recovery of byte records is not written): the
- * row's heap WAL is made durable, and replayed by the standbys, before its
- * entry reaches remote memory, so a crash or a failover can leave no entry
- * without its row. Returns aminsert's answer.
+ * unless a key column is NULL (distinct, unless NULLS NOT DISTINCT).
+ * Journaled like a fixed key (dex_insert_entry): the core records the entry
+ * bytes in the index's byte-form journal first when the row's heap WAL is
+ * not durable, or answers NEED_WAL_FLUSH -- no free slot in this backend's
+ * lane, or an index built before byte entries were journaled (its journal
+ * is of the fixed form) -- and the row's WAL is flushed and the insert
+ * retried. Returns aminsert's answer.
  */
 static bool
 dex_insert_bytes(Relation index, Relation heapRel, DexTree *tree, Datum *values, bool *isnull,
@@ -89,16 +91,16 @@ dex_insert_bytes(Relation index, Relation heapRel, DexTree *tree, Datum *values,
 		unique = dex_unique_check_bytes(index, heapRel, indexInfo, tree, kb.data, keylen,
 										values, isnull, tid, checkUnique, &lockblk);
 	/* UNIQUE_CHECK_EXISTING rechecks an entry that is already there */
-	if (checkUnique != UNIQUE_CHECK_EXISTING)
+	while (checkUnique != UNIQUE_CHECK_EXISTING)
 	{
 		memset(&err, 0, sizeof(err));
-		if (lsn != 0)
-		{
-			err.need_lsn = lsn;
-			dex_wal_flush_for_retry(&err, index);
-		}
+		/* slots reusable up to the horizon last published: as dex_insert_entry */
 		rc = dex_tree_insert_bytes(tree, kb.data, (uint32_t) kb.len, lsn,
-								   Max(dex_cluster_retention_published(), lsn), &err);
+								   dex_cluster_retention_published(), &err);
+		if (rc != DEX_ERR_NEED_WAL_FLUSH)
+			break;
+		/* nothing was changed: flush WAL / wait for the standbys, then retry */
+		dex_wal_flush_for_retry(&err, index);
 	}
 	if (check)
 		dex_unique_release(index, lockblk);
