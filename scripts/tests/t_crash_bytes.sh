@@ -20,7 +20,8 @@
 # must not flush WAL once per row.
 #
 # Tables: bt (k text COLLATE "C", index on k), bm (g int, name text; index on
-# (g, name DESC)).
+# (g, name DESC) INCLUDE (pad): entries carry a payload, which the rebuilt
+# entry must match as well).
 source "$(dirname "$0")/common.sh"
 rm -f "$DEX_WORK/pg-server.log"   # the stray counts at the end read this run's log only
 start_memnode mem "$MPORT" 256MB
@@ -33,7 +34,7 @@ q -c "insert into bt(k, pad) select 'key-' || lpad((g % 1000)::text, 5, '0'), re
 q -c "create index bt_k on bt using dex (k)"
 q -c "create table bm(id serial, g int, name text collate \"C\", pad text)"
 q -c "insert into bm(g, name, pad) select g % 50, 'n' || (g % 37), repeat('x', 20) from generate_series(1, 20000) g"
-q -c "create index bm_k on bm using dex (g, name desc)"
+q -c "create index bm_k on bm using dex (g, name desc) include (pad)"
 TABLES="bt bm"
 # the rows a round's sessions insert, and the new rows after the crash
 lost_rows() {
