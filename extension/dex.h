@@ -498,6 +498,8 @@ extern DexTree *dex_get_tree(Relation index);
 extern bool dex_pending_allowed(Relation index, IndexUniqueCheck checkUnique,
 								struct IndexInfo *indexInfo);
 extern bool dex_pending_add(Relation index, Relation heapRel, const DexKey *key);
+extern bool dex_pending_add_bytes(Relation index, Relation heapRel, const uint8 *entry,
+								  size_t len);
 extern void dex_pending_flush_index(Relation index);
 extern void dex_pending_init(void);
 extern void dex_forget_tree(int node, uint64 ns);
@@ -638,6 +640,9 @@ extern void dex_ios_unhold(int slot);
 
 extern uint64 dex_bottomup_pass(Relation index, Relation heapRel, DexTree *tree,
 								const DexKey *key, const DexLeafStamp *full);
+extern uint64 dex_bottomup_pass_bytes(Relation index, Relation heapRel, DexTree *tree,
+									  const uint8 *key, size_t keylen,
+									  const DexLeafStamp *full);
 
 /* ---- dexkill.c -------------------------------------------------------- */
 

@@ -20,6 +20,7 @@
 #include "access/tableam.h"
 #include "utils/rel.h"
 
+#include "tree/key_bytes.h"
 #include "tree/node_capacity.h"
 
 /* Same key as `key`, whatever the TID: nbtree's "promising" duplicates. */
@@ -34,70 +35,49 @@ dex_same_value(const DexKey *entry, const DexKey *key)
 }
 
 /*
- * The insert of `key` found leaf `full` full. Remove its entries dead to
- * everyone; returns how many went (0: the insert will split).
+ * The heap's verdict on a leaf's n entries (tids[i]; promising[i]: a
+ * duplicate of the new key; space[i]: the bytes its removal frees): the
+ * positions of those dead to everyone go to dead[], their number is
+ * returned. Releases the announcement `hold` (taken before the leaf was
+ * read) once the heap has answered, also if it ereports.
  */
-uint64
-dex_bottomup_pass(Relation index, Relation heapRel, DexTree *tree, const DexKey *key,
-				  const DexLeafStamp *full)
+static int
+bottomup_ask_heap(Relation index, Relation heapRel, int hold, int n,
+				  const ItemPointerData *tids, const bool *promising, const int16 *space,
+				  int *dead)
 {
-	DexKey	   *entries = palloc(sizeof(DexKey) * DEX_LEAF_CAPACITY);
-	DexKey	   *dead;
 	TM_IndexDeleteOp delstate;
-	DexError	err;
-	int			n = 0;
+	int			total = 0;
 	int			ndead = 0;
-	uint64_t	removed = 0;
-	int			hold;
-
-	/* VACUUM's heap pass waits for us from before the read (dexios.c) */
-	hold = dex_ios_hold(index);
-	if (hold < 0)
-	{
-		pfree(entries);
-		return 0;
-	}
-	memset(&err, 0, sizeof(err));
-	if (dex_tree_read_leaf(tree, full, entries, &n, &err) != DEX_OK || n == 0)
-	{
-		dex_ios_unhold(hold);
-		/* changed since (another backend made room or split it), or failed */
-		if (err.message[0])
-			elog(DEBUG1, "dex: bottom-up deletion in \"%s\" skipped: %s",
-				 RelationGetRelationName(index), err.message);
-		pfree(entries);
-		return 0;
-	}
 
 	/* Every entry of the leaf, as nbtree passes every tuple of its page. */
 	delstate.irel = index;
 	delstate.iblknum = InvalidBlockNumber;
 	delstate.bottomup = true;
+	delstate.ndeltids = 0;
+	delstate.deltids = palloc(sizeof(TM_IndexDelete) * Max(n, 1));
+	delstate.status = palloc(sizeof(TM_IndexStatus) * Max(n, 1));
+	for (int i = 0; i < n; i++)
+	{
+		delstate.deltids[i].tid = tids[i];
+		delstate.deltids[i].id = i;
+		delstate.status[i].idxoffnum = (OffsetNumber) (i + 1);
+		delstate.status[i].knowndeletable = false;
+		delstate.status[i].promising = promising[i];
+		delstate.status[i].freespace = space[i];
+		total += space[i];
+	}
+	delstate.ndeltids = n;
 	/*
 	 * nbtree asks for 1/16 of its page; a pass here costs more (a WAL flush,
 	 * a registry round trip, a leaf read), so ask for half the leaf: the
 	 * heap AM visits up to 6 heap blocks, stopping when one frees nothing.
 	 */
-	delstate.bottomupfreespace = Max(n * (int) sizeof(DexKey) / 2, (int) sizeof(DexKey));
-	delstate.ndeltids = 0;
-	delstate.deltids = palloc(sizeof(TM_IndexDelete) * n);
-	delstate.status = palloc(sizeof(TM_IndexStatus) * n);
-	for (int i = 0; i < n; i++)
-	{
-		if (entries[i].cls != DEX_KEYCLASS_VALUE && entries[i].cls != DEX_KEYCLASS_NULL)
-			continue;			/* (only entries carry a heap TID) */
-		dex_key_to_tid(&entries[i], &delstate.deltids[delstate.ndeltids].tid);
-		delstate.deltids[delstate.ndeltids].id = delstate.ndeltids;
-		delstate.status[delstate.ndeltids].idxoffnum = (OffsetNumber) (i + 1);
-		delstate.status[delstate.ndeltids].knowndeletable = false;
-		delstate.status[delstate.ndeltids].promising = dex_same_value(&entries[i], key);
-		delstate.status[delstate.ndeltids].freespace = (int16) sizeof(DexKey);
-		delstate.ndeltids++;
-	}
+	delstate.bottomupfreespace = Max(total / 2, 1);
 	/* the announcement goes even if the heap ereports (a subtransaction may catch it) */
 	PG_TRY();
 	{
-		if (delstate.ndeltids > 0)
+		if (n > 0)
 			(void) table_index_delete_tuples(heapRel, &delstate);
 	}
 	PG_FINALLY();
@@ -107,28 +87,160 @@ dex_bottomup_pass(Relation index, Relation heapRel, DexTree *tree, const DexKey 
 	PG_END_TRY();
 
 	/* the heap AM shrank and reordered deltids to the TIDs it judged */
-	dead = palloc(sizeof(DexKey) * n);
 	for (int i = 0; i < delstate.ndeltids; i++)
 	{
 		TM_IndexStatus *st = &delstate.status[delstate.deltids[i].id];
 
 		if (st->knowndeletable)
-			dead[ndead++] = entries[st->idxoffnum - 1];
+			dead[ndead++] = st->idxoffnum - 1;
 	}
+	pfree(delstate.status);
+	pfree(delstate.deltids);
+	return ndead;
+}
+
+static void
+bottomup_skipped(Relation index, const DexError *err)
+{
+	/* changed since (another backend made room or split it), or failed */
+	if (err->message[0])
+		elog(DEBUG1, "dex: bottom-up deletion in \"%s\" skipped: %s",
+			 RelationGetRelationName(index), err->message);
+}
+
+static void
+bottomup_dropped(Relation index, const DexError *err)
+{
+	elog(DEBUG1, "dex: bottom-up deletion in \"%s\" dropped: %s",
+		 RelationGetRelationName(index), err->message);
+}
+
+/*
+ * The insert of `key` found leaf `full` full. Remove its entries dead to
+ * everyone; returns how many went (0: the insert will split).
+ */
+uint64
+dex_bottomup_pass(Relation index, Relation heapRel, DexTree *tree, const DexKey *key,
+				  const DexLeafStamp *full)
+{
+	DexKey	   *entries = palloc(sizeof(DexKey) * DEX_LEAF_CAPACITY);
+	ItemPointerData *tids = palloc(sizeof(ItemPointerData) * DEX_LEAF_CAPACITY);
+	bool	   *promising = palloc(sizeof(bool) * DEX_LEAF_CAPACITY);
+	int16	   *space = palloc(sizeof(int16) * DEX_LEAF_CAPACITY);
+	int		   *pos = palloc(sizeof(int) * DEX_LEAF_CAPACITY);
+	DexKey	   *dead = palloc(sizeof(DexKey) * DEX_LEAF_CAPACITY);
+	DexError	err;
+	int			n = 0;
+	int			m = 0;
+	int			ndead;
+	uint64_t	removed = 0;
+	int			hold;
+
+	/* VACUUM's heap pass waits for us from before the read (dexios.c) */
+	hold = dex_ios_hold(index);
+	if (hold < 0)
+		return 0;
+	memset(&err, 0, sizeof(err));
+	if (dex_tree_read_leaf(tree, full, entries, &n, &err) != DEX_OK || n == 0)
+	{
+		dex_ios_unhold(hold);
+		bottomup_skipped(index, &err);
+		return 0;
+	}
+	for (int i = 0; i < n; i++)
+	{
+		if (entries[i].cls != DEX_KEYCLASS_VALUE && entries[i].cls != DEX_KEYCLASS_NULL)
+			continue;			/* (only entries carry a heap TID) */
+		dex_key_to_tid(&entries[i], &tids[m]);
+		promising[m] = dex_same_value(&entries[i], key);
+		space[m] = (int16) sizeof(DexKey);
+		entries[m++] = entries[i];
+	}
+	ndead = bottomup_ask_heap(index, heapRel, hold, m, tids, promising, space, pos);
+	for (int i = 0; i < ndead; i++)
+		dead[i] = entries[pos[i]];
 	if (ndead > 0 && dex_kill_gate(index, ndead))
 	{
 		dex_sort_keys(dead, ndead);
 		memset(&err, 0, sizeof(err));
 		if (dex_tree_kill(tree, full, dead, ndead, 1, &removed, &err) != DEX_OK)
 		{
-			elog(DEBUG1, "dex: bottom-up deletion in \"%s\" dropped: %s",
-				 RelationGetRelationName(index), err.message);
+			bottomup_dropped(index, &err);
 			removed = 0;
 		}
 	}
-	pfree(dead);
-	pfree(delstate.status);
-	pfree(delstate.deltids);
-	pfree(entries);
+	return removed;
+}
+
+static int
+bytes_cmp(const void *a, const void *b)
+{
+	const DexBytes *x = (const DexBytes *) a;
+	const DexBytes *y = (const DexBytes *) b;
+
+	return dex_kb_compare(x->data, x->len, y->data, y->len);
+}
+
+/*
+ * The same for a byte-string index: the insert of an entry whose key part
+ * (dex_entry_build's return value) is key[0..keylen) found leaf `full` full.
+ * The promising entries are those with the same key part (key encodings are
+ * prefix-free: an entry beginning with it has exactly that key).
+ */
+uint64
+dex_bottomup_pass_bytes(Relation index, Relation heapRel, DexTree *tree,
+						const uint8 *key, size_t keylen, const DexLeafStamp *full)
+{
+	const DexBytes *leaf = NULL;
+	DexBytes   *entries;
+	DexBytes   *dead;
+	ItemPointerData *tids;
+	bool	   *promising;
+	int16	   *space;
+	int		   *pos;
+	DexError	err;
+	int			n = 0;
+	int			ndead;
+	uint64_t	removed = 0;
+	int			hold;
+
+	hold = dex_ios_hold(index);
+	if (hold < 0)
+		return 0;
+	memset(&err, 0, sizeof(err));
+	if (dex_tree_read_leaf_bytes(tree, full, &leaf, &n, &err) != DEX_OK || n == 0)
+	{
+		dex_ios_unhold(hold);
+		bottomup_skipped(index, &err);
+		return 0;
+	}
+	/* copies: the leaf's bytes live in the tree handle until its next call */
+	entries = palloc(sizeof(DexBytes) * n);
+	tids = palloc(sizeof(ItemPointerData) * n);
+	promising = palloc(sizeof(bool) * n);
+	space = palloc(sizeof(int16) * n);
+	pos = palloc(sizeof(int) * n);
+	for (int i = 0; i < n; i++)
+	{
+		entries[i].data = memcpy(palloc(leaf[i].len), leaf[i].data, leaf[i].len);
+		entries[i].len = leaf[i].len;
+		dex_entry_tid(entries[i].data, entries[i].len, &tids[i]);
+		promising[i] = entries[i].len > keylen && memcmp(entries[i].data, key, keylen) == 0;
+		space[i] = (int16) (entries[i].len + DEX_SLOTTED_LEAF_SLOT_BYTES);
+	}
+	ndead = bottomup_ask_heap(index, heapRel, hold, n, tids, promising, space, pos);
+	dead = palloc(sizeof(DexBytes) * Max(ndead, 1));
+	for (int i = 0; i < ndead; i++)
+		dead[i] = entries[pos[i]];
+	if (ndead > 0 && dex_kill_gate(index, ndead))
+	{
+		qsort(dead, ndead, sizeof(DexBytes), bytes_cmp);
+		memset(&err, 0, sizeof(err));
+		if (dex_tree_kill_bytes(tree, full, dead, ndead, 1, &removed, &err) != DEX_OK)
+		{
+			bottomup_dropped(index, &err);
+			removed = 0;
+		}
+	}
 	return removed;
 }

@@ -59,23 +59,60 @@ dex_insert_entry(Relation index, Relation heapRel, DexTree *tree, const DexKey *
 }
 
 /*
- * A byte-string index's entry (DEX_META_BYTES). Not held back, no bottom-up
- * pass. A unique index checks the entry's key part first (dexunique.c),
- * unless a key column is NULL (distinct, unless NULLS NOT DISTINCT).
- * Journaled like a fixed key (dex_insert_entry): the core records the entry
- * bytes in the index's byte-form journal first when the row's heap WAL is
- * not durable, or answers NEED_WAL_FLUSH -- no free slot in this backend's
- * lane, or an index built before byte entries were journaled (its journal
- * is of the fixed form) -- and the row's WAL is flushed and the insert
- * retried. Returns aminsert's answer.
+ * Write a byte-string entry (key part: its first keylen bytes) now, as
+ * dex_insert_entry writes a 16-byte key: journaled by the core when the
+ * row's heap WAL is not durable (or NEED_WAL_FLUSH: the row's WAL is flushed
+ * and the insert retried), and with one bottom-up pass first if `bottom_up`
+ * and its leaf is full. Returns the core's answer (err filled).
+ */
+static int
+dex_write_entry_bytes(Relation index, Relation heapRel, DexTree *tree, const DexKeyBuf *kb,
+					  size_t keylen, bool bottom_up, DexError *err)
+{
+	uint64		lsn = dex_row_lsn(heapRel);
+
+	for (;;)
+	{
+		DexLeafStamp full;
+		int			rc;
+
+		memset(err, 0, sizeof(*err));
+		/* slots reusable up to the horizon last published: as dex_insert_entry */
+		if (bottom_up)
+			rc = dex_tree_insert_nosplit_bytes(tree, kb->data, (uint32_t) kb->len, lsn,
+											   dex_cluster_retention_published(), &full, err);
+		else
+			rc = dex_tree_insert_bytes(tree, kb->data, (uint32_t) kb->len, lsn,
+									   dex_cluster_retention_published(), err);
+		if (rc == DEX_LEAF_FULL)
+		{
+			/* nothing changed, no lock held: one pass, then insert as usual */
+			(void) dex_bottomup_pass_bytes(index, heapRel, tree, kb->data, keylen, &full);
+			bottom_up = false;
+			continue;
+		}
+		if (rc != DEX_ERR_NEED_WAL_FLUSH)
+			return rc;
+		/* nothing was changed: flush WAL / wait for the standbys, then retry */
+		dex_wal_flush_for_retry(err, index);
+	}
+}
+
+/*
+ * A byte-string index's entry (DEX_META_BYTES), the same way as a 16-byte
+ * key's: held back from a multi-row statement's second row on
+ * (dexpending.c); else a unique index checks the entry's key part first
+ * (dexunique.c), unless a key column is NULL (distinct, unless NULLS NOT
+ * DISTINCT), and the entry is written (dex_write_entry_bytes). Returns
+ * aminsert's answer.
  */
 static bool
 dex_insert_bytes(Relation index, Relation heapRel, DexTree *tree, Datum *values, bool *isnull,
-				 ItemPointer tid, IndexUniqueCheck checkUnique, IndexInfo *indexInfo)
+				 ItemPointer tid, IndexUniqueCheck checkUnique, IndexInfo *indexInfo,
+				 bool bottom_up)
 {
 	DexKeyBuf	kb;
 	DexError	err;
-	uint64		lsn = dex_row_lsn(heapRel);
 	int			rc = DEX_OK;
 	size_t		keylen;
 	bool		check = checkUnique != UNIQUE_CHECK_NO;
@@ -84,6 +121,12 @@ dex_insert_bytes(Relation index, Relation heapRel, DexTree *tree, Datum *values,
 
 	dex_kb_init_palloc(&kb);
 	keylen = dex_entry_build(index, values, isnull, tid, &kb);	/* may ERROR: key too long */
+	if (dex_pending_allowed(index, checkUnique, indexInfo) &&
+		dex_pending_add_bytes(index, heapRel, kb.data, kb.len))
+	{
+		pfree(kb.data);
+		return false;			/* held back */
+	}
 	for (int i = 0; check && i < IndexRelationGetNumberOfKeyAttributes(index); i++)
 		if (isnull[i] && !DEX_NULLS_NOT_DISTINCT(indexInfo))
 			check = false;
@@ -91,17 +134,8 @@ dex_insert_bytes(Relation index, Relation heapRel, DexTree *tree, Datum *values,
 		unique = dex_unique_check_bytes(index, heapRel, indexInfo, tree, kb.data, keylen,
 										values, isnull, tid, checkUnique, &lockblk);
 	/* UNIQUE_CHECK_EXISTING rechecks an entry that is already there */
-	while (checkUnique != UNIQUE_CHECK_EXISTING)
-	{
-		memset(&err, 0, sizeof(err));
-		/* slots reusable up to the horizon last published: as dex_insert_entry */
-		rc = dex_tree_insert_bytes(tree, kb.data, (uint32_t) kb.len, lsn,
-								   dex_cluster_retention_published(), &err);
-		if (rc != DEX_ERR_NEED_WAL_FLUSH)
-			break;
-		/* nothing was changed: flush WAL / wait for the standbys, then retry */
-		dex_wal_flush_for_retry(&err, index);
-	}
+	if (checkUnique != UNIQUE_CHECK_EXISTING)
+		rc = dex_write_entry_bytes(index, heapRel, tree, &kb, keylen, bottom_up, &err);
 	if (check)
 		dex_unique_release(index, lockblk);
 	pfree(kb.data);
@@ -131,7 +165,7 @@ dexinsert(Relation index, Datum *values, bool *isnull,
 	tree = dex_open_tree(index);
 	if (dex_index_is_bytes(index))
 		return dex_insert_bytes(index, heapRel, tree, values, isnull, ht_ctid,
-								checkUnique, indexInfo);
+								checkUnique, indexInfo, bottom_up);
 	dex_make_key(&key, index, values[0], isnull[0], ht_ctid);
 	/*
 	 * A multi-row statement's entries from the second on are held back and

@@ -50,6 +50,9 @@
 #include "utils/memutils.h"
 #include "utils/rel.h"
 
+#include "tree/key_bytes.h"
+#include "tree/node_capacity.h"
+
 /* dex.insert_batch: entries per index held back (1: write each at once) */
 int			dex_insert_batch = 256;
 /*
@@ -61,10 +64,15 @@ bool		dex_bottom_up = true;
 
 typedef struct DexPendingEntry
 {
-	DexKey		key;
+	DexKey		key;			/* a 16-byte-key index's entry */
+	uint32		boff;			/* a byte-string index's entry: blen bytes */
+	uint32		blen;			/* at the index's arena + boff */
 	uint64		lsn;			/* end of the row's heap WAL record (0: not logged) */
 	int			level;			/* transaction nesting level that inserted it */
 } DexPendingEntry;
+
+/* a byte-string index's arena: dex.insert_batch entries of the longest size */
+#define DEX_PENDING_ARENA_BYTES(n)	((Size) (n) * DEX_SLOTTED_MAX_ENTRY_BYTES)
 
 typedef struct DexPendingIndex
 {
@@ -73,6 +81,8 @@ typedef struct DexPendingIndex
 	int			n;
 	int			cap;
 	DexPendingEntry *entries;	/* cap of them */
+	uint8	   *arena;			/* byte-string entries' bytes (NULL: none yet) */
+	Size		arena_used;		/* of DEX_PENDING_ARENA_BYTES(cap) */
 	uint64		direct_stmt;	/* dex_stmt_seq when an entry was last written at once */
 } DexPendingIndex;
 
@@ -85,6 +95,14 @@ static ExecutorEnd_hook_type prev_ExecutorEnd = NULL;
 
 /* Counts statement ends (ExecutorEnd, also nested ones) and transaction ends. */
 static uint64 dex_stmt_seq = 1;
+
+/* The index's held-back entries are gone (written or discarded). */
+static void
+pending_clear(DexPendingIndex *p)
+{
+	p->n = 0;
+	p->arena_used = 0;
+}
 
 static DexPendingIndex *
 dex_pending_find(Oid indexoid)
@@ -105,7 +123,7 @@ dex_pending_forget_all(void)
 	if (npending <= 32)
 	{
 		for (int i = 0; i < npending; i++)
-			pending[i].n = 0;
+			pending_clear(&pending[i]);
 		return;
 	}
 	npending = 0;
@@ -138,6 +156,8 @@ dex_pending_new(Oid indexoid)
 	p->n = 0;
 	p->cap = 0;
 	p->entries = NULL;
+	p->arena = NULL;
+	p->arena_used = 0;
 	p->direct_stmt = 0;
 	return p;
 }
@@ -170,40 +190,33 @@ dex_pending_cmp(const void *a, const void *b)
 	return dex_key_cmp(&((const DexPendingEntry *) a)->key, &((const DexPendingEntry *) b)->key);
 }
 
+/* A byte-string entry and its row's LSN, for sorting. */
+typedef struct DexPendingBytes
+{
+	DexBytes	e;
+	uint64		lsn;
+} DexPendingBytes;
+
+static int
+dex_pending_bytes_cmp(const void *a, const void *b)
+{
+	const DexBytes *x = &((const DexPendingBytes *) a)->e;
+	const DexBytes *y = &((const DexPendingBytes *) b)->e;
+
+	return dex_kb_compare(x->data, x->len, y->data, y->len);
+}
+
 /*
- * Write one index's entries: sorted (the core groups them by leaf and memory
- * node), in calls of at most dex.insert_batch. The buffer is emptied before
- * any error is raised: an aborting transaction must not write it again.
+ * Write n sorted, distinct entries (16-byte keys, or byte strings) in calls
+ * of the core; a NEED_WAL_FLUSH means a prefix went in: flush WAL, go on.
  */
 static void
-dex_pending_write(Relation index, DexPendingIndex *p)
+dex_pending_send(Relation index, const DexKey *keys, const DexBytes *bytes,
+				 const uint64_t *lsns, int n)
 {
-	int			n = p->n;
-	DexKey	   *keys;
-	uint64_t   *lsns;
-	DexTree    *tree;
+	DexTree    *tree = dex_open_tree(index);
 	int			from = 0;
 
-	p->n = 0;
-	if (n == 0)
-		return;
-	qsort(p->entries, n, sizeof(DexPendingEntry), dex_pending_cmp);
-	keys = palloc(sizeof(DexKey) * n);
-	lsns = palloc(sizeof(uint64_t) * n);
-	{
-		int			m = 0;
-
-		for (int i = 0; i < n; i++)
-		{
-			/* (key, TID) is unique: a repeat can only be the same entry */
-			if (m > 0 && dex_key_cmp(&keys[m - 1], &p->entries[i].key) == 0)
-				continue;
-			keys[m] = p->entries[i].key;
-			lsns[m++] = p->entries[i].lsn;
-		}
-		n = m;
-	}
-	tree = dex_open_tree(index);
 	while (from < n)
 	{
 		DexError	err;
@@ -211,11 +224,14 @@ dex_pending_write(Relation index, DexPendingIndex *p)
 		int			rc;
 
 		memset(&err, 0, sizeof(err));
-		rc = dex_tree_insert_batch(tree, keys + from, lsns + from, n - from,
-								   dex_cluster_retention_published(), &done, &err);
+		if (bytes)
+			rc = dex_tree_insert_batch_bytes(tree, bytes + from, lsns + from, n - from,
+											 dex_cluster_retention_published(), &done, &err);
+		else
+			rc = dex_tree_insert_batch(tree, keys + from, lsns + from, n - from,
+									   dex_cluster_retention_published(), &done, &err);
 		if (rc == DEX_ERR_NEED_WAL_FLUSH)
 		{
-			/* a prefix went in, nothing of the rest: make WAL durable, go on */
 			from += done;
 			dex_wal_flush_for_retry(&err, index);
 			continue;
@@ -224,17 +240,83 @@ dex_pending_write(Relation index, DexPendingIndex *p)
 			dex_report_error(rc, &err, index);
 		from = n;
 	}
+}
+
+/* A byte-string index's entries, sorted and distinct, to dex_pending_send. */
+static void
+dex_pending_write_bytes(Relation index, DexPendingIndex *p, int n)
+{
+	DexPendingBytes *sorted = palloc(sizeof(DexPendingBytes) * n);
+	DexBytes   *bytes = palloc(sizeof(DexBytes) * n);
+	uint64_t   *lsns = palloc(sizeof(uint64_t) * n);
+	int			m = 0;
+
+	for (int i = 0; i < n; i++)
+	{
+		sorted[i].e.data = p->arena + p->entries[i].boff;
+		sorted[i].e.len = p->entries[i].blen;
+		sorted[i].lsn = p->entries[i].lsn;
+	}
+	qsort(sorted, n, sizeof(DexPendingBytes), dex_pending_bytes_cmp);
+	for (int i = 0; i < n; i++)
+	{
+		/* an entry ends with its row's TID: a repeat can only be the same entry */
+		if (m > 0 && dex_pending_bytes_cmp(&sorted[i], &sorted[i - 1]) == 0)
+			continue;
+		bytes[m] = sorted[i].e;
+		lsns[m++] = sorted[i].lsn;
+	}
+	dex_pending_send(index, NULL, bytes, lsns, m);
+	pfree(sorted);
+	pfree(bytes);
+	pfree(lsns);
+}
+
+/*
+ * Write one index's entries: sorted (the core groups them by leaf and memory
+ * node), in calls of at most dex.insert_batch. The buffer is emptied before
+ * any error is raised: an aborting transaction must not write it again (the
+ * arena's bytes stay valid until the next entry is added).
+ */
+static void
+dex_pending_write(Relation index, DexPendingIndex *p)
+{
+	int			n = p->n;
+	DexKey	   *keys;
+	uint64_t   *lsns;
+	int			m = 0;
+
+	pending_clear(p);
+	if (n == 0)
+		return;
+	if (p->arena)
+	{
+		dex_pending_write_bytes(index, p, n);
+		return;
+	}
+	qsort(p->entries, n, sizeof(DexPendingEntry), dex_pending_cmp);
+	keys = palloc(sizeof(DexKey) * n);
+	lsns = palloc(sizeof(uint64_t) * n);
+	for (int i = 0; i < n; i++)
+	{
+		/* (key, TID) is unique: a repeat can only be the same entry */
+		if (m > 0 && dex_key_cmp(&keys[m - 1], &p->entries[i].key) == 0)
+			continue;
+		keys[m] = p->entries[i].key;
+		lsns[m++] = p->entries[i].lsn;
+	}
+	dex_pending_send(index, keys, NULL, lsns, m);
 	pfree(keys);
 	pfree(lsns);
 }
 
 /*
- * aminsert: hold the entry back (true; writes the index's batch when it is
- * full), or false: the caller writes it now -- the statement's first entry
- * for this index.
+ * aminsert: a slot for the entry of `len` bytes (0: a 16-byte key) if it is
+ * held back -- written when the index's batch is full -- or NULL: the caller
+ * writes it now, the statement's first entry for this index.
  */
-bool
-dex_pending_add(Relation index, Relation heapRel, const DexKey *key)
+static DexPendingEntry *
+dex_pending_slot(Relation index, Relation heapRel, size_t len)
 {
 	DexPendingIndex *p = dex_pending_find(RelationGetRelid(index));
 	uint64		ns;
@@ -246,28 +328,76 @@ dex_pending_add(Relation index, Relation heapRel, const DexKey *key)
 	if (p->n == 0 && p->direct_stmt != dex_stmt_seq)
 	{
 		p->direct_stmt = dex_stmt_seq;
-		return false;
+		return NULL;
 	}
 	ns = dex_pending_tree_of(index);
 	if (p->n > 0 && p->ns != ns)
-		p->n = 0;				/* rebuilt since (rule 4) */
+		pending_clear(p);		/* rebuilt since (rule 4) */
 	p->ns = ns;
 	/* dex.insert_batch may have changed since the buffer was made */
-	if (p->n >= dex_insert_batch)
+	if (p->n >= dex_insert_batch ||
+		(p->arena && p->arena_used + len > DEX_PENDING_ARENA_BYTES(p->cap)))
 		dex_pending_write(index, p);
 	if (p->cap < dex_insert_batch)
 	{
 		p->entries = p->entries == NULL ?
 			MemoryContextAlloc(pending_cxt, sizeof(DexPendingEntry) * dex_insert_batch) :
 			repalloc(p->entries, sizeof(DexPendingEntry) * dex_insert_batch);
+		if (p->arena)
+			p->arena = repalloc(p->arena, DEX_PENDING_ARENA_BYTES(dex_insert_batch));
 		p->cap = dex_insert_batch;
 	}
+	if (len > 0 && p->arena == NULL)
+		p->arena = MemoryContextAlloc(pending_cxt, DEX_PENDING_ARENA_BYTES(p->cap));
 	e = &p->entries[p->n++];
-	e->key = *key;
 	e->lsn = dex_row_lsn(heapRel);
 	e->level = GetCurrentTransactionNestLevel();
+	return e;
+}
+
+/* After the slot was filled: write the batch if it is full. */
+static void
+dex_pending_filled(Relation index)
+{
+	DexPendingIndex *p = dex_pending_find(RelationGetRelid(index));
+
 	if (p->n >= dex_insert_batch)
 		dex_pending_write(index, p);
+}
+
+/*
+ * aminsert of a 16-byte key: hold it back (true), or false: the caller
+ * writes it now.
+ */
+bool
+dex_pending_add(Relation index, Relation heapRel, const DexKey *key)
+{
+	DexPendingEntry *e = dex_pending_slot(index, heapRel, 0);
+
+	if (e == NULL)
+		return false;
+	e->key = *key;
+	dex_pending_filled(index);
+	return true;
+}
+
+/* The same for a byte-string entry (dex_entry_build's, at most 152 bytes). */
+bool
+dex_pending_add_bytes(Relation index, Relation heapRel, const uint8 *entry, size_t len)
+{
+	DexPendingIndex *p;
+	DexPendingEntry *e;
+
+	Assert(len > 0 && len <= DEX_SLOTTED_MAX_ENTRY_BYTES);
+	e = dex_pending_slot(index, heapRel, len);
+	if (e == NULL)
+		return false;
+	p = dex_pending_find(RelationGetRelid(index));
+	memcpy(p->arena + p->arena_used, entry, len);
+	e->boff = (uint32) p->arena_used;
+	e->blen = (uint32) len;
+	p->arena_used += len;
+	dex_pending_filled(index);
 	return true;
 }
 
@@ -284,7 +414,7 @@ dex_pending_flush_index(Relation index)
 		return;
 	if (p->ns != dex_pending_tree_of(index))
 	{
-		p->n = 0;				/* rule 4 */
+		pending_clear(p);				/* rule 4 */
 		return;
 	}
 	dex_pending_write(index, p);
@@ -317,12 +447,12 @@ dex_pending_flush_all(void)
 		index = try_relation_open(p->indexoid, RowExclusiveLock);
 		if (index == NULL)
 		{
-			p->n = 0;			/* dropped in this transaction (rule 4) */
+			pending_clear(p);			/* dropped in this transaction (rule 4) */
 			continue;
 		}
 		if (p->ns == dex_pending_tree_of(index))
 			dex_pending_write(index, p);
-		p->n = 0;
+		pending_clear(p);
 		relation_close(index, RowExclusiveLock);
 	}
 }
