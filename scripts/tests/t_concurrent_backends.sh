@@ -6,7 +6,8 @@
 # CACHE_SIZE (dex.cache_size, default the cluster's 64MB), LEAF_ADMISSION
 # (dex.leaf_admission), EXPECT_EVICTIONS=1 (dex_stats() must report evictions),
 # EXTRA_MEMNODES="SIZE..." (more memory nodes: the index spreads over all),
-# INDEX_OPTIONS (e.g. "placement_level = 1").
+# INDEX_OPTIONS (e.g. "placement_level = 1"), INDEX_INCLUDE (INCLUDE columns,
+# e.g. "v": byte-string entries, the slotted tree).
 source "$(dirname "$0")/common.sh"
 start_memnode mem "$MPORT" 512MB --threads 2
 extra_i=1
@@ -27,7 +28,7 @@ echo "dex.cache_size = $(q -c "show dex.cache_size"), dex.leaf_admission = $(q -
 q -c "create extension dex"
 q -c "create table d(k int, v bigint); create table b(k int, v bigint)"
 q -c "insert into d select g % 20000, g from generate_series(1, 40000) g; insert into b select * from d"
-q -c "create index d_k on d using dex (k) ${INDEX_OPTIONS:+with ($INDEX_OPTIONS)}; create index b_k on b (k)"
+q -c "create index d_k on d using dex (k) ${INDEX_INCLUDE:+include ($INDEX_INCLUDE)} ${INDEX_OPTIONS:+with ($INDEX_OPTIONS)}; create index b_k on b (k)"
 
 write_mix_script "$DEX_WORK/mix.sql" d b
 run_mix "$DEX_WORK/mix.sql"

@@ -485,6 +485,8 @@ private:
     uint8_t offload_rpc(uint8_t kind, GAddr start, int level, KeyRef key, Node* leaf_out, GAddr* leaf_addr);
     // The fixed layout's request (16-byte key); offload_rpc() of a fixed tree.
     uint8_t offload_rpc_fixed(uint8_t kind, GAddr start, int level, KeyRef key, Node* leaf_out, GAddr* leaf_addr);
+    // OFFLOAD_BYTES (entry bytes, byte-form journal record); offload_rpc() of a slotted tree.
+    uint8_t offload_rpc_slotted(uint8_t kind, GAddr start, int level, KeyRef key, Node* leaf_out, GAddr* leaf_addr);
     // An offloaded write started at `start` (`level`) failed without an
     // answer: drop every cached copy it may have outdated (offload_path.cpp).
     void forget_unknown_write(GAddr start, int level);
@@ -569,6 +571,9 @@ bool BTreeT<FixedLayout>::migrate_split(Locks& locks, LockedNode* ln, const Inne
 template <>
 uint8_t BTreeT<FixedLayout>::offload_rpc_fixed(uint8_t kind, GAddr start, int level, KeyRef key, Node* leaf_out,
                                                GAddr* leaf_addr);
+template <>
+uint8_t BTreeT<SlottedLayout>::offload_rpc_slotted(uint8_t kind, GAddr start, int level, KeyRef key,
+                                                   Node* leaf_out, GAddr* leaf_addr);
 template <>
 size_t BTreeT<FixedLayout>::insert_chunk(const Key* keys, const uint64_t* lsns, size_t n, uint64_t durable);
 

@@ -12,6 +12,7 @@
 #include "tree/btree.h"
 #include "tree/btree_internal.h"
 #include "tree/offload_policy.h"
+#include "transport/offload_bytes.h"
 
 namespace dex::tree {
 
@@ -39,14 +40,37 @@ uint8_t BTreeT<L>::offload_rpc(uint8_t kind, GAddr start, int level, KeyRef key,
     if (gaddr_is_swizzled(start) || level < 0 || level > place_level_)
         throw Error(ErrorCode::kInvalid, "offload: start node must be a remote address at or below the placement level");
     if constexpr (L::kSlotted) {
-        // The memory node's slotted search is not wired to the tree yet
-        // (src/README.md "Slotted nodes"): should_offload_at_miss() and
-        // offload_cached_write() never choose it for a slotted tree.
-        (void)kind, (void)key, (void)leaf_out, (void)leaf_addr;
-        throw Error(ErrorCode::kInvalid, "offload: not available for byte-string keys yet");
+        return offload_rpc_slotted(kind, start, level, key, leaf_out, leaf_addr);
     } else {
         return offload_rpc_fixed(kind, start, level, key, leaf_out, leaf_addr);
     }
+}
+
+// A slotted tree's offload: OFFLOAD_BYTES with the entry bytes and, for an
+// insert that journals, the byte-form record (transport/offload_bytes.h).
+template <>
+uint8_t BTreeT<SlottedLayout>::offload_rpc_slotted(uint8_t kind, GAddr start, int level, KeyRef key,
+                                                   Node* leaf_out, GAddr* leaf_addr) {
+    ByteOffload req;
+    req.kind = kind;
+    req.start = start;
+    req.start_level = static_cast<uint8_t>(level);
+    req.tree_id = tree_id_;
+    req.key = key;
+    if (kind == net::kOffloadInsert && intent_.journal) {
+        // The memory node writes the journal record before it changes the leaf.
+        req.journal = journal_->take(gaddr_node(start), reinterpret_cast<const uint8_t*>(key.data()), key.size(),
+                                     intent_.lsn);
+        req.record = journal_->record_bytes();
+    }
+    auto t0 = std::chrono::steady_clock::now();
+    ByteOffloadReply rep = offload_bytes(mem_, req);
+    if (opts_.offload)  // every offload round trip prices the next decisions (DEX 6.1)
+        opts_.offload->record_offload(detail::micros_since(t0));
+    Stats::add(stats().offloads);
+    if (leaf_addr) *leaf_addr = rep.leaf;
+    if (rep.status == net::kOffloadDone && leaf_out) std::memcpy(static_cast<void*>(leaf_out), &rep.image, kNodeSize);
+    return rep.status;
 }
 
 template <>
@@ -98,8 +122,9 @@ template <class L>
 bool BTreeT<L>::offload_cached_write(uint8_t kind, const Descent& d, const Node& snap, KeyRef key,
                                  const Deadline& dl, uint8_t* st) {
     const GAddr leaf = d.addr;
-    if (L::kSlotted || !cache_ || !opts_.offload || wb_ || !d.cached || !leaf || gaddr_is_swizzled(leaf) ||
-        !mem_.node(gaddr_node(leaf)).offload_writes_allowed())
+    if (!cache_ || !opts_.offload || wb_ || !d.cached || !leaf || gaddr_is_swizzled(leaf) ||
+        !mem_.node(gaddr_node(leaf)).offload_writes_allowed() ||
+        (L::kSlotted && !mem_.node(gaddr_node(leaf)).offload_bytes_allowed()))
         return false;
     // A split or a merge is done here anyway: don't ask the memory node first.
     if (kind == net::kOffloadInsert ? !L::leaf_fits(snap, key) : snap.count <= 1) return false;
