@@ -366,6 +366,8 @@ extern int	dex_entry_columns(Relation index, DexEntryColumn *cols);
 /* both return the key part's length: the entry's bytes before the TID */
 extern size_t dex_entry_build(Relation index, Datum *values, bool *isnull,
 							  ItemPointer tid, struct DexKeyBuf *out);
+extern bool dex_entry_build_if_fits(Relation index, Datum *values, bool *isnull,
+									ItemPointer tid, struct DexKeyBuf *out);
 extern size_t dex_entry_encode(Relation index, const DexEntryColumn *cols, int ncols,
 							   Datum *values, bool *isnull, ItemPointer tid,
 							   struct DexKeyBuf *out);
@@ -380,7 +382,7 @@ typedef struct DexEntryReader DexEntryReader;
 
 extern bool dex_entry_has_payload(Relation index);
 extern void dex_entry_append_payload(Relation index, Datum *values, bool *isnull,
-									 struct DexKeyBuf *out);
+									 struct DexKeyBuf *out, bool *fits);
 extern DexEntryReader *dex_entry_reader(Relation index, const DexEntryColumn *cols, int nkey);
 extern bool dex_entry_key_returnable(const DexEntryReader *r, int i);
 extern void dex_entry_values(const DexEntryReader *r, const uint8 *entry, size_t len,

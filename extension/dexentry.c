@@ -136,9 +136,9 @@ encode_column(DexKeyBuf *b, const DexEntryColumn *c, Datum d, bool isnull)
  * keys give equal key parts (deterministic collations only), which is what
  * a unique index compares (dexunique.c).
  */
-size_t
-dex_entry_encode(Relation index, const DexEntryColumn *cols, int ncols,
-				 Datum *values, bool *isnull, ItemPointer tid, DexKeyBuf *out)
+static size_t
+entry_encode(Relation index, const DexEntryColumn *cols, int ncols,
+			 Datum *values, bool *isnull, ItemPointer tid, DexKeyBuf *out, bool *fits)
 {
 	uint16		off = ItemPointerGetOffsetNumberNoCheck(tid);
 	size_t		keylen;
@@ -147,7 +147,12 @@ dex_entry_encode(Relation index, const DexEntryColumn *cols, int ncols,
 	for (int i = 0; i < ncols; i++)
 		encode_column(out, &cols[i], values[i], isnull[i]);
 	keylen = out->len;			/* the key part: what a unique check compares */
-	dex_entry_append_payload(index, values, isnull, out);	/* INCLUDE columns */
+	dex_entry_append_payload(index, values, isnull, out, fits);	/* INCLUDE columns */
+	if (fits && (!*fits || out->len > DEX_SLOTTED_MAX_KEY_BYTES))
+	{
+		*fits = false;
+		return 0;
+	}
 	if (out->len > DEX_SLOTTED_MAX_KEY_BYTES)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
@@ -164,6 +169,13 @@ dex_entry_encode(Relation index, const DexEntryColumn *cols, int ncols,
 	dex_kb_byte(out, (uint8) off);
 	Assert(out->len <= DEX_SLOTTED_MAX_ENTRY_BYTES);
 	return keylen;
+}
+
+size_t
+dex_entry_encode(Relation index, const DexEntryColumn *cols, int ncols,
+				 Datum *values, bool *isnull, ItemPointer tid, DexKeyBuf *out)
+{
+	return entry_encode(index, cols, ncols, values, isnull, tid, out, NULL);
 }
 
 /* The heap TID an entry ends with (6 bytes, big-endian). */
@@ -191,6 +203,23 @@ dex_entry_build(Relation index, Datum *values, bool *isnull, ItemPointer tid,
 	int			n = dex_entry_columns(index, cols);
 
 	return dex_entry_encode(index, cols, n, values, isnull, tid, out);
+}
+
+/*
+ * dex_entry_build for a row that may be too long to index: false where
+ * dex_entry_build would raise "index row size exceeds" (journal recovery:
+ * a slot reused by such a row -- whose insert failed -- holds no entry).
+ */
+bool
+dex_entry_build_if_fits(Relation index, Datum *values, bool *isnull, ItemPointer tid,
+						DexKeyBuf *out)
+{
+	DexEntryColumn cols[INDEX_MAX_KEYS];
+	int			n = dex_entry_columns(index, cols);
+	bool		fits = true;
+
+	(void) entry_encode(index, cols, n, values, isnull, tid, out, &fits);
+	return fits;
 }
 
 /* ---------------------------------------------------------------------

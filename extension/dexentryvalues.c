@@ -57,8 +57,8 @@ dex_entry_has_payload(Relation index)
  * ---------------------------------------------------------------------
  */
 
-static void
-payload_value(DexKeyBuf *out, Form_pg_attribute att, Datum d, Relation index)
+static bool
+payload_value(DexKeyBuf *out, Form_pg_attribute att, Datum d, Relation index, bool *fits)
 {
 	const char *p;
 	size_t		len;
@@ -74,7 +74,7 @@ payload_value(DexKeyBuf *out, Form_pg_attribute att, Datum d, Relation index)
 		}
 		else
 			dex_kb_append(out, DatumGetPointer(d), att->attlen);
-		return;
+		return true;
 	}
 	if (att->attlen == -1)
 	{
@@ -88,6 +88,8 @@ payload_value(DexKeyBuf *out, Form_pg_attribute att, Datum d, Relation index)
 		p = DatumGetCString(d);
 		len = strlen(p);
 	}
+	if (len > PAYLOAD_MAX_LEN && fits)
+		return *fits = false;
 	if (len > PAYLOAD_MAX_LEN)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
@@ -97,15 +99,19 @@ payload_value(DexKeyBuf *out, Form_pg_attribute att, Datum d, Relation index)
 						   NameStr(att->attname), len)));
 	dex_kb_byte(out, (uint8) len);
 	dex_kb_append(out, p, len);
+	return true;
 }
 
 /*
  * Appends the INCLUDE columns of values/isnull and the payload's length to
  * out (nothing for an index without INCLUDE columns). The caller checks the
- * entry's total size.
+ * entry's total size. A payload too long is an ERROR, or with `fits` given
+ * *fits = false (and out incomplete): journal recovery asks whether a row
+ * has a given entry, and a row that could never be indexed has none.
  */
 void
-dex_entry_append_payload(Relation index, Datum *values, bool *isnull, DexKeyBuf *out)
+dex_entry_append_payload(Relation index, Datum *values, bool *isnull, DexKeyBuf *out,
+						 bool *fits)
 {
 	int			nkey = IndexRelationGetNumberOfKeyAttributes(index);
 	int			natts = IndexRelationGetNumberOfAttributes(index);
@@ -121,7 +127,13 @@ dex_entry_append_payload(Relation index, Datum *values, bool *isnull, DexKeyBuf 
 			continue;
 		}
 		dex_kb_byte(out, PAYLOAD_VALUE);
-		payload_value(out, TupleDescAttr(RelationGetDescr(index), i), values[i], index);
+		if (!payload_value(out, TupleDescAttr(RelationGetDescr(index), i), values[i], index, fits))
+			return;
+	}
+	if (out->len - start > PAYLOAD_MAX_LEN && fits)
+	{
+		*fits = false;
+		return;
 	}
 	if (out->len - start > PAYLOAD_MAX_LEN)
 		ereport(ERROR,
