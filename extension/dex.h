@@ -444,6 +444,8 @@ extern bool dex_key_datum(const DexKey *key, Oid coltype, Datum *out);
 
 /* ---- dexutils.c ------------------------------------------------------- */
 
+extern int	dex_bytes_cmp(const void *a, const void *b);
+
 extern bool dex_preloaded;
 extern void dex_require_preload(void);
 extern uint64 dex_wal_durable(void);

@@ -172,15 +172,6 @@ dex_bottomup_pass(Relation index, Relation heapRel, DexTree *tree, const DexKey 
 	return removed;
 }
 
-static int
-bytes_cmp(const void *a, const void *b)
-{
-	const DexBytes *x = (const DexBytes *) a;
-	const DexBytes *y = (const DexBytes *) b;
-
-	return dex_kb_compare(x->data, x->len, y->data, y->len);
-}
-
 /*
  * The same for a byte-string index: the insert of an entry whose key part
  * (dex_entry_build's return value) is key[0..keylen) found leaf `full` full.
@@ -234,7 +225,7 @@ dex_bottomup_pass_bytes(Relation index, Relation heapRel, DexTree *tree,
 		dead[i] = entries[pos[i]];
 	if (ndead > 0 && dex_kill_gate(index, ndead))
 	{
-		qsort(dead, ndead, sizeof(DexBytes), bytes_cmp);
+		qsort(dead, ndead, sizeof(DexBytes), dex_bytes_cmp);
 		memset(&err, 0, sizeof(err));
 		if (dex_tree_kill_bytes(tree, full, dead, ndead, 1, &removed, &err) != DEX_OK)
 		{

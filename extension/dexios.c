@@ -341,11 +341,12 @@ ios_heap_visible(IndexScanDesc scan, ItemPointer tid)
 }
 
 /*
- * Fills scan->xs_itup for entry k; false: skip the entry (verification found
- * no visible tuple).
+ * Fills scan->xs_itup with the columns of the entry returned now: a 16-byte
+ * key k (NULL: none), or byte-string entry bytes (NULL: none); false: skip
+ * the entry (verification found no visible tuple).
  */
-bool
-dex_ios_entry(IndexScanDesc scan, const DexKey *k)
+static bool
+ios_form(IndexScanDesc scan, const DexKey *k, const uint8 *entry, size_t len)
 {
 	DexScanOpaque so = (DexScanOpaque) scan->opaque;
 	Datum		values[INDEX_MAX_KEYS];
@@ -354,42 +355,39 @@ dex_ios_entry(IndexScanDesc scan, const DexKey *k)
 
 	if (so->ios_verify && !ios_heap_visible(scan, &scan->xs_heaptid))
 		return false;
-	/* every column NULL (k NULL: a byte-string entry), unless column 1 decodes */
-	for (int i = 0; i < scan->xs_itupdesc->natts; i++)
-	{
-		values[i] = (Datum) 0;
-		isnull[i] = true;
-	}
-	if (k && k->cls == DEX_KEY_VALUE && so->ios_returnable)
-		isnull[0] = !dex_key_datum(k, so->atttype, &values[0]);
 	MemoryContextReset(so->itupcxt);
 	old = MemoryContextSwitchTo(so->itupcxt);
+	if (entry)
+	{
+		/* INCLUDE columns and the key columns that decode (dexentryvalues.c) */
+		dex_entry_values(so->ios_reader, entry, len, values, isnull);
+	}
+	else
+	{
+		/* every column NULL, unless column 1 decodes */
+		for (int i = 0; i < scan->xs_itupdesc->natts; i++)
+		{
+			values[i] = (Datum) 0;
+			isnull[i] = true;
+		}
+		if (k && k->cls == DEX_KEY_VALUE && so->ios_returnable)
+			isnull[0] = !dex_key_datum(k, so->atttype, &values[0]);
+	}
 	scan->xs_itup = index_form_tuple(scan->xs_itupdesc, values, isnull);
 	MemoryContextSwitchTo(old);
 	return true;
 }
 
-/*
- * Fills scan->xs_itup for a byte-string entry: its INCLUDE columns and the
- * key columns that decode (dexentryvalues.c); false: skip the entry
- * (verification found no visible tuple).
- */
+bool
+dex_ios_entry(IndexScanDesc scan, const DexKey *k)
+{
+	return ios_form(scan, k, NULL, 0);
+}
+
 bool
 dex_ios_entry_bytes(IndexScanDesc scan, const uint8 *entry, size_t len)
 {
-	DexScanOpaque so = (DexScanOpaque) scan->opaque;
-	Datum		values[INDEX_MAX_KEYS];
-	bool		isnull[INDEX_MAX_KEYS];
-	MemoryContext old;
-
-	if (so->ios_verify && !ios_heap_visible(scan, &scan->xs_heaptid))
-		return false;
-	MemoryContextReset(so->itupcxt);
-	old = MemoryContextSwitchTo(so->itupcxt);
-	dex_entry_values(so->ios_reader, entry, len, values, isnull);
-	scan->xs_itup = index_form_tuple(scan->xs_itupdesc, values, isnull);
-	MemoryContextSwitchTo(old);
-	return true;
+	return ios_form(scan, NULL, entry, len);
 }
 
 /* amendscan: what only a normal end may release (a buffer pin). */

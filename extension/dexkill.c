@@ -59,15 +59,6 @@ kill_remember_bytes(DexScanOpaque so)
 	so->nkilled++;
 }
 
-static int
-bytes_cmp(const void *a, const void *b)
-{
-	const DexBytes *x = (const DexBytes *) a;
-	const DexBytes *y = (const DexBytes *) b;
-
-	return dex_kb_compare(x->data, x->len, y->data, y->len);
-}
-
 /* The entry returned last was found dead: remember it for its batch. */
 void
 dex_kill_remember(IndexScanDesc scan)
@@ -160,7 +151,7 @@ dex_kill_flush(IndexScanDesc scan)
 	memset(&err, 0, sizeof(err));
 	if (so->bytes)
 	{
-		qsort(so->bkilled, n, sizeof(DexBytes), bytes_cmp);
+		qsort(so->bkilled, n, sizeof(DexBytes), dex_bytes_cmp);
 		rc = dex_tree_kill_bytes(so->tree, &so->stamp, so->bkilled, n, 0, &removed, &err);
 	}
 	else

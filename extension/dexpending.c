@@ -197,14 +197,8 @@ typedef struct DexPendingBytes
 	uint64		lsn;
 } DexPendingBytes;
 
-static int
-dex_pending_bytes_cmp(const void *a, const void *b)
-{
-	const DexBytes *x = &((const DexPendingBytes *) a)->e;
-	const DexBytes *y = &((const DexPendingBytes *) b)->e;
-
-	return dex_kb_compare(x->data, x->len, y->data, y->len);
-}
+/* (e comes first: dex_bytes_cmp orders DexPendingBytes by their entries) */
+StaticAssertDecl(offsetof(DexPendingBytes, e) == 0, "the entry leads a DexPendingBytes");
 
 /*
  * Write n sorted, distinct entries (16-byte keys, or byte strings) in calls
@@ -257,11 +251,11 @@ dex_pending_write_bytes(Relation index, DexPendingIndex *p, int n)
 		sorted[i].e.len = p->entries[i].blen;
 		sorted[i].lsn = p->entries[i].lsn;
 	}
-	qsort(sorted, n, sizeof(DexPendingBytes), dex_pending_bytes_cmp);
+	qsort(sorted, n, sizeof(DexPendingBytes), dex_bytes_cmp);
 	for (int i = 0; i < n; i++)
 	{
 		/* an entry ends with its row's TID: a repeat can only be the same entry */
-		if (m > 0 && dex_pending_bytes_cmp(&sorted[i], &sorted[i - 1]) == 0)
+		if (m > 0 && dex_bytes_cmp(&sorted[i], &sorted[i - 1]) == 0)
 			continue;
 		bytes[m] = sorted[i].e;
 		lsns[m++] = sorted[i].lsn;

@@ -17,6 +17,8 @@
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 
+#include "tree/key_bytes.h"
+
 #include "tree/key_encoding.h"
 
 /* ---------------------------------------------------------------------
@@ -424,4 +426,14 @@ dex_meta_owns_ns(const DexMetaPageData *meta, int node, uint64 ns)
 			addr && strcmp(meta->parts[node].address, addr) == 0;
 	return meta->ns == ns &&
 		((addr && strcmp(meta->address, addr) == 0) || meta->node == node);
+}
+
+/* qsort order of DexBytes: memcmp, a proper prefix first (the tree's order). */
+int
+dex_bytes_cmp(const void *a, const void *b)
+{
+	const DexBytes *x = (const DexBytes *) a;
+	const DexBytes *y = (const DexBytes *) b;
+
+	return dex_kb_compare(x->data, x->len, y->data, y->len);
 }
