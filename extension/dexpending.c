@@ -310,7 +310,7 @@ dex_pending_write(Relation index, DexPendingIndex *p)
  * writes it now, the statement's first entry for this index.
  */
 static DexPendingEntry *
-dex_pending_slot(Relation index, Relation heapRel, size_t len)
+dex_pending_slot(Relation index, Relation heapRel, size_t len, DexPendingIndex **pp)
 {
 	DexPendingIndex *p = dex_pending_find(RelationGetRelid(index));
 	uint64		ns;
@@ -346,15 +346,14 @@ dex_pending_slot(Relation index, Relation heapRel, size_t len)
 	e = &p->entries[p->n++];
 	e->lsn = dex_row_lsn(heapRel);
 	e->level = GetCurrentTransactionNestLevel();
+	*pp = p;
 	return e;
 }
 
 /* After the slot was filled: write the batch if it is full. */
 static void
-dex_pending_filled(Relation index)
+dex_pending_filled(Relation index, DexPendingIndex *p)
 {
-	DexPendingIndex *p = dex_pending_find(RelationGetRelid(index));
-
 	if (p->n >= dex_insert_batch)
 		dex_pending_write(index, p);
 }
@@ -366,12 +365,13 @@ dex_pending_filled(Relation index)
 bool
 dex_pending_add(Relation index, Relation heapRel, const DexKey *key)
 {
-	DexPendingEntry *e = dex_pending_slot(index, heapRel, 0);
+	DexPendingIndex *p;
+	DexPendingEntry *e = dex_pending_slot(index, heapRel, 0, &p);
 
 	if (e == NULL)
 		return false;
 	e->key = *key;
-	dex_pending_filled(index);
+	dex_pending_filled(index, p);
 	return true;
 }
 
@@ -383,15 +383,14 @@ dex_pending_add_bytes(Relation index, Relation heapRel, const uint8 *entry, size
 	DexPendingEntry *e;
 
 	Assert(len > 0 && len <= DEX_SLOTTED_MAX_ENTRY_BYTES);
-	e = dex_pending_slot(index, heapRel, len);
+	e = dex_pending_slot(index, heapRel, len, &p);
 	if (e == NULL)
 		return false;
-	p = dex_pending_find(RelationGetRelid(index));
 	memcpy(p->arena + p->arena_used, entry, len);
 	e->boff = (uint32) p->arena_used;
 	e->blen = (uint32) len;
 	p->arena_used += len;
-	dex_pending_filled(index);
+	dex_pending_filled(index, p);
 	return true;
 }
 
