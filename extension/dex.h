@@ -95,6 +95,11 @@
 #define DEX_META_BYTES		0x0004	/* the tree's entries are byte strings
 									 * (DEX_LAYOUT_BYTES: several columns, a DESC or
 									 * NULLS FIRST column, text, uuid, numeric, ...) */
+#define DEX_META_NARROW		0x0008	/* with DEX_META_BYTES: bool, int2, int4, oid
+									 * and date columns take their type's width
+									 * (1, 2, 4 bytes), not the 8-byte image
+									 * (dex_key_image_width); older byte-string
+									 * indexes keep 8 */
 
 #define DEX_ADDR_LEN		128
 
@@ -341,6 +346,9 @@ typedef struct DexEntryColumn
 	Oid			collid;			/* the index column's collation, or InvalidOid */
 	bool		desc;			/* indoption DESC */
 	bool		nulls_first;	/* indoption NULLS FIRST */
+	uint8		image_width;	/* a 64-bit-image type (dexkeys.c): the bytes of
+								 * its encoding, 8 or narrower (DEX_META_NARROW);
+								 * 0 for the other types */
 } DexEntryColumn;
 
 /*
@@ -363,6 +371,8 @@ extern bool dex_entry_layout_wanted(Relation index);
 extern bool dex_entry_types_comparable(Oid coltype, Oid argtype);
 extern void dex_entry_tid(const uint8 *entry, size_t len, ItemPointer tid);
 extern int	dex_entry_columns(Relation index, DexEntryColumn *cols);
+extern int	dex_entry_columns_for_build(Relation index, DexEntryColumn *cols);
+extern bool dex_narrow_images;
 /* both return the key part's length: the entry's bytes before the TID */
 extern size_t dex_entry_build(Relation index, Datum *values, bool *isnull,
 							  ItemPointer tid, struct DexKeyBuf *out);
@@ -393,6 +403,7 @@ extern void dex_entry_values(const DexEntryReader *r, const uint8 *entry, size_t
 /* How a column's encoding is laid out, for reading it back. */
 typedef enum DexKeyShape
 {
+	DEX_SHAPE_IMAGE,			/* a 64-bit image in width bytes (8, or narrow) */
 	DEX_SHAPE_FIXED,			/* width bytes */
 	DEX_SHAPE_STRING,			/* escaped and terminated */
 	DEX_SHAPE_TWO_STRINGS,		/* a collation's sort key, then the string */
@@ -402,12 +413,17 @@ typedef enum DexKeyShape
 typedef struct DexKeyForm
 {
 	DexKeyShape shape;
-	uint8		width;			/* DEX_SHAPE_FIXED */
+	uint8		width;			/* DEX_SHAPE_IMAGE, DEX_SHAPE_FIXED */
 	bool		returnable;		/* the bytes give the datum back exactly */
 } DexKeyForm;
 
-extern void dex_key_bytes_append(struct DexKeyBuf *b, Datum d, Oid typid, Oid collid);
-extern void dex_key_bytes_form(Oid typid, Oid collid, DexKeyForm *f);
+#define DEX_IMAGE_WIDE		8	/* an image's width before DEX_META_NARROW */
+extern int	dex_key_image_width(Oid typid, bool narrow);
+extern void dex_key_image_append(struct DexKeyBuf *b, int64 image, Oid typid, int width);
+extern void dex_key_image_clamp(Oid typid, int width, int64 *lo, int64 *hi);
+extern void dex_key_bytes_append(struct DexKeyBuf *b, Datum d, Oid typid, Oid collid,
+								 int image_width);
+extern void dex_key_bytes_form(Oid typid, Oid collid, int image_width, DexKeyForm *f);
 extern size_t dex_key_bytes_span(const DexKeyForm *f, const uint8 *p, size_t n, uint8 inv);
 extern bool dex_key_bytes_datum(const DexKeyForm *f, Oid typid, Oid collid, const uint8 *p,
 								size_t span, uint8 inv, Datum *out);
@@ -465,6 +481,7 @@ extern void dex_read_metapage_cached(Relation index, DexMetaPageData *meta);
 extern void dex_read_metapage_head(Relation index, DexMetaPageData *meta);
 extern uint64 dex_index_tree_ns(Relation index);
 extern bool dex_index_is_bytes(Relation index);
+extern bool dex_index_narrow_images(Relation index);
 extern uint32 dex_meta_tree_id(const DexMetaPageData *meta);
 extern bool dex_meta_owns_ns(const DexMetaPageData *meta, int node, uint64 ns);
 extern void dex_make_tag(DexNsTag *tag, Oid indexoid, Oid relfilenode, Oid spcoid);

@@ -427,7 +427,7 @@ dexbuild(Relation heap, Relation index, IndexInfo *indexInfo)
 	bs->bytes = dex_entry_layout_wanted(index);
 	if (bs->bytes)
 	{
-		bs->ncols = dex_entry_columns(index, bs->cols);	/* refuses nondeterministic collations */
+		bs->ncols = dex_entry_columns_for_build(index, bs->cols);	/* refuses nondeterministic collations */
 		for (int i = 0; i < bs->ncols; i++)
 			if (!dex_key_bytes_supported(bs->cols[i].typid))
 				ereport(ERROR,
@@ -586,6 +586,8 @@ metapage:
 	if (bs->bytes)
 	{
 		meta.flags |= DEX_META_BYTES;
+		if (dex_narrow_images)	/* bs->cols' widths */
+			meta.flags |= DEX_META_NARROW;
 		dex_entry_meta_columns(index, &meta.columns);
 	}
 	meta.node = node;

@@ -161,7 +161,7 @@ dex_entry_reader(Relation index, const DexEntryColumn *cols, int nkey)
 	for (int i = 0; i < nkey; i++)
 	{
 		r->cols[i] = cols[i];
-		dex_key_bytes_form(cols[i].typid, cols[i].collid, &r->forms[i]);
+		dex_key_bytes_form(cols[i].typid, cols[i].collid, cols[i].image_width, &r->forms[i]);
 	}
 	for (int i = nkey; i < r->natts; i++)
 	{

@@ -136,6 +136,14 @@ dex_define_gucs(void)
 							 PGC_USERSET,
 							 0,
 							 NULL, NULL, NULL);
+	DefineCustomBoolVariable("dex.narrow_images",
+							 "Whether a new byte-string index stores bool, int2, int4, oid and date key columns in their type's width.",
+							 "Off builds them with 8-byte images as dex did before; for testing that such indexes keep working.",
+							 &dex_narrow_images,
+							 true,
+							 PGC_USERSET,
+							 GUC_NOT_IN_SAMPLE,
+							 NULL, NULL, NULL);
 	DefineCustomEnumVariable("dex.offload",
 							 "Whether an index operation that misses the node cache at or below the placement level may be finished by the memory node's CPU.",
 							 "auto (default): when the DEX cost model says it is cheaper; on: always; off: never.",

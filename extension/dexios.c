@@ -182,7 +182,8 @@ dexcanreturn(Relation index, int attno)
 		if (attno > IndexRelationGetNumberOfKeyAttributes(index))
 			return true;
 		(void) dex_entry_columns(index, cols);
-		dex_key_bytes_form(cols[attno - 1].typid, cols[attno - 1].collid, &form);
+		dex_key_bytes_form(cols[attno - 1].typid, cols[attno - 1].collid,
+						   cols[attno - 1].image_width, &form);
 		return form.returnable;
 	}
 	return attno == 1 && dex_type_returnable(dex_column_basetype(index));

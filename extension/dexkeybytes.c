@@ -6,7 +6,8 @@
  * 64-bit images of dexkeys.c, collation sort keys (strxfrm, ICU), numeric's
  * text form. See src/README.md "Keys".
  *
- * SQL (for tests and inspection; not yet used by the index itself):
+ * SQL (for tests and inspection), in the form indexes built now store
+ * (narrow images, DEX_META_NARROW):
  *   dex_key_bytes(anyelement) bytea            a value's encoding
  *   dex_key_column(anyelement, descending, nulls_first) bytea
  *                                              one column of a key: header
@@ -223,6 +224,81 @@ kb_is_image_type(Oid typid)
 	}
 }
 
+/*
+ * Narrow images (DEX_META_NARROW). A column of one of these types holds only
+ * its type's values, whose images (dexkeys.c: the value widened) fill
+ * [min, min + 2^(8 * width) - 1]; so the image less min, in width bytes,
+ * orders as the 8-byte image does. Cross-type scan keys still place their
+ * argument among 64-bit images (dex_datum_bound); image_range clamps that
+ * range to the column type's (dex_key_image_clamp) before encoding it.
+ * float4 stays 8: its images are float8's, not a dense range.
+ */
+static int
+kb_narrow_width(Oid typid, int64 *min)
+{
+	switch (typid)
+	{
+		case BOOLOID:
+			*min = 0;
+			return 1;
+		case INT2OID:
+			*min = PG_INT16_MIN;
+			return 2;
+		case INT4OID:
+		case DATEOID:			/* DateADT: int32 days, infinities at the ends */
+			*min = PG_INT32_MIN;
+			return 4;
+		case OIDOID:
+			*min = 0;
+			return 4;
+		default:
+			*min = PG_INT64_MIN;
+			return DEX_IMAGE_WIDE;
+	}
+}
+
+/* Bytes of an image-type column's value (0: not an image type). */
+int
+dex_key_image_width(Oid typid, bool narrow)
+{
+	int64		min;
+
+	if (!kb_is_image_type(typid))
+		return 0;
+	return narrow ? kb_narrow_width(typid, &min) : DEX_IMAGE_WIDE;
+}
+
+/* Appends image (of a value of type typid) in width bytes. */
+void
+dex_key_image_append(DexKeyBuf *b, int64 image, Oid typid, int width)
+{
+	int64		min;
+
+	if (width == DEX_IMAGE_WIDE)
+	{
+		dex_kb_int64(b, image);
+		return;
+	}
+	if (kb_narrow_width(typid, &min) != width)
+		elog(ERROR, "dex image width %d does not fit type %s", width, format_type_be(typid));
+	dex_kb_image_narrow(b, image, width, min);
+}
+
+/* Narrows [*lo, *hi] to the images a width-byte column of typid can hold. */
+void
+dex_key_image_clamp(Oid typid, int width, int64 *lo, int64 *hi)
+{
+	int64		min;
+	int64		max;
+
+	if (width == DEX_IMAGE_WIDE)
+		return;
+	(void) kb_narrow_width(typid, &min);
+	max = min + (int64) ((UINT64CONST(1) << (8 * width)) - 1);
+	*lo = Max(*lo, min);
+	*hi = Min(*hi, max);
+}
+
 /* Has base type typid a byte encoding (dex_key_bytes_append)? */
 bool
 dex_key_bytes_supported(Oid typid)
@@ -246,15 +322,17 @@ dex_key_bytes_supported(Oid typid)
 
 /*
  * Appends the encoding of datum d of base type typid (collid: its collation,
- * for the string types) to b. Varlena datums may be toasted or packed.
+ * for the string types) to b; an image type's in image_width bytes (its
+ * column's DexEntryColumn.image_width). Varlena datums may be toasted or
+ * packed.
  */
 void
-dex_key_bytes_append(DexKeyBuf *b, Datum d, Oid typid, Oid collid)
+dex_key_bytes_append(DexKeyBuf *b, Datum d, Oid typid, Oid collid, int image_width)
 {
 	if (kb_is_image_type(typid))
 	{
 		/* the 64-bit image of today's keys, big-endian: the same order */
-		dex_kb_int64(b, dex_datum_image(d, typid));
+		dex_key_image_append(b, dex_datum_image(d, typid), typid, image_width);
 		return;
 	}
 	switch (typid)
@@ -321,24 +399,28 @@ dex_key_bytes_append(DexKeyBuf *b, Datum d, Oid typid, Oid collid)
  *
  * Every encoding can be skipped (its shape says where it ends); a value comes
  * back only where the encoding is a bijection: the integer-like images, uuid,
- * bytea, and strings under "C" (no sort key in front). A float (-0.0 and 0.0
- * share bytes), numeric (1.0 and 1.00), interval ('1 day' and '24 hours'),
- * bpchar (blank-trimmed), timetz and collated strings (a sort key, then the
- * string: decodable, but not worth the bytes) are read with a heap fetch.
+ * bytea, timetz (instant, zone), and strings under any collation (a collated
+ * string's sort key is followed by the string's own bytes, the tiebreak).
+ * A float (-0.0 and 0.0 share bytes), numeric (1.0 and 1.00), interval
+ * ('1 day' and '24 hours') and bpchar (blank-trimmed) are read with a heap
+ * fetch.
  * ---------------------------------------------------------------------
  */
 
-/* How the encoding of a column of base type typid (collation collid) is laid out. */
+/*
+ * How the encoding of a column of base type typid (collation collid; an
+ * image type's in image_width bytes) is laid out.
+ */
 void
-dex_key_bytes_form(Oid typid, Oid collid, DexKeyForm *f)
+dex_key_bytes_form(Oid typid, Oid collid, int image_width, DexKeyForm *f)
 {
 	Datum		unused;
 
 	memset(f, 0, sizeof(*f));
 	if (kb_is_image_type(typid))
 	{
-		f->shape = DEX_SHAPE_FIXED;
-		f->width = 8;
+		f->shape = DEX_SHAPE_IMAGE;
+		f->width = image_width;
 		f->returnable = dex_image_datum(0, typid, &unused);
 		return;
 	}
@@ -356,6 +438,7 @@ dex_key_bytes_form(Oid typid, Oid collid, DexKeyForm *f)
 		case TIMETZOID:
 			f->shape = DEX_SHAPE_FIXED;
 			f->width = 12;	/* dex_kb_timetz: instant, zone */
+			f->returnable = true;	/* time = instant - zone */
 			return;
 		case NUMERICOID:
 			f->shape = DEX_SHAPE_NUMERIC;
@@ -369,12 +452,11 @@ dex_key_bytes_form(Oid typid, Oid collid, DexKeyForm *f)
 		case BPCHAROID:
 		case NAMEOID:
 			if (OidIsValid(collid) && kb_collate_is_c(collid))
-			{
 				f->shape = DEX_SHAPE_STRING;
-				f->returnable = typid != BPCHAROID;
-			}
 			else
 				f->shape = DEX_SHAPE_TWO_STRINGS;	/* sort key, then the string */
+			/* the string's own bytes are there; bpchar's trailing blanks are not */
+			f->returnable = typid != BPCHAROID;
 			return;
 		default:
 			elog(ERROR, "dex has no byte encoding for type %s", format_type_be(typid));
@@ -389,6 +471,7 @@ dex_key_bytes_span(const DexKeyForm *f, const uint8 *p, size_t n, uint8 inv)
 
 	switch (f->shape)
 	{
+		case DEX_SHAPE_IMAGE:
 		case DEX_SHAPE_FIXED:
 			return n >= f->width ? f->width : 0;
 		case DEX_SHAPE_STRING:
@@ -416,9 +499,19 @@ kb_value_datum(const DexKeyForm *f, Oid typid, const uint8 *p, size_t span, uint
 	uint8	   *buf;
 	size_t		len;
 
-	if (f->shape == DEX_SHAPE_FIXED && f->width == 8)
+	if (f->shape == DEX_SHAPE_IMAGE)
 	{
-		if (!dex_image_datum(dex_kb_read_int64(p, inv), typid, &d))
+		int64		min;
+		int64		image;
+
+		if (f->width == DEX_IMAGE_WIDE)
+			image = dex_kb_read_int64(p, inv);
+		else if (kb_narrow_width(typid, &min) == f->width)
+			image = dex_kb_read_image_narrow(p, f->width, min, inv);
+		else
+			elog(ERROR, "dex image width %d does not fit type %s", f->width,
+				 format_type_be(typid));
+		if (!dex_image_datum(image, typid, &d))
 			elog(ERROR, "dex cannot return a value of type %s", format_type_be(typid));
 		return d;
 	}
@@ -430,7 +523,25 @@ kb_value_datum(const DexKeyForm *f, Oid typid, const uint8 *p, size_t span, uint
 			u->data[i] = p[i] ^ inv;
 		return UUIDPGetDatum(u);
 	}
-	/* a string: bytea, text, varchar or name under "C" */
+	if (typid == TIMETZOID)
+	{
+		TimeTzADT  *v = palloc(sizeof(TimeTzADT));
+		uint32		zone = 0;
+
+		for (int i = 8; i < 12; i++)
+			zone = (zone << 8) | (uint8) (p[i] ^ inv);
+		v->zone = (int32) (zone ^ UINT32_C(0x80000000));
+		v->time = dex_kb_read_int64(p, inv) - (int64) v->zone * USECS_PER_SEC;
+		return TimeTzADTPGetDatum(v);
+	}
+	/* a string: bytea, text, varchar, name; after a collation's sort key */
+	if (f->shape == DEX_SHAPE_TWO_STRINGS)
+	{
+		size_t		sortkey = dex_kb_string_span(p, span, inv);
+
+		p += sortkey;
+		span -= sortkey;
+	}
 	buf = palloc(span + 1);
 	len = dex_kb_string_decode(p, span, inv, buf);
 	if (typid == NAMEOID)
@@ -462,8 +573,9 @@ dex_key_bytes_datum(const DexKeyForm *f, Oid typid, Oid collid, const uint8 *p, 
 	if (!f->returnable)
 		return false;
 	*out = kb_value_datum(f, typid, p, span, inv);
+	/* the whole span is compared below, the sort key of a collated string too */
 	dex_kb_init_palloc(&check);
-	dex_key_bytes_append(&check, *out, typid, collid);
+	dex_key_bytes_append(&check, *out, typid, collid, f->width);
 	exact = check.len == span;
 	for (size_t i = 0; exact && i < span; i++)
 		exact = (uint8) (check.data[i] ^ inv) == p[i];
@@ -504,8 +616,10 @@ Datum
 dex_sql_key_bytes(PG_FUNCTION_ARGS)
 {
 	DexKeyBuf	b = {NULL, 0, 0, kb_grow};
+	Oid			typid = kb_arg_basetype(fcinfo);
 
-	dex_key_bytes_append(&b, PG_GETARG_DATUM(0), kb_arg_basetype(fcinfo), PG_GET_COLLATION());
+	dex_key_bytes_append(&b, PG_GETARG_DATUM(0), typid, PG_GET_COLLATION(),
+						 dex_key_image_width(typid, true));
 	PG_RETURN_BYTEA_P(kb_to_bytea(&b));
 }
 
@@ -525,7 +639,8 @@ dex_sql_key_column(PG_FUNCTION_ARGS)
 	size_t		at = dex_kb_column_begin(&b, isnull, nulls_first);
 
 	if (!isnull)
-		dex_key_bytes_append(&b, PG_GETARG_DATUM(0), typid, PG_GET_COLLATION());
+		dex_key_bytes_append(&b, PG_GETARG_DATUM(0), typid, PG_GET_COLLATION(),
+							 dex_key_image_width(typid, true));
 	dex_kb_column_end(&b, at, descending);
 	PG_RETURN_BYTEA_P(kb_to_bytea(&b));
 }

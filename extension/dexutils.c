@@ -363,6 +363,15 @@ dex_index_is_bytes(Relation index)
 	return (dex_meta_ref(index, &scratch)->flags & DEX_META_BYTES) != 0;
 }
 
+/* Do the index's image columns take their type's width (DEX_META_NARROW)? */
+bool
+dex_index_narrow_images(Relation index)
+{
+	DexMetaPageData scratch;
+
+	return (dex_meta_ref(index, &scratch)->flags & DEX_META_NARROW) != 0;
+}
+
 void
 dex_read_metapage(Relation index, DexMetaPageData *meta)
 {

@@ -35,7 +35,8 @@ CREATE INDEX inc_k ON inc USING dex (k) INCLUDE (n, t, j, iv, f, c);
 CREATE INDEX inc_ut ON inc USING dex (u DESC, t) INCLUDE (b, id);
 -- NULLS FIRST, timestamptz, bytea key; INCLUDE int
 CREATE INDEX inc_bts ON inc USING dex (b DESC NULLS FIRST, ts, bt) INCLUDE (id);
--- key columns that do not decode (numeric, ICU text): no index-only scan reads them
+-- a key column that does not decode (numeric; ICU text does: its bytes follow
+-- the sort key): no index-only scan reads it
 CREATE INDEX inc_nti ON inc USING dex (n, ti) INCLUDE (k, nm);
 SELECT c.relname, (dex_check(c.oid)).entries = (SELECT count(*) FROM inc) AS one_entry_per_row
 FROM pg_class c WHERE c.relname LIKE 'inc\_%' ORDER BY 1;
@@ -104,7 +105,7 @@ INSERT INTO include_queries (idx, q) VALUES
   ('inc_nti', 'SELECT n, ti, k, nm FROM inc WHERE n BETWEEN 3 AND 4'),
   ('inc_nti', 'SELECT k, nm FROM inc WHERE n = 5.0');
 
--- expected: 'ios' for every query but the ones that read n or ti ('index')
+-- expected: 'ios' for every query but the ones that read n ('index')
 SELECT id, idx, c.* FROM include_queries, ios_same(q, idx) c ORDER BY id;
 
 -- ordered index-only scans, both ways, through DESC and NULLS FIRST columns

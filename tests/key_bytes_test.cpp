@@ -4,6 +4,7 @@
 // sql/dex_key_bytes.sql.)
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <limits>
@@ -407,6 +408,36 @@ TEST(KeyBytesReadBack, Int64RoundTrip) {
             Bytes e = encode([&](DexKeyBuf *b) { dex_kb_int64(b, v); });
             if (inv) e = inverted(e);
             EXPECT_EQ(dex_kb_read_int64(e.data(), inv), v);
+        }
+    }
+}
+
+// Narrow images (DEX_META_NARROW): each width keeps the signed order of the
+// values in its type's range, round-trips, and is the type's own width.
+TEST(KeyBytesNarrow, OrderAndRoundTripPerWidth) {
+    struct Case { int width; int64_t min; int64_t max; };
+    const Case cases[] = {
+        {1, 0, 1},                                              // bool
+        {2, std::numeric_limits<int16_t>::min(), std::numeric_limits<int16_t>::max()},
+        {4, std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max()},
+        {4, 0, int64_t{0xFFFFFFFF}},                            // oid
+    };
+    for (const Case &c : cases) {
+        std::vector<int64_t> vals = {c.min, c.min + 1, c.max - 1, c.max};
+        if (c.min < 0 && c.max > 0) vals.insert(vals.end(), {int64_t{-1}, int64_t{0}, int64_t{1}});
+        std::sort(vals.begin(), vals.end());
+        vals.erase(std::unique(vals.begin(), vals.end()), vals.end());
+        std::vector<Bytes> enc;
+        for (int64_t v : vals) {
+            Bytes e = encode([&](DexKeyBuf *b) { dex_kb_image_narrow(b, v, c.width, c.min); });
+            ASSERT_EQ(e.size(), size_t(c.width)) << v;
+            EXPECT_EQ(dex_kb_read_image_narrow(e.data(), c.width, c.min, 0), v);
+            EXPECT_EQ(dex_kb_read_image_narrow(inverted(e).data(), c.width, c.min, 0xFF), v);
+            enc.push_back(e);
+        }
+        for (size_t i = 0; i + 1 < enc.size(); i++) {
+            EXPECT_LT(enc[i], enc[i + 1]) << "width " << c.width << " at " << vals[i];
+            EXPECT_GT(inverted(enc[i]), inverted(enc[i + 1]));
         }
     }
 }

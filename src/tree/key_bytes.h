@@ -22,7 +22,9 @@
  *   fixed images     8 bytes: the 64-bit key image of key_encoding.h (already
  *                    sign-flipped), big-endian. int2/4/8, oid, bool, time,
  *                    date, timestamp(tz), float4/8: the same order as today's
- *                    16-byte keys.
+ *                    16-byte keys. Narrow (DEX_META_NARROW indexes): bool 1,
+ *                    int2 2, int4 / oid / date 4 bytes, the image minus the
+ *                    type's minimum.
  *   uuid             the 16 bytes as they are (uuid_cmp is memcmp).
  *   strings          every 0x00 byte as 0x00 0xFF, then the terminator
  *                    0x00 0x00 (bytea, "C" text; sort keys and tiebreaks).
@@ -143,6 +145,26 @@ static inline void
 dex_kb_int64(DexKeyBuf *b, int64_t v)
 {
 	dex_kb_image(b, DEX_KEY_FROM_INT64(v));
+}
+
+/*
+ * A NARROW image: an image v known to lie in [min, min + 2^(8 * width) - 1]
+ * (the column type's range: int2, int4, date, oid, bool), as the width bytes
+ * of v - min, big-endian. Unsigned order of v - min is the signed order of v,
+ * so the order is the 8-byte image's, in the type's own width (width 1, 2 or
+ * 4). Indexes built since the metapage flag DEX_META_NARROW use it (src/README.md
+ * "Byte-string keys"); the caller guarantees the range (a column's values
+ * are of its type; scan bounds are clamped to it first).
+ */
+static inline void
+dex_kb_image_narrow(DexKeyBuf *b, int64_t v, int width, int64_t min)
+{
+	uint64_t	u = (uint64_t) v - (uint64_t) min;
+	int			i;
+
+	dex_kb_reserve(b, (size_t) width);
+	for (i = width - 1; i >= 0; i--)
+		b->data[b->len++] = (uint8_t) (u >> (8 * i));
 }
 
 /* float8, and float4 widened: btree's float order (NaN greatest, -0.0 == 0.0) */
@@ -477,6 +499,18 @@ dex_kb_read_int64(const uint8_t *p, uint8_t inv)
 	for (i = 0; i < 8; i++)
 		v = (v << 8) | (uint8_t) (p[i] ^ inv);
 	return DEX_KEY_TO_INT64(v);
+}
+
+/* The width bytes at p as the image dex_kb_image_narrow(min) wrote. */
+static inline int64_t
+dex_kb_read_image_narrow(const uint8_t *p, int width, int64_t min, uint8_t inv)
+{
+	uint64_t	u = 0;
+	int			i;
+
+	for (i = 0; i < width; i++)
+		u = (u << 8) | (uint8_t) (p[i] ^ inv);
+	return (int64_t) (u + (uint64_t) min);
 }
 
 /* memcmp order of two byte strings, a proper prefix first: <0, 0, >0 */
