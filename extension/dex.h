@@ -35,8 +35,9 @@
  *   dexclusterns.c which namespaces on the memory nodes are this cluster's
  *   dexcluster.c   primary and hot standbys: the cluster registry, this life
  *   dexwal.c       dex's WAL resource manager
- *   dexentry.c     index entries as byte strings: an index tuple's entry, scan
- *                  keys as byte bounds, the key columns a metapage records
+ *   dexbounds.c    scan keys of a byte-string index as byte bounds
+ *   dexentry.c     index entries as byte strings: an index tuple's entry, the
+ *                  key columns a metapage records
  *   dexentryvalues.c  the values an entry gives back: INCLUDE columns, decodable
  *                  key columns
  *   dexkeybytes.c  datums as order-preserving byte strings (src/tree/key_bytes.h)
@@ -371,6 +372,8 @@ extern bool dex_entry_layout_wanted(Relation index);
 extern bool dex_entry_types_comparable(Oid coltype, Oid argtype);
 extern void dex_entry_tid(const uint8 *entry, size_t len, ItemPointer tid);
 extern int	dex_entry_columns(Relation index, DexEntryColumn *cols);
+extern bool dex_text_like(Oid typid);
+extern bytea *dex_entry_bytea(const uint8 *p, size_t n);
 extern int	dex_entry_columns_for_build(Relation index, DexEntryColumn *cols);
 extern bool dex_narrow_images;
 /* both return the key part's length: the entry's bytes before the TID */
@@ -428,6 +431,7 @@ extern size_t dex_key_bytes_span(const DexKeyForm *f, const uint8 *p, size_t n, 
 extern bool dex_key_bytes_datum(const DexKeyForm *f, Oid typid, Oid collid, const uint8 *p,
 								size_t span, uint8 inv, Datum *out);
 extern void dex_kb_init_palloc(struct DexKeyBuf *b);
+extern void *dex_kb_grow_palloc(void *old, size_t newcap);
 extern bool dex_key_bytes_supported(Oid typid);
 
 /* ---- dexkeys.c -------------------------------------------------------- */

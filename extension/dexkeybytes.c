@@ -34,8 +34,8 @@ PG_FUNCTION_INFO_V1(dex_sql_key_bytes);
 PG_FUNCTION_INFO_V1(dex_sql_key_column);
 
 /* DexKeyBuf's grow: palloc in the current memory context (never NULL). */
-static void *
-kb_grow(void *old, size_t newcap)
+void *
+dex_kb_grow_palloc(void *old, size_t newcap)
 {
 	return old ? repalloc(old, newcap) : palloc(newcap);
 }
@@ -45,7 +45,7 @@ void
 dex_kb_init_palloc(DexKeyBuf *b)
 {
 	memset(b, 0, sizeof(*b));
-	b->grow = kb_grow;
+	b->grow = dex_kb_grow_palloc;
 }
 
 /* ---------------------------------------------------------------------
@@ -615,7 +615,7 @@ kb_arg_basetype(FunctionCallInfo fcinfo)
 Datum
 dex_sql_key_bytes(PG_FUNCTION_ARGS)
 {
-	DexKeyBuf	b = {NULL, 0, 0, kb_grow};
+	DexKeyBuf	b = {NULL, 0, 0, dex_kb_grow_palloc};
 	Oid			typid = kb_arg_basetype(fcinfo);
 
 	dex_key_bytes_append(&b, PG_GETARG_DATUM(0), typid, PG_GET_COLLATION(),
@@ -631,7 +631,7 @@ dex_sql_key_bytes(PG_FUNCTION_ARGS)
 Datum
 dex_sql_key_column(PG_FUNCTION_ARGS)
 {
-	DexKeyBuf	b = {NULL, 0, 0, kb_grow};
+	DexKeyBuf	b = {NULL, 0, 0, dex_kb_grow_palloc};
 	bool		isnull = PG_ARGISNULL(0);
 	bool		descending = !PG_ARGISNULL(1) && PG_GETARG_BOOL(1);
 	bool		nulls_first = !PG_ARGISNULL(2) && PG_GETARG_BOOL(2);
