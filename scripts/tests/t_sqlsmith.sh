@@ -2,10 +2,11 @@
 # sqlsmith (a SQL fuzzer we did not write) against tables indexed only by dex,
 # plus a differential check of dex against btree twins.
 #
-# Database `smith`: five tables whose every key column (int2, int4, int8,
+# Database `smith`: six tables whose every key column (int2, int4, int8,
 # float8, float4, bool, date, time, timestamp, timestamptz; NULLs, NaN,
 # +-Infinity, -0, +-infinity; and byte-string keys: text under C, uuid,
-# numeric, a (numeric, text DESC) pair) has a dex index over two memory nodes, with
+# numeric, a (numeric, text DESC) pair, multi-column keys of narrow int2 /
+# int4 / date / oid / bool images) has a dex index over two memory nodes, with
 # updates, deletes and inserts after the build; beside each a btree twin
 # b_* with the same rows. Then:
 #  1. differential: random predicates (ranges, cross-type comparisons, = ANY
@@ -46,10 +47,11 @@ q -c "create database smith"
 s() { dpsql "$PPORT" -d smith -At "$@"; }
 
 COLS="array['int.a.int', 'int.b.int', 'int.c.int', 'flt.f.float', 'flt.g.float', 'misc.flag.bool',
-            'misc.d.datetime', 'misc.tm.time', 'ts.ts.datetime', 'ts.tz.datetime', 'ts.d.datetime']"
+            'misc.d.datetime', 'misc.tm.time', 'ts.ts.datetime', 'ts.tz.datetime', 'ts.d.datetime',
+            'mc.a.int', 'mc.d.datetime']"
 DEX_INDEXES="t_txt_s_dex t_txt_u_dex t_txt_n_dex t_txt_ns_dex
              t_int_a_dex t_int_b_dex t_int_c_dex t_flt_f_dex t_flt_g_dex t_misc_flag_dex t_misc_d_dex
-             t_misc_tm_dex t_ts_ts_dex t_ts_tz_dex t_ts_d_dex"
+             t_misc_tm_dex t_ts_ts_dex t_ts_tz_dex t_ts_d_dex t_mc_a_dex t_mc_d_dex"
 
 echo "setup: dex tables, btree twins, DML after the build"
 s -q >/dev/null <<'SQL'
@@ -62,6 +64,9 @@ create table t_misc (id int, flag bool, d date, tm time) with (autovacuum_enable
 create table t_ts (id int, ts timestamp, tz timestamptz, d date) with (autovacuum_enabled = off);
 -- byte-string keys (text under C, uuid, numeric, a two-column key with DESC)
 create table t_txt (id int, s text collate "C", u uuid, n numeric) with (autovacuum_enabled = off);
+-- several narrow integer-like key columns (byte-string entries with 1-, 2- and
+-- 4-byte images: DEX_META_NARROW), DESC and NULLS FIRST among them
+create table t_mc (id int, a int2, b int4, d date, o oid, flag bool) with (autovacuum_enabled = off);
 select setseed(0.42);
 insert into t_int select i,
     case when i % 13 = 0 then null else (random() * 2000 - 1000)::int2 end,
@@ -92,7 +97,15 @@ insert into t_txt select i,
     case when i % 11 = 0 then null else md5((i % 4000)::text)::uuid end,
     case when i % 17 = 0 then null when i % 97 = 0 then 'NaN' else round((random() * 2000 - 1000)::numeric, i % 4) end
   from generate_series(1, 6000) i;
+insert into t_mc select i,
+    case when i % 13 = 0 then null when i % 97 = 0 then -32768 else (random() * 200 - 100)::int2 end,
+    case when i % 11 = 0 then null when i % 89 = 0 then 2147483647 else (random() * 200000 - 100000)::int4 end,
+    case when i % 12 = 0 then null when i % 211 = 0 then 'infinity' else date '2000-01-01' + (random() * 10000)::int end,
+    case when i % 10 = 0 then null else (random() * 4294967295)::int8::oid end,
+    case when i % 9 = 0 then null else i % 3 = 0 end
+  from generate_series(1, 6000) i;
 -- the btree twins get the same rows, before the dex tables see any DML
+create table b_mc (like t_mc) with (autovacuum_enabled = off); insert into b_mc select * from t_mc;
 create table b_int (like t_int) with (autovacuum_enabled = off); insert into b_int select * from t_int;
 create table b_flt (like t_flt) with (autovacuum_enabled = off); insert into b_flt select * from t_flt;
 create table b_misc (like t_misc) with (autovacuum_enabled = off); insert into b_misc select * from t_misc;
@@ -109,6 +122,9 @@ create index on b_int (a); create index on b_int (b); create index on b_int (c);
 create index on b_flt (f); create index on b_flt (g);
 create index on b_misc (flag); create index on b_misc (d); create index on b_misc (tm);
 create index on b_ts (ts); create index on b_ts (tz); create index on b_ts (d);
+create index t_mc_a_dex on t_mc using dex (a, b desc, o, flag nulls first);
+create index t_mc_d_dex on t_mc using dex (d desc nulls last, flag);
+create index on b_mc (a, b desc, o, flag nulls first); create index on b_mc (d desc nulls last, flag);
 -- DML after the indexes exist, identical on both sides
 update t_int set b = b + 1 where id % 5 = 0;        update b_int set b = b + 1 where id % 5 = 0;
 delete from t_int where id % 7 = 3;                  delete from b_int where id % 7 = 3;
@@ -124,10 +140,12 @@ update b_ts set tz = tz - interval '1 year' where id % 3 = 0;
 delete from t_ts where d is null and id % 2 = 0;     delete from b_ts where d is null and id % 2 = 0;
 update t_txt set s = upper(s), n = n + 1 where id % 5 = 1; update b_txt set s = upper(s), n = n + 1 where id % 5 = 1;
 delete from t_txt where id % 7 = 2;                  delete from b_txt where id % 7 = 2;
+update t_mc set b = b - 1, d = d + 3 where id % 5 = 2; update b_mc set b = b - 1, d = d + 3 where id % 5 = 2;
+delete from t_mc where id % 7 = 4;                   delete from b_mc where id % 7 = 4;
 vacuum analyze;
 -- sqlsmith runs as a plain role that sees only the dex tables
 create role smith login;
-grant select, insert, update, delete on t_int, t_flt, t_misc, t_ts, t_txt to smith;
+grant select, insert, update, delete on t_int, t_flt, t_misc, t_ts, t_txt, t_mc to smith;
 alter database smith set timezone = 'Europe/Berlin';
 SQL
 
@@ -280,7 +298,7 @@ consistent() {
         [[ "$1" != *VACUUM* ]] || [ "$entries" = "$rows" ] ||
             fail "$i keeps $((entries - rows)) entries for removed rows $1 ($entries entries, $rows rows)"
     done
-    for t in int flt misc ts txt; do
+    for t in int flt misc ts txt mc; do
         d=$(s -c "select (select count(*) from (select * from t_$t except all select * from b_$t) x)
                        + (select count(*) from (select * from b_$t except all select * from t_$t) y)")
         [ "$d" = 0 ] || fail "t_$t differs from b_$t in $d rows $1"
@@ -378,7 +396,7 @@ fi
 
 consistent "after sqlsmith"
 differential 0.5
-s -q -c "vacuum t_int, t_flt, t_misc, t_ts, t_txt"
+s -q -c "vacuum t_int, t_flt, t_misc, t_ts, t_txt, t_mc"
 consistent "after VACUUM"
 differential -0.75
 echo "sqlsmith: ok"
