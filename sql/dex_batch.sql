@@ -152,8 +152,7 @@ BEGIN
   RETURN CASE WHEN e = n AND i = n THEN 'ok'
          ELSE format('%s entries, %s rows found, %s rows', e, i, n) END;
 END $$;
--- (the slotted tree still writes a batch's entries one at a time: sorted,
--- but not yet one round trip per memory node)
+-- (sorted, then one OFFLOAD_BYTES_BATCH per memory node: dex_bytes_batch)
 INSERT INTO btx (s) SELECT 'row ' || g FROM generate_series(1, 2000) g;
 SELECT btx_check();
 BEGIN;

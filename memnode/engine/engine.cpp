@@ -397,7 +397,7 @@ struct Engine::Impl {
         r.client_id = id;
         r.version = kProtocolVersion;
         r.flags = (cpu_atomics.load(std::memory_order_relaxed) ? kHelloCpuAtomics : 0) | kHelloOffloadBatch |
-                  kHelloOffloadBytes;
+                  kHelloOffloadBytes | kHelloOffloadBytesBatch;
         put(resp, r);
     }
 
@@ -566,6 +566,7 @@ struct Engine::Impl {
                 return;
             }
             case kOpOffloadBatch: do_offload_batch(hdr, payload, resp, client); return;
+            case kOpOffloadBytesBatch: do_offload_bytes_batch(hdr, payload, resp, client); return;
             case kOpOffloadBytes: {
                 try {
                     // A malformed payload is a protocol error even where writes are refused.
@@ -624,6 +625,26 @@ struct Engine::Impl {
         resp.reserve(n * sizeof(net::OffloadReply));
         for (const net::OffloadRequest& r : reqs) {
             execute_offload(pool, pool_bytes, client, r, resp, false);  // checked above: does not throw
+            offload_work();
+            offloads.fetch_add(1, std::memory_order_relaxed);
+        }
+    }
+
+    // OFFLOAD_BYTES_BATCH: as OFFLOAD_BATCH, for slotted trees -- all checked
+    // first, then each sub-request exactly as its own OFFLOAD_BYTES, no lock
+    // held across them, no leaf images in the replies.
+    void do_offload_bytes_batch(const FrameHeader& hdr, const uint8_t* payload, std::vector<uint8_t>& resp,
+                                uint64_t client) {
+        std::vector<net::OffloadBytesView> reqs;
+        try {
+            reqs = check_offload_bytes_batch(pool_bytes, payload, hdr.payload_len);
+        } catch (const std::invalid_argument& e) {
+            throw Fail{kStatusProtocol, e.what()};
+        }
+        if (!cpu_atomics.load(std::memory_order_relaxed)) throw no_cpu_atomics("OFFLOAD_BYTES_BATCH");
+        resp.reserve(reqs.size() * sizeof(net::OffloadReply));
+        for (const net::OffloadBytesView& r : reqs) {
+            execute_offload_bytes(pool, pool_bytes, client, r, resp, false);  // checked above: does not throw
             offload_work();
             offloads.fetch_add(1, std::memory_order_relaxed);
         }

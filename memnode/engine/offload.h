@@ -38,4 +38,12 @@ net::OffloadBytesView check_offload_bytes(uint64_t pool_bytes, const uint8_t* pa
 void execute_offload_bytes(uint8_t* pool, uint64_t pool_bytes, uint64_t client_id,
                            const net::OffloadBytesView& checked, std::vector<uint8_t>& resp, bool with_image = true);
 
+// OFFLOAD_BYTES_BATCH (offload_bytes_batch.cpp): every sub-request checked
+// as check_offload_bytes() does (net::parse_offload_bytes_batch splits them)
+// before the first runs: throws std::invalid_argument for a malformed batch,
+// so that it changes nothing. The engine then runs execute_offload_bytes()
+// on each, without images.
+std::vector<net::OffloadBytesView> check_offload_bytes_batch(uint64_t pool_bytes, const uint8_t* payload,
+                                                             size_t len);
+
 }  // namespace dex::memnode

@@ -82,6 +82,10 @@ enum Op : uint16_t {
                            //   resp: OffloadReply [+ leaf image], exactly as OFFLOAD
                            //   OFFLOAD for trees of slotted nodes (byte-string keys, tree/slotted_node.h);
                            //   only to nodes whose HELLO has kHelloOffloadBytes
+    kOpOffloadBytesBatch = 33,  // req: n x (OffloadBytesHeader, key, record), inserts / deletes only
+                                //   resp: n x OffloadReply, no leaf images; OFFLOAD_BATCH for slotted
+                                //   trees (see parse_offload_bytes_batch); only to nodes whose HELLO
+                                //   has kHelloOffloadBytesBatch
 };
 
 // What an offloaded operation does at the leaf covering `key`.
@@ -157,9 +161,18 @@ constexpr uint32_t kHelloOffloadBatch = 1u << 1;
 // trees). A capability bit for the same reason as kHelloOffloadBatch; writes
 // still need kHelloCpuAtomics.
 constexpr uint32_t kHelloOffloadBytes = 1u << 2;
+// kHelloOffloadBytesBatch: the node executes OFFLOAD_BYTES_BATCH (batched
+// inserts on slotted trees). Its own bit, so that a node with OFFLOAD_BYTES
+// but not the batch (an older one) never receives it; writes still need
+// kHelloCpuAtomics.
+constexpr uint32_t kHelloOffloadBytesBatch = 1u << 3;
 // Whether a node whose HELLO said `flags` takes batched offloaded writes.
 inline bool offload_batch_usable(uint32_t flags) {
     return (flags & kHelloCpuAtomics) != 0 && (flags & kHelloOffloadBatch) != 0;
+}
+// Whether a node whose HELLO said `flags` takes OFFLOAD_BYTES_BATCH.
+inline bool offload_bytes_batch_usable(uint32_t flags) {
+    return (flags & kHelloCpuAtomics) != 0 && (flags & kHelloOffloadBytesBatch) != 0;
 }
 
 struct NsInfo {
@@ -265,6 +278,24 @@ std::vector<uint8_t> encode_offload_bytes(OffloadBytesHeader h, const void* key,
 // most 256 entries of a statement at a time. Request (16 KiB) and reply
 // (4 KiB) stay far below one RDMA message (net/rdma_wire.h asserts it).
 constexpr uint32_t kMaxOffloadBatch = 256;
+
+// OFFLOAD_BYTES_BATCH: 1..kMaxOffloadBatch OFFLOAD_BYTES payloads back to
+// back, nothing in between and nothing after the last; each sub-request's
+// length is its header's sizeof(OffloadBytesHeader) + key_len + record_len
+// and it must pass parse_offload_bytes on exactly those bytes, with kind
+// insert or delete. Bounded by the longest sub-request times the count:
+// 256 x 440 bytes = 110 KiB, one RDMA message (net/rdma_wire.h asserts it);
+// the reply is n x OffloadReply (4 KiB).
+constexpr uint32_t kMaxOffloadBytesBatchPayload = kMaxOffloadBatch * kMaxOffloadBytesPayload;
+// Splits and checks a whole OFFLOAD_BYTES_BATCH payload before anything is
+// executed: nullptr and `out` (one view per sub-request, pointing into
+// `payload`) if every sub-request is well formed, otherwise why not (`out`
+// then means nothing). Reads at most `len` bytes.
+const char* parse_offload_bytes_batch(const uint8_t* payload, size_t len, std::vector<OffloadBytesView>& out);
+// Appends one sub-request (encode_offload_bytes: throws std::invalid_argument
+// for one parse_offload_bytes would refuse) to a batch payload.
+void append_offload_bytes(std::vector<uint8_t>& batch, const OffloadBytesHeader& h, const void* key, size_t key_len,
+                          const void* record, size_t record_len);
 
 // "READ", "ALLOC", ... or nullptr for an unknown op.
 const char* op_name(uint16_t op);

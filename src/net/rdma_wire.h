@@ -24,6 +24,9 @@ static_assert(sizeof(FrameHeader) + kMaxOffloadBatch * sizeof(OffloadRequest) <=
 // So is the largest OFFLOAD_BYTES request and its reply (with the leaf image).
 static_assert(sizeof(FrameHeader) + kMaxOffloadBytesPayload <= kRdmaMsgBytes &&
               sizeof(FrameHeader) + sizeof(OffloadReply) + DEX_NODE_BYTES <= kRdmaMsgBytes);
+// And the largest OFFLOAD_BYTES_BATCH (256 longest sub-requests) and its replies.
+static_assert(sizeof(FrameHeader) + kMaxOffloadBytesBatchPayload <= kRdmaMsgBytes &&
+              sizeof(FrameHeader) + kMaxOffloadBatch * sizeof(OffloadReply) <= kRdmaMsgBytes);
 
 #pragma pack(push, 1)
 struct RdmaHelloExt {

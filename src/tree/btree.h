@@ -111,7 +111,8 @@ public:
     bool insert(KeyRef key, uint64_t lsn = 0, uint64_t durable = UINT64_MAX, LeafFull* full = nullptr);
     // insert() of keys[0..n) (meant ascending and distinct; order is not
     // needed for correctness), lsns[i] being entry i's row LSN, in as few
-    // round trips as it can: one OFFLOAD_BATCH per memory node for up to
+    // round trips as it can: one OFFLOAD_BATCH (a slotted tree:
+    // OFFLOAD_BYTES_BATCH) per memory node for up to
     // net::kMaxOffloadBatch entries (src/README.md "Offloading", batched
     // inserts; insert_batch.cpp). *done counts the entries known to be in the
     // tree, always a prefix of keys[]. Throws NeedDurable when WAL must be
@@ -466,7 +467,8 @@ private:
     // ---- batched inserts (insert_batch.cpp) ----
     // Whether insert_batch() may send OFFLOAD_BATCHes at all (a node cache, an
     // offload mode other than off, write-through); each memory node must
-    // also say so (Transport::offload_batch_allowed()).
+    // also say so (Transport::offload_batch_allowed(), a slotted tree's
+    // offload_bytes_batch_allowed()).
     bool batch_allowed() const;
     // One run of at most net::kMaxOffloadBatch entries; returns how many
     // (a prefix) it inserted. One call = one InsertBatch.
@@ -562,9 +564,9 @@ private:
 // one template; each source file instantiates both at its end.
 using BTree = BTreeT<FixedLayout>;
 using SlottedTree = BTreeT<SlottedLayout>;
-// Fixed layout only (migration.cpp, insert_batch.cpp): moving a subtree at a
-// split and OFFLOAD_BATCH carry 16-byte keys; a slotted tree splits in place
-// and inserts a batch one entry at a time.
+// Fixed layout only (migration.cpp): moving a subtree at a split; a slotted
+// tree splits in place. Batched inserts have one chunk per layout:
+// OFFLOAD_BATCH (16-byte keys, insert_batch.cpp) and OFFLOAD_BYTES_BATCH.
 template <>
 bool BTreeT<FixedLayout>::migrate_split(Locks& locks, LockedNode* ln, const InnerEntry* all, size_t total, size_t mid,
                                         Path& path, const Deadline& dl);
@@ -576,6 +578,9 @@ uint8_t BTreeT<SlottedLayout>::offload_rpc_slotted(uint8_t kind, GAddr start, in
                                                    Node* leaf_out, GAddr* leaf_addr);
 template <>
 size_t BTreeT<FixedLayout>::insert_chunk(const Key* keys, const uint64_t* lsns, size_t n, uint64_t durable);
+// (insert_batch_bytes.cpp: OFFLOAD_BYTES_BATCH, the slotted tree's batches)
+template <>
+size_t BTreeT<SlottedLayout>::insert_chunk(const Key* keys, const uint64_t* lsns, size_t n, uint64_t durable);
 
 // Write-back mode: publish `img` (the image of a dirty cached leaf; no swizzled
 // pointers) at `a` with the remote-lock protocol (read, CAS, publish batch).

@@ -20,7 +20,7 @@ template <class L>
 bool BTreeT<L>::batch_allowed() const {
     // Without a cache nothing is offloaded (every node is read anyway), and
     // write-back leaves may be newer than their remote images: as insert().
-    return !L::kSlotted && cache_ && opts_.offload && opts_.offload->mode() != OffloadMode::kOff && !wb_;
+    return cache_ && opts_.offload && opts_.offload->mode() != OffloadMode::kOff && !wb_;
 }
 
 template <class L>
@@ -42,11 +42,10 @@ void BTreeT<L>::insert_batch(const Key* keys, const uint64_t* lsns, size_t n, ui
         for (; *done < n; ++*done) insert(keys[*done], lsns[*done], durable);
         return;
     }
-    if constexpr (!L::kSlotted) {  // (batch_allowed() is false for a slotted tree)
-        while (*done < n) {
-            const size_t m = std::min<size_t>(n - *done, net::kMaxOffloadBatch);
-            *done += insert_chunk(keys + *done, lsns + *done, m, durable);
-        }
+    // (a slotted tree's chunk: insert_batch_bytes.cpp)
+    while (*done < n) {
+        const size_t m = std::min<size_t>(n - *done, net::kMaxOffloadBatch);
+        *done += insert_chunk(keys + *done, lsns + *done, m, durable);
     }
 }
 
