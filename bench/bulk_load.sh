@@ -4,7 +4,8 @@
 # dex and btree side by side in one cluster, alternating which goes first
 # round by round; medians over ROUNDS rounds, the dex/btree time ratio, and
 # dex's remote round trips per row (dex_stats()) and WAL syncs (pg_stat_wal)
-# per 1000 rows for both.
+# per 1000 rows for both. After each dex load: dex_check() and a comparison of
+# an index scan with a seqscan (the run stops if a row differs).
 #
 #   bash bench/bulk_load.sh [CHECKOUT] [ROWS] [ROUNDS]
 #
@@ -45,6 +46,15 @@ load() {  # load AM ROUND
     stats=$(P -c "SELECT round_trips || ' ' || wal_sync FROM dex_stats(), pg_stat_wal")
     echo "$r insert_select $am $s $stats" | tee -a "$raw"
     [ "$am" = btree ] || P -q -c "SELECT * FROM dex_check('b_dex_k_idx')" >/dev/null || die "dex_check failed"
+    # The loaded index answers like a seqscan of the same table (every row, once).
+    [ "$am" = btree ] || {
+        local diff
+        diff=$(P -q -c "SET enable_indexscan = off" -c "SET enable_bitmapscan = off" -c "SET enable_indexonlyscan = off" \
+            -c "CREATE TEMP TABLE want AS SELECT k FROM b_dex" -c "RESET ALL" -c "SET enable_seqscan = off" \
+            -c "SELECT count(*) FROM ((SELECT k FROM want EXCEPT ALL SELECT k FROM b_dex WHERE k >= 0)
+                UNION ALL (SELECT k FROM b_dex WHERE k >= 0 EXCEPT ALL SELECT k FROM want)) d")
+        [ "$diff" = 0 ] || die "round $r: $diff rows differ between the dex index and a seqscan"
+    }
 }
 for r in $(seq 1 "$ROUNDS"); do
     if [ $((r % 2)) = 1 ]; then load dex "$r"; load btree "$r"; else load btree "$r"; load dex "$r"; fi

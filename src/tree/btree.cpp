@@ -126,15 +126,28 @@ GAddr BTreeT<L>::descend_remote(KeyRef k, int level, Node& out, Path* path, cons
 }
 
 template <class L>
-LockedNode* BTreeT<L>::lock_covering(GAddr a, int level, KeyRef k, Locks& locks, const Deadline& dl) {
+LockedNode* BTreeT<L>::lock_covering(GAddr a, int level, KeyRef k, Locks& locks, const Deadline& dl,
+                                     LockAssist* assist) {
     Node snap;
     int attempt = 0;
+    // The caller's own remote read of `a`, validated like io_.read's: used
+    // once, for the first attempt (a cached copy never comes here: it may be
+    // older than the one second try_lock allows).
+    const Node* fresh = assist ? assist->fresh : nullptr;
     while (a) {
         dl.check();
         auto t0 = std::chrono::steady_clock::now();
-        NodeIO::Read rd = io_.read(a, snap, dl);
-        if (opts_.offload)  // a write's remote read also prices one-sided work (DEX 6.1)
-            opts_.offload->record_remote_read(detail::micros_since(t0));
+        NodeIO::Read rd = NodeIO::Read::kOk;
+        if (fresh) {
+            std::memcpy(static_cast<void*>(&snap), fresh, kNodeSize);
+            t0 = assist->fresh_at;
+        } else {
+            rd = io_.read(a, snap, dl);
+            if (opts_.offload)  // a write's remote read also prices one-sided work (DEX 6.1)
+                opts_.offload->record_remote_read(detail::micros_since(t0));
+        }
+        const bool was_fresh = fresh != nullptr;
+        fresh = nullptr;
         if (rd != NodeIO::Read::kOk || !valid_node(snap, level)) {
             refresh_next_ = true;  // the (cached) path led to a non-node: re-read it remotely
             return nullptr;
@@ -155,7 +168,13 @@ LockedNode* BTreeT<L>::lock_covering(GAddr a, int level, KeyRef k, Locks& locks,
         // written through -- also in write-back mode (unshared nodes), whose
         // in-place leaf changes stay in the frame (wb_modify) and whose
         // structure modifications come here holding the leaf's frame.
-        if (LockedNode* ln = locks.try_lock(a, snap, t0)) return ln;
+        // The assist's ops go with the CAS only to their own memory node.
+        const bool also = assist && assist->n_also && gaddr_node(a) == assist->also_node;
+        bool sent = false;
+        LockedNode* ln = locks.try_lock(a, snap, t0, also ? assist->also : nullptr, also ? assist->n_also : 0, &sent);
+        if (assist) assist->also_done = sent;  // the last CAS's: with a node returned, the locking one
+        if (ln) return ln;
+        if (was_fresh) continue;  // changed since the descent read it: read it now
         Stats::add(stats().restarts);
         backoff(attempt++);
     }
@@ -207,6 +226,7 @@ bool BTreeT<L>::insert_reserved(KeyRef key, uint64_t lsn, bool journal, bool may
     Deadline dl = deadline();
     int attempt = 0;
     GAddr hint = 0;  // write-back mode: the leaf lock_covering moved right to
+    SpareGuard spare(*this);
     for (;;) {
         Path path{};
         Node snap;
@@ -214,6 +234,7 @@ bool BTreeT<L>::insert_reserved(KeyRef key, uint64_t lsn, bool journal, bool may
         // the cache low enough; it answers "needs a split" and changes nothing
         // when the leaf is full.
         const bool offload = may_offload && !hint;
+        const auto descent_at = std::chrono::steady_clock::now();
         Descent d = descend_leaf(key, offload ? net::kOffloadInsert : 0, snap, &path, dl);
         if (d.offloaded != kNoOffload) return d.offloaded == net::kOffloadDone;
         uint8_t st;
@@ -232,7 +253,11 @@ bool BTreeT<L>::insert_reserved(KeyRef key, uint64_t lsn, bool journal, bool may
             wb_acquire(a, guard, dl);  // frame locked (clean) or I/O marker held
         }
         Locks locks(io_);
-        LockedNode* ln = lock_covering(a, 0, key, locks, dl);
+        LockAssist assist;
+        const bool fresh = !wb_ && a == d.addr && !d.cached;
+        if (fresh) prepare_leaf_lock(assist, spare.s, a, snap, descent_at, key, full == nullptr);
+        LockedNode* ln = lock_covering(a, 0, key, locks, dl, fresh ? &assist : nullptr);
+        if (assist.n_also && assist.also_done) spare.s.version = fresh_version_from(spare.s.w);
         if (!ln) {
             Stats::add(stats().restarts);
             backoff(attempt++);
@@ -272,9 +297,32 @@ bool BTreeT<L>::insert_reserved(KeyRef key, uint64_t lsn, bool journal, bool may
             locks.unlock(ln);
             return false;
         }
-        split_leaf(locks, ln, pos, key, path, dl, wb_ ? &guard : nullptr);
+        split_leaf(locks, ln, pos, key, path, dl, wb_ ? &guard : nullptr, &spare.s);
         return true;
     }
+}
+
+// The descent has just read the leaf remotely (a missed, uncached leaf: a
+// bulk load's usual case, since batches drop the leaves they change): lock
+// it from that image instead of reading it again, and if it is already full,
+// allocate the split's new node now and read its previous life's version in
+// the lock's batch -- a split then costs three round trips fewer
+// (src/README.md "Structure modifications", round trips of a split).
+template <class L>
+void BTreeT<L>::prepare_leaf_lock(LockAssist& assist, SpareNode& spare, GAddr a, const Node& snap,
+                                  std::chrono::steady_clock::time_point read_at, KeyRef key, bool may_split) {
+    assist.fresh = &snap;
+    assist.fresh_at = read_at;
+    if (!may_split || L::leaf_fits(snap, key) || has_entry(snap, L::lower_bound(snap, key), key)) return;
+    if (!spare.addr) {
+        spare.addr = alloc_node(gaddr_node(a));  // next to the leaf, as split_leaf() allocates
+        spare.version = 0;
+    }
+    if (spare.version) return;
+    spare.read = RemoteOp{RemoteOp::kRead, gaddr_offset(spare.addr), spare.w, sizeof spare.w, 0, 0, 0};
+    assist.also = &spare.read;
+    assist.n_also = 1;
+    assist.also_node = gaddr_node(spare.addr);
 }
 
 template <class L>

@@ -312,6 +312,9 @@ private:
     std::vector<std::pair<int64_t, uint32_t>> nodes_by_free(uint32_t must_answer = 0xFFFFFFFFu);
     Error out_of_space(const std::string& what);
     uint64_t fresh_version(GAddr a);
+    // fresh_version() from the first 24 bytes of `a` already read (`w`: lock
+    // word, checksum, body_version of its previous life).
+    static uint64_t fresh_version_from(const uint64_t w[3]);
 
     // ---- descent (btree.cpp; through the cache: descend_cache.cpp) ----
     // Node at `level` covering k (lt: covering "keys < k"). Fills out/path.
@@ -433,12 +436,55 @@ private:
     // ---- writes and structure modifications (btree.cpp, split_merge.cpp) ----
     // Lock the node at `level` covering k starting at `a` (moving right).
     // nullptr: restart from the root.
-    LockedNode* lock_covering(GAddr a, int level, KeyRef k, Locks& locks, const Deadline& dl);
+    // Saving round trips (src/README.md "Structure modifications", round
+    // trips of a split): `LockAssist` may carry a validated snapshot of `a`
+    // the caller read remotely itself at `fresh_at` or later (the descent's
+    // read of a missed leaf), tried first instead of reading `a` again, and
+    // ops for the memory node of the node finally locked that go in the same
+    // batch after the lock's CAS (`also_done`: they ran with the last CAS
+    // sent, the one that took the lock if lock_covering() returns a node).
+    struct LockAssist {
+        const Node* fresh = nullptr;
+        std::chrono::steady_clock::time_point fresh_at{};
+        RemoteOp* also = nullptr;
+        size_t n_also = 0;
+        uint32_t also_node = 0;  // the memory node `also` addresses
+        bool also_done = false;
+    };
+    LockedNode* lock_covering(GAddr a, int level, KeyRef k, Locks& locks, const Deadline& dl,
+                              LockAssist* assist = nullptr);
+    // A node allocated for a split before the lock was taken, with the
+    // version its first life starts at (0 = not known yet: fresh_version()).
+    struct SpareNode {
+        GAddr addr = 0;
+        uint64_t version = 0;
+        uint64_t w[3] = {0, 0, 0};  // read in the lock's batch (fresh_version_from)
+        RemoteOp read{RemoteOp::kRead};
+    };
+    // Frees a spare node no split used (an insert that found room after all).
+    struct SpareGuard {
+        BTreeT& t;
+        SpareNode s;
+        explicit SpareGuard(BTreeT& tree) : t(tree) {}
+        ~SpareGuard() {
+            if (!s.addr) return;
+            try {
+                t.free_node(s.addr);
+            } catch (...) {  // an unreachable node: the space stays allocated (as after a crash mid-split)
+            }
+        }
+    };
+    void prepare_leaf_lock(LockAssist& assist, SpareNode& spare, GAddr a, const Node& snap,
+                           std::chrono::steady_clock::time_point read_at, KeyRef key, bool may_split);
     void split_leaf(Locks& locks, LockedNode* ln, size_t pos, KeyRef key, Path& path, const Deadline& dl,
-                    WbGuard* guard = nullptr);
+                    WbGuard* guard = nullptr, SpareNode* spare = nullptr);
     // Step 3 of a split: the downlink (sep -> child) into the level above,
     // splitting that node in turn if it is full.
-    void insert_parent(int level, KeyRef sep, GAddr child, Path& path, const Deadline& dl);
+    // `pre` (optional): a raw image of path[level] read at `pre_at` or later
+    // (in the split's publish batch); if it is a valid unlocked snapshot, the
+    // parent's lock is tried from it instead of a read of its own.
+    void insert_parent(int level, KeyRef sep, GAddr child, Path& path, const Deadline& dl, const Node* pre = nullptr,
+                       std::chrono::steady_clock::time_point pre_at = {});
     // insert_parent() found no node at `level`: a new root over the old root
     // `old_root` and `child`. False: the root changed meanwhile (retry).
     bool grow_root(int level, GAddr old_root, KeyRef sep, GAddr child);

@@ -162,7 +162,9 @@ void Locks::check_connection(const LockedNode& ln) {
                         "takes the lock over)");
 }
 
-LockedNode* Locks::try_lock(GAddr a, const Node& snap, std::chrono::steady_clock::time_point read_at) {
+LockedNode* Locks::try_lock(GAddr a, const Node& snap, std::chrono::steady_clock::time_point read_at, RemoteOp* also,
+                           size_t n_also, bool* sent) {
+    if (sent) *sent = false;
     if (lock_held(snap.lock)) return nullptr;
     // A snapshot older than a second may predate 2^24 publishes of the node
     // (the lock word keeps 24 version bits): read it again instead (ABA).
@@ -172,7 +174,20 @@ LockedNode* Locks::try_lock(GAddr a, const Node& snap, std::chrono::steady_clock
     Transport& t = io_.transport(a);
     uint64_t want = make_lock_word(v, t.client_id(), true);
     uint64_t expected = make_lock_word(v, 0, false);
-    uint64_t old = t.cas(gaddr_offset(a), expected, want);
+    uint64_t old;
+    if (n_also == 0) {
+        old = t.cas(gaddr_offset(a), expected, want);
+    } else {
+        // One round trip: the CAS, then the caller's ops (a batch runs in order).
+        std::vector<RemoteOp> ops;
+        ops.reserve(n_also + 1);
+        ops.push_back(RemoteOp{RemoteOp::kCas, gaddr_offset(a), nullptr, 0, expected, want, 0});
+        ops.insert(ops.end(), also, also + n_also);
+        t.batch(ops.data(), ops.size());
+        if (sent) *sent = true;
+        old = ops[0].result;
+        for (size_t i = 0; i < n_also; i++) also[i].result = ops[i + 1].result;
+    }
     if (old != expected) {
         if (held_count_ == 0) hold_.reset();
         return nullptr;
@@ -201,7 +216,7 @@ void Locks::unlock(LockedNode* ln) {
 }
 
 void Locks::publish(const std::vector<LockedNode*>& nodes, const std::vector<RemoteOp>& before,
-                    const std::vector<GAddr>& created) {
+                    const std::vector<GAddr>& created, RemoteOp* after, GAddr after_addr) {
     std::vector<RemoteOp> ops(before);
     // Memory node of each op: `before` ops go to the first node's memory node.
     std::vector<GAddr> op_addr(before.size(), nodes.size() ? (*nodes.begin())->addr : 0);
@@ -239,6 +254,10 @@ void Locks::publish(const std::vector<LockedNode*>& nodes, const std::vector<Rem
         ops.push_back(op);
         op_addr.push_back(ln->addr);
     }
+    if (after) {
+        ops.push_back(*after);
+        op_addr.push_back(after_addr);
+    }
     // Every node of one publish normally lives on one memory node (a split's
     // new sibling is placed next to the node it splits from; merges stay inside
     // one subtree). If not, the ops go as consecutive batches, one per memory
@@ -251,6 +270,7 @@ void Locks::publish(const std::vector<LockedNode*>& nodes, const std::vector<Rem
         io_.mem().batch(node, ops.data() + b, e - b);
         b = e;
     }
+    if (after) after->result = ops.back().result;
     for (LockedNode* ln : nodes) {
         if (ln->held) {
             ln->held = false;

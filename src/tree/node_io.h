@@ -132,8 +132,12 @@ public:
     // CAS (v,_,0) -> (v,me,1) where `snap` is a validated snapshot of `a`
     // read at `read_at`. Returns nullptr if the node changed or is locked, or
     // if the snapshot is more than a second old (read it again).
+    // `also`: ops for a's memory node run in the same batch right after the
+    // CAS (whether or not it succeeds; their results are the caller's);
+    // `*sent` says whether they ran (not if the snapshot was refused unsent).
     LockedNode* try_lock(GAddr a, const Node& snap,
-                         std::chrono::steady_clock::time_point read_at = std::chrono::steady_clock::now());
+                         std::chrono::steady_clock::time_point read_at = std::chrono::steady_clock::now(),
+                         RemoteOp* also = nullptr, size_t n_also = 0, bool* sent = nullptr);
     // Release without change.
     void unlock(LockedNode* ln);
     // One batch: `before` ops (e.g. WRITE of a new sibling), then each node's
@@ -141,12 +145,14 @@ public:
     // `before` ops target the memory node of the first node.
     // `created`: nodes the `before` ops write for the first time (a split's
     // new sibling): logged with the changed ones (TreeOptions::log_changes).
+    // `after` (optional): one more op for the memory node of `after_addr`,
+    // last in the batch (a split reads the parent it goes on with).
     void publish(std::initializer_list<LockedNode*> nodes, const std::vector<RemoteOp>& before = {},
-                 const std::vector<GAddr>& created = {}) {
-        publish(std::vector<LockedNode*>(nodes), before, created);
+                 const std::vector<GAddr>& created = {}, RemoteOp* after = nullptr, GAddr after_addr = 0) {
+        publish(std::vector<LockedNode*>(nodes), before, created, after, after_addr);
     }
     void publish(const std::vector<LockedNode*>& nodes, const std::vector<RemoteOp>& before = {},
-                 const std::vector<GAddr>& created = {});
+                 const std::vector<GAddr>& created = {}, RemoteOp* after = nullptr, GAddr after_addr = 0);
     size_t held() const { return held_count_; }
 
 private:

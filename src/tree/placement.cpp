@@ -117,6 +117,11 @@ template <class L>
 uint64_t BTreeT<L>::fresh_version(GAddr a) {
     uint64_t w[3] = {0, 0, 0};  // lock word, checksum, body_version of the previous life (or any bytes)
     mem_.read(a, w, sizeof w);
+    return fresh_version_from(w);
+}
+
+template <class L>
+uint64_t BTreeT<L>::fresh_version_from(const uint64_t w[3]) {
     // Above the previous life's lock version (a CAS prepared from it cannot
     // succeed) and, if it was a node, above its full body version (a cached
     // copy of it can never look newer).
