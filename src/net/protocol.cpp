@@ -26,6 +26,7 @@ const char* op_name(uint16_t op) {
         case kOpOffload: return "OFFLOAD";
         case kOpOffloadBatch: return "OFFLOAD_BATCH";
         case kOpOffloadBytes: return "OFFLOAD_BYTES";
+        case kOpOffloadSplit: return "OFFLOAD_SPLIT";
         default: return nullptr;
     }
 }

@@ -25,6 +25,10 @@ static_assert(sizeof(FrameHeader) + kMaxOffloadBatch * sizeof(OffloadRequest) <=
 static_assert(sizeof(FrameHeader) + kMaxOffloadBytesPayload <= kRdmaMsgBytes &&
               sizeof(FrameHeader) + sizeof(OffloadReply) + DEX_NODE_BYTES <= kRdmaMsgBytes);
 
+// And the largest OFFLOAD_SPLIT reply (leaf, sibling and parent images).
+static_assert(sizeof(FrameHeader) + sizeof(OffloadRequest) + sizeof(OffloadSplitExt) <= kRdmaMsgBytes &&
+              sizeof(FrameHeader) + kMaxOffloadSplitReply <= kRdmaMsgBytes);
+
 #pragma pack(push, 1)
 struct RdmaHelloExt {
     uint64_t pool_addr;   // remote virtual address of pool offset 0

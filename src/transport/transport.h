@@ -66,6 +66,10 @@ public:
     // offloads on trees of slotted nodes (transport/offload_bytes.h). Writes
     // also need offload_writes_allowed(). Connects if needed.
     virtual bool offload_bytes_allowed() { return false; }
+    // Whether the memory node takes OFFLOAD_SPLIT (kHelloOffloadSplit) and
+    // executes offloaded writes: an insert into a full leaf of a fixed tree
+    // may be split there. Connects if needed.
+    virtual bool offload_split_allowed() { return false; }
 
     // Optional hooks (no-ops unless the transport has a use for them).
     // A local memory region (e.g. the shared node cache) that reads may land

@@ -117,11 +117,7 @@ template <class L>
 uint64_t BTreeT<L>::fresh_version(GAddr a) {
     uint64_t w[3] = {0, 0, 0};  // lock word, checksum, body_version of the previous life (or any bytes)
     mem_.read(a, w, sizeof w);
-    // Above the previous life's lock version (a CAS prepared from it cannot
-    // succeed) and, if it was a node, above its full body version (a cached
-    // copy of it can never look newer).
-    uint64_t v = std::max(lock_version(w[0]), w[2]) + 1;
-    return v < (1ull << 62) ? v : lock_version(w[0]) + 1;
+    return fresh_version_after(w[0], w[2]);
 }
 
 template class BTreeT<FixedLayout>;
