@@ -34,3 +34,7 @@ tps=$(pgb -t "$PER_CLIENT" | sed -n 's/^tps = \([0-9.]*\).*/\1/p')
 n1=$(P -c "SELECT count(*) FROM t")
 echo "checkout $(git -C "$CO" rev-parse --short HEAD): $((n1 - n0)) inserts, $tps tps," \
     "$(P -c "SELECT round(round_trips::numeric / $((n1 - n0)), 3) FROM dex_stats()") round trips per insert"
+# What the round trips were (memnode_splits: only where the checkout counts them).
+P -c "SELECT 'remote_rpcs=' || remote_rpcs || ' offloads=' || offloads || ' remote_reads=' || remote_reads ||
+             ' remote_atomics=' || remote_atomics || ' round_trips=' || round_trips FROM dex_stats()"
+P -c "SELECT 'memnode_splits=' || memnode_splits FROM dex_stats()" 2>/dev/null || true

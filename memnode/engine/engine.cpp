@@ -221,6 +221,21 @@ struct Engine::Impl {
     }
     uint64_t largest_free() const { return free_by_size.empty() ? 0 : free_by_size.rbegin()->first; }
 
+    // ALLOC's allocation for namespace n (caller holds mu): a freed block of
+    // its own first, else a new extent. False: out of space.
+    bool ns_alloc(Namespace& n, uint64_t bytes, uint64_t& off) {
+        if (bytes <= kGranule && !n.free_blocks.empty()) {
+            off = *n.free_blocks.begin();
+            n.free_blocks.erase(n.free_blocks.begin());
+            return true;
+        }
+        uint64_t len = bytes > alloc_end ? 0 : (bytes + kGranule - 1) / kGranule * kGranule;
+        if (len == 0 || !global_alloc(len, off)) return false;
+        n.extents.emplace(off, len);
+        n.bytes += len;
+        return true;
+    }
+
     Namespace& ns_get(uint64_t id) {
         auto it = nss.find(id);
         if (it == nss.end()) throw Fail{kStatusNoNamespace, "namespace " + std::to_string(id) + " does not exist"};
@@ -397,7 +412,7 @@ struct Engine::Impl {
         r.client_id = id;
         r.version = kProtocolVersion;
         r.flags = (cpu_atomics.load(std::memory_order_relaxed) ? kHelloCpuAtomics : 0) | kHelloOffloadBatch |
-                  kHelloOffloadBytes | kHelloOffloadBytesBatch;
+                  kHelloOffloadBytes | kHelloOffloadBytesBatch | kHelloOffloadSplit;
         put(resp, r);
     }
 
@@ -418,22 +433,12 @@ struct Engine::Impl {
                 c.get(bytes);
                 if (bytes == 0) throw Fail{kStatusProtocol, "ALLOC of 0 bytes"};
                 std::lock_guard<std::mutex> g(mu);
-                Namespace& n = ns_get(ns);
                 uint64_t off = 0;
-                if (bytes <= kGranule && !n.free_blocks.empty()) {
-                    off = *n.free_blocks.begin();
-                    n.free_blocks.erase(n.free_blocks.begin());
-                } else {
-                    uint64_t len = bytes > alloc_end ? 0 : (bytes + kGranule - 1) / kGranule * kGranule;
-                    if (len == 0 || !global_alloc(len, off))
-                        throw Fail{kStatusNoSpace,
-                                   "out of space: requested " + std::to_string(bytes) + " bytes, " +
-                                       std::to_string(free_total) + " bytes free (largest free extent " +
-                                       std::to_string(largest_free()) + "), pool " + std::to_string(pool_bytes) +
-                                       " bytes"};
-                    n.extents.emplace(off, len);
-                    n.bytes += len;
-                }
+                if (!ns_alloc(ns_get(ns), bytes, off))
+                    throw Fail{kStatusNoSpace, "out of space: requested " + std::to_string(bytes) + " bytes, " +
+                                                   std::to_string(free_total) + " bytes free (largest free extent " +
+                                                   std::to_string(largest_free()) + "), pool " +
+                                                   std::to_string(pool_bytes) + " bytes"};
                 put(resp, off);
                 return;
             }
@@ -567,6 +572,7 @@ struct Engine::Impl {
             }
             case kOpOffloadBatch: do_offload_batch(hdr, payload, resp, client); return;
             case kOpOffloadBytesBatch: do_offload_bytes_batch(hdr, payload, resp, client); return;
+            case kOpOffloadSplit: do_offload_split(hdr, payload, resp, client); return;
             case kOpOffloadBytes: {
                 try {
                     // A malformed payload is a protocol error even where writes are refused.
@@ -595,6 +601,37 @@ struct Engine::Impl {
         auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(opts.offload_work_us);
         while (std::chrono::steady_clock::now() < until) {
         }
+    }
+
+    // OFFLOAD_SPLIT: an offloaded insert that splits a full leaf here
+    // (engine/offload_split.cpp); the sibling comes from the tree's namespace
+    // as an ALLOC of one node would. A namespace that does not exist (or a
+    // full pool) only means "no split here": kOffloadNeedsSmo, nothing changed.
+    void do_offload_split(const FrameHeader& hdr, const uint8_t* payload, std::vector<uint8_t>& resp,
+                          uint64_t client) {
+        exact(hdr, sizeof(net::OffloadRequest) + sizeof(net::OffloadSplitExt));
+        net::OffloadRequest req;
+        net::OffloadSplitExt ext;
+        std::memcpy(&req, payload, sizeof req);
+        std::memcpy(&ext, payload + sizeof req, sizeof ext);
+        if (req.kind != net::kOffloadInsert)
+            throw Fail{kStatusProtocol, "OFFLOAD_SPLIT carries inserts only (kind " + std::to_string(req.kind) + ")"};
+        if (!cpu_atomics.load(std::memory_order_relaxed)) throw no_cpu_atomics("OFFLOAD_SPLIT");
+        SplitContext split;
+        split.parent = ext.parent;
+        split.alloc = [this, ns = ext.ns]() -> uint64_t {
+            std::lock_guard<std::mutex> g(mu);
+            auto it = nss.find(ns);
+            uint64_t off = 0;
+            return it != nss.end() && ns_alloc(it->second, kNodeSize, off) ? off : 0;
+        };
+        try {
+            execute_offload(pool, pool_bytes, client, req, resp, true, &split);
+        } catch (const std::invalid_argument& e) {
+            throw Fail{kStatusProtocol, e.what()};
+        }
+        offload_work();
+        offloads.fetch_add(1, std::memory_order_relaxed);
     }
 
     // OFFLOAD_BATCH: every sub-request is validated before the first one is

@@ -1,5 +1,7 @@
 #include "engine/offload.h"
 
+#include "engine/offload_split.h"
+
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
@@ -27,9 +29,11 @@ constexpr int kMaxAttempts = 2000; // torn / locked reads of one node before giv
 
 uint64_t* lock_word(uint8_t* pool, uint64_t off) { return reinterpret_cast<uint64_t*>(pool + off); }
 
+}  // namespace
+
 // A validated snapshot of the node at `off` (reader protocol). False: still
 // locked or torn after many attempts, or out of bounds.
-bool read_node(uint8_t* pool, uint64_t pool_bytes, uint64_t off, Node& out) {
+bool read_pool_node(uint8_t* pool, uint64_t pool_bytes, uint64_t off, Node& out) {
     if (off < net::kPoolReservedBytes || off % 8 != 0 || off > pool_bytes || pool_bytes - off < kNodeSize) return false;
     for (int attempt = 0; attempt < kMaxAttempts; attempt++) {
         uint64_t w = __atomic_load_n(lock_word(pool, off), __ATOMIC_ACQUIRE);
@@ -43,6 +47,8 @@ bool read_node(uint8_t* pool, uint64_t pool_bytes, uint64_t off, Node& out) {
     }
     return false;
 }
+
+namespace {
 
 void reply(std::vector<uint8_t>& resp, uint8_t status, GAddr leaf, const Node* image = nullptr) {
     net::OffloadReply r{};
@@ -87,6 +93,7 @@ enum class Route { kRight, kDown, kLeaf, kRestart };
 // implementation; only what a node's bytes mean differs. A node of the other
 // layout is never interpreted (accepts() is false: kOffloadRestart).
 struct FixedLayout {
+    static constexpr bool kSplits = true;  // OFFLOAD_SPLIT: engine/offload_split.cpp
     EntryKey key;
     bool accepts(const Node& n) const { return !is_slotted(n) && n.count <= capacity_of(n.level); }
     Route route(const Node& n, GAddr& next) const {
@@ -136,6 +143,7 @@ const sl::SNode& as_slotted(const Node& n) { return reinterpret_cast<const sl::S
 sl::SNode& as_slotted(Node& n) { return reinterpret_cast<sl::SNode&>(n); }
 
 struct SlottedLayout {
+    static constexpr bool kSplits = false;  // a full slotted leaf is split by the compute side
     sl::Bytes key;
     bool accepts(const Node& n) const { return is_slotted(n); }
     Route route(const Node& n, GAddr& next) const {
@@ -173,16 +181,25 @@ struct SlottedLayout {
 // snapshot -- then change a private copy and publish it (body from byte 8,
 // then the lock word at version + 1, unlocked), or restore the lock word if
 // nothing changes. False: the CAS failed (changed or locked meanwhile).
+// With `split` (OFFLOAD_SPLIT) an insert into a full leaf splits it while the
+// lock is held (split_full_leaf writes the sibling, `n` becomes the lower half
+// published here): status kOffloadSplit, the sibling in `sib` / `sib_img`.
 template <class Layout>
-bool write_leaf(uint8_t* pool, uint64_t off, uint64_t client_id, const Layout& layout, uint8_t kind, Node& n,
-                uint8_t& status) {
+bool write_leaf(uint8_t* pool, uint64_t pool_bytes, uint64_t off, uint64_t client_id, const Layout& layout,
+                const Target& t, const SplitContext* split, Node& n, uint8_t& status, GAddr& sib, Node& sib_img) {
     const uint64_t v = n.body_version;  // full version; the lock word keeps its low bits
     uint64_t expected = make_lock_word(v, 0, false);
     const uint64_t mine = make_lock_word(v, client_id, true);
     if (!__atomic_compare_exchange_n(lock_word(pool, off), &expected, mine, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
         return false;
-    status = layout.change(n, kind);
-    if (status != net::kOffloadDone) {
+    status = layout.change(n, t.kind);
+    if constexpr (Layout::kSplits) {
+        // change() left n as it was when it answered "needs a split".
+        if (status == net::kOffloadNeedsSmo && split && t.kind == net::kOffloadInsert &&
+            split_full_leaf(pool, pool_bytes, t.node, layout.key, n, *split, sib, sib_img))
+            status = net::kOffloadSplit;
+    }
+    if (status != net::kOffloadDone && status != net::kOffloadSplit) {
         __atomic_store_n(lock_word(pool, off), expected, __ATOMIC_RELEASE);  // unchanged
         return true;
     }
@@ -192,34 +209,63 @@ bool write_leaf(uint8_t* pool, uint64_t off, uint64_t client_id, const Layout& l
     return true;
 }
 
+// After a split published the leaf (no lock held any more): step 3 if the
+// parent takes the downlink simply, then the reply with every changed image.
+void reply_split(uint8_t* pool, uint64_t pool_bytes, uint64_t client_id, const Target& t, uint64_t parent,
+                 GAddr leaf, const Node& n, GAddr sib, const Node& sib_img, std::vector<uint8_t>& resp) {
+    Node pimg;
+    const bool linked =
+        parent && link_in_parent(pool, pool_bytes, client_id, t.tree_id, parent, sib_img.low, sib, pimg);
+    reply(resp, net::kOffloadSplit, leaf, &n);
+    const net::OffloadSplitTail tail{sib, linked ? make_gaddr(t.node, parent) : 0};
+    const uint8_t* p = reinterpret_cast<const uint8_t*>(&tail);
+    resp.insert(resp.end(), p, p + sizeof tail);
+    const uint8_t* q = reinterpret_cast<const uint8_t*>(&sib_img);
+    resp.insert(resp.end(), q, q + kNodeSize);
+    if (linked) {
+        q = reinterpret_cast<const uint8_t*>(&pimg);
+        resp.insert(resp.end(), q, q + kNodeSize);
+    }
+}
+
 // From the start node down (moving right as B-link readers do) to the leaf
 // covering the layout's key, then the request's kind there.
 template <class Layout>
 void traverse(uint8_t* pool, uint64_t pool_bytes, uint64_t client_id, const Target& t, const Layout& layout,
-              std::vector<uint8_t>& resp, bool with_image) {
+              std::vector<uint8_t>& resp, bool with_image, const SplitContext* split = nullptr) {
     uint64_t off = t.start;
     int expect = t.start_level;
     Node n;
     int cas_failures = 0;
+    // The leaf's parent for a split's downlink: the last level-1 node the
+    // descent went down from, else the one the request named.
+    uint64_t parent = split ? split->parent : 0;
     for (int hop = 0; hop < kMaxHops; hop++) {
-        if (!read_node(pool, pool_bytes, off, n) || n.tree_id != t.tree_id || n.level != expect ||
+        if (!read_pool_node(pool, pool_bytes, off, n) || n.tree_id != t.tree_id || n.level != expect ||
             !layout.accepts(n))
             return reply(resp, net::kOffloadRestart, 0);
         GAddr next = 0;
         switch (layout.route(n, next)) {
             case Route::kRestart: return reply(resp, net::kOffloadRestart, 0);
             case Route::kRight: break;
-            case Route::kDown: expect = n.level - 1; break;
+            case Route::kDown:
+                if (n.level == 1) parent = off;
+                expect = n.level - 1;
+                break;
             case Route::kLeaf: {
                 const GAddr leaf = make_gaddr(t.node, off);
                 if (t.kind == net::kOffloadLeaf)
                     return reply(resp, net::kOffloadDone, leaf, with_image ? &n : nullptr);
                 uint8_t st;
-                if (!write_leaf(pool, off, client_id, layout, t.kind, n, st)) {
+                GAddr sib = 0;
+                Node sib_img;
+                if (!write_leaf(pool, pool_bytes, off, client_id, layout, t, split, n, st, sib, sib_img)) {
                     hop--;  // read it again (bounded by kMaxAttempts per read)
                     if (++cas_failures > 200) return reply(resp, net::kOffloadRestart, 0);
                     continue;
                 }
+                if (st == net::kOffloadSplit)
+                    return reply_split(pool, pool_bytes, client_id, t, parent, leaf, n, sib, sib_img, resp);
                 return reply(resp, st, leaf, st == net::kOffloadDone && with_image ? &n : nullptr);
             }
         }
@@ -241,14 +287,14 @@ void check_offload_request(uint64_t pool_bytes, const net::OffloadRequest& req) 
 }
 
 void execute_offload(uint8_t* pool, uint64_t pool_bytes, uint64_t client_id, const net::OffloadRequest& req,
-                     std::vector<uint8_t>& resp, bool with_image) {
+                     std::vector<uint8_t>& resp, bool with_image, const SplitContext* split) {
     check_offload_request(pool_bytes, req);
     if (req.kind == net::kOffloadInsert && req.journal != 0)
         write_journal(pool, req.journal, req.record, sizeof req.record);
     FixedLayout layout;
     std::memcpy(&layout.key, req.key, sizeof layout.key);
     traverse(pool, pool_bytes, client_id, Target{req.start, req.tree_id, req.node, req.kind, req.start_level}, layout,
-             resp, with_image);
+             resp, with_image, split);
 }
 
 net::OffloadBytesView check_offload_bytes(uint64_t pool_bytes, const uint8_t* payload, size_t len) {

@@ -6,6 +6,7 @@
 // the same nodes can run at the same time.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "net/protocol.h"
@@ -22,8 +23,22 @@ namespace dex::memnode {
 // the pool): throws std::invalid_argument. OFFLOAD_BATCH runs them on every
 // sub-request before executing any, so a malformed batch changes nothing.
 void check_offload_request(uint64_t pool_bytes, const net::OffloadRequest& req);
+
+// OFFLOAD_SPLIT (engine/offload_split.cpp): what an insert that finds its
+// leaf full needs to split it here. `alloc` hands out one node-sized block of
+// the tree's namespace on this node (0: out of space, or no such namespace --
+// the insert then answers kOffloadNeedsSmo and changes nothing); `parent` is
+// the pool offset of the leaf's parent the request names (0: none; a descent
+// that passes a level-1 node uses that one instead).
+struct SplitContext {
+    std::function<uint64_t()> alloc;
+    uint64_t parent = 0;
+};
+
+// `split`: the request is an OFFLOAD_SPLIT (insert only, fixed layout); null
+// for OFFLOAD and OFFLOAD_BATCH, which answer kOffloadNeedsSmo at a full leaf.
 void execute_offload(uint8_t* pool, uint64_t pool_bytes, uint64_t client_id, const net::OffloadRequest& req,
-                     std::vector<uint8_t>& resp, bool with_image = true);
+                     std::vector<uint8_t>& resp, bool with_image = true, const SplitContext* split = nullptr);
 
 // OFFLOAD_BYTES (net/protocol.h): the same operation on a tree of slotted
 // nodes, the key and journal record given as bytes. check_offload_bytes()

@@ -27,6 +27,7 @@ const char* op_name(uint16_t op) {
         case kOpOffloadBatch: return "OFFLOAD_BATCH";
         case kOpOffloadBytes: return "OFFLOAD_BYTES";
         case kOpOffloadBytesBatch: return "OFFLOAD_BYTES_BATCH";
+        case kOpOffloadSplit: return "OFFLOAD_SPLIT";
         default: return nullptr;
     }
 }

@@ -86,6 +86,12 @@ enum Op : uint16_t {
                                 //   resp: n x OffloadReply, no leaf images; OFFLOAD_BATCH for slotted
                                 //   trees (see parse_offload_bytes_batch); only to nodes whose HELLO
                                 //   has kHelloOffloadBytesBatch
+    kOpOffloadSplit = 34,  // req: OffloadRequest (kind kOffloadInsert) + OffloadSplitExt
+                           //   resp: as OFFLOAD, or for kOffloadSplit: OffloadReply, leaf image,
+                           //   OffloadSplitTail, sibling image [, parent image if tail.parent != 0]
+                           //   an offloaded insert that splits a full leaf of the fixed layout on
+                           //   the memory node (src/README.md "Offloading", memory-node splits);
+                           //   only to nodes whose HELLO has kHelloOffloadSplit
 };
 
 // What an offloaded operation does at the leaf covering `key`.
@@ -99,6 +105,7 @@ enum OffloadStatus : uint8_t {
     kOffloadNoop = 1,      // insert: entry already there; delete: entry absent (nothing changed)
     kOffloadNeedsSmo = 2,  // would split / empty the leaf: nothing changed, do it on the compute side
     kOffloadRestart = 3,   // path left this memory node, a node was invalid or stayed locked: nothing changed
+    kOffloadSplit = 4,     // OFFLOAD_SPLIT only: inserted by splitting the leaf (reply carries the new images)
 };
 
 enum Status : uint16_t {
@@ -166,6 +173,10 @@ constexpr uint32_t kHelloOffloadBytes = 1u << 2;
 // but not the batch (an older one) never receives it; writes still need
 // kHelloCpuAtomics.
 constexpr uint32_t kHelloOffloadBytesBatch = 1u << 3;
+// kHelloOffloadSplit: the node executes OFFLOAD_SPLIT (an offloaded insert
+// that splits a full leaf itself). A capability bit for the same reason;
+// still needs kHelloCpuAtomics.
+constexpr uint32_t kHelloOffloadSplit = 1u << 4;
 // Whether a node whose HELLO said `flags` takes batched offloaded writes.
 inline bool offload_batch_usable(uint32_t flags) {
     return (flags & kHelloCpuAtomics) != 0 && (flags & kHelloOffloadBatch) != 0;
@@ -173,6 +184,10 @@ inline bool offload_batch_usable(uint32_t flags) {
 // Whether a node whose HELLO said `flags` takes OFFLOAD_BYTES_BATCH.
 inline bool offload_bytes_batch_usable(uint32_t flags) {
     return (flags & kHelloCpuAtomics) != 0 && (flags & kHelloOffloadBytesBatch) != 0;
+}
+// Whether a node whose HELLO said `flags` takes OFFLOAD_SPLIT.
+inline bool offload_split_usable(uint32_t flags) {
+    return (flags & kHelloCpuAtomics) != 0 && (flags & kHelloOffloadSplit) != 0;
 }
 
 struct NsInfo {
@@ -221,6 +236,25 @@ struct OffloadReply {
 };
 static_assert(sizeof(OffloadReply) == 16);
 #pragma pack(pop)
+
+// OFFLOAD_SPLIT: an OffloadRequest (kind kOffloadInsert) followed by this.
+// What the memory node needs to split the leaf itself: the tree's namespace
+// on this node (the sibling is allocated from it, as ALLOC would) and the
+// leaf's parent if the compute side knows it (its cached descent's path[1]).
+struct OffloadSplitExt {
+    uint64_t ns;           // the tree's namespace on this memory node
+    uint64_t parent;       // pool offset of the leaf's level-1 parent on this node; 0: unknown
+};
+static_assert(sizeof(OffloadSplitExt) == 16);
+// kOffloadSplit: after OffloadReply and the leaf image (as published: lower
+// half, right link = sibling).
+struct OffloadSplitTail {
+    uint64_t sibling;      // GAddr of the new right sibling (its image follows)
+    uint64_t parent;       // GAddr of the parent that took the downlink (its image follows); 0: none,
+                           //   the compute side inserts the separator (the sibling's low fence)
+};
+static_assert(sizeof(OffloadSplitTail) == 16);
+constexpr size_t kMaxOffloadSplitReply = sizeof(OffloadReply) + sizeof(OffloadSplitTail) + 3 * DEX_NODE_BYTES;
 
 // OFFLOAD_BYTES: an offload on a tree of slotted nodes. The fixed
 // OffloadRequest stays as it is (its 16-byte key is an EntryKey); this form

@@ -28,6 +28,10 @@ static_assert(sizeof(FrameHeader) + kMaxOffloadBytesPayload <= kRdmaMsgBytes &&
 static_assert(sizeof(FrameHeader) + kMaxOffloadBytesBatchPayload <= kRdmaMsgBytes &&
               sizeof(FrameHeader) + kMaxOffloadBatch * sizeof(OffloadReply) <= kRdmaMsgBytes);
 
+// And the largest OFFLOAD_SPLIT reply (leaf, sibling and parent images).
+static_assert(sizeof(FrameHeader) + sizeof(OffloadRequest) + sizeof(OffloadSplitExt) <= kRdmaMsgBytes &&
+              sizeof(FrameHeader) + kMaxOffloadSplitReply <= kRdmaMsgBytes);
+
 #pragma pack(push, 1)
 struct RdmaHelloExt {
     uint64_t pool_addr;   // remote virtual address of pool offset 0

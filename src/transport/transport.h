@@ -70,6 +70,10 @@ public:
     // and executes offloaded writes: a slotted tree's batched inserts go there
     // in one round trip. Connects if needed.
     virtual bool offload_bytes_batch_allowed() { return false; }
+    // Whether the memory node takes OFFLOAD_SPLIT (kHelloOffloadSplit) and
+    // executes offloaded writes: an insert into a full leaf of a fixed tree
+    // may be split there. Connects if needed.
+    virtual bool offload_split_allowed() { return false; }
 
     // Optional hooks (no-ops unless the transport has a use for them).
     // A local memory region (e.g. the shared node cache) that reads may land

@@ -238,10 +238,11 @@ bool BTreeT<L>::insert_reserved(KeyRef key, uint64_t lsn, bool journal, bool may
         Descent d = descend_leaf(key, offload ? net::kOffloadInsert : 0, snap, &path, dl);
         if (d.offloaded != kNoOffload) return d.offloaded == net::kOffloadDone;
         uint8_t st;
-        // A cached leaf seen full would only answer "needs a split" (having
-        // written the journal record): with `full`, go one-sided and give up.
-        const bool seen_full = full && d.cached && !L::leaf_fits(snap, key);
-        if (offload && !seen_full && offload_cached_write(net::kOffloadInsert, d, snap, key, dl, &st))
+        // A leaf seen full would only answer "needs a split" (having written
+        // the journal record) or be split by its memory node: with `full`, go
+        // one-sided and give up.
+        const bool seen_full = full && !L::leaf_fits(snap, key);
+        if (offload && !seen_full && offload_cached_write(net::kOffloadInsert, d, snap, key, dl, &st, &path))
             return st == net::kOffloadDone;
         GAddr a = hint ? hint : d.addr;
         hint = 0;

@@ -387,6 +387,8 @@ private:
         void hold(GAddr a, uint32_t skip = 0xFFFFFFFFu);
         // After the publish: install `img` as a's image, then let go of it.
         void install(GAddr a, const Node& img);
+        // Nothing was published after all: let go of a's frame unchanged.
+        void release(GAddr a);
 
     private:
         struct Held {
@@ -526,13 +528,36 @@ private:
     // one-sided it still costs a re-read, a lock CAS and a publish batch, so
     // the policy may send it to the memory node instead. True (and *st set)
     // if the memory node finished it.
+    // `path` (an insert's descent): a full leaf may be split by the memory
+    // node (offload_cached_split); without it a full leaf is split here.
     bool offload_cached_write(uint8_t kind, const Descent& d, const Node& snap, KeyRef key,
-                              const Deadline& dl, uint8_t* st);
+                              const Deadline& dl, uint8_t* st, Path* path = nullptr);
+    // ---- memory-node splits (offload_split.cpp) ----
+    // What an OFFLOAD_SPLIT answered: status, the leaf reached and its image;
+    // for kOffloadSplit also the sibling, and the parent if it took the downlink.
+    struct SplitReply {
+        uint8_t status = 0;
+        GAddr leaf = 0, sibling = 0, parent = 0;
+        Node leaf_img, sib_img, parent_img;
+    };
+    // An insert into the cached full leaf d.addr done by its memory node,
+    // split included (OFFLOAD_SPLIT). True (and *st set) if it finished the
+    // insert; false: nothing changed, go one-sided.
+    bool offload_cached_split(const Descent& d, KeyRef key, Path& path, const Deadline& dl, uint8_t* st);
+    // The RPC: `parent` the leaf's parent if known and on the same node (else 0).
+    void offload_split_rpc(GAddr start, int level, KeyRef key, GAddr parent, SplitReply& out);
+    // After a kOffloadSplit: the new images into the cache (the leaf's frame
+    // held by `hold` since before the RPC, if it was cached), the changed
+    // nodes logged, and the downlink inserted here if the memory node left it
+    // to us.
+    void finish_memnode_split(const SplitReply& r, FrameHold* hold, GAddr held, Path& path, const Deadline& dl);
     // The RPC of offload() without its cache invalidation (descend_cached()
     // holds an I/O marker while it runs and invalidates after letting go).
     uint8_t offload_rpc(uint8_t kind, GAddr start, int level, KeyRef key, Node* leaf_out, GAddr* leaf_addr);
     // The fixed layout's request (16-byte key); offload_rpc() of a fixed tree.
     uint8_t offload_rpc_fixed(uint8_t kind, GAddr start, int level, KeyRef key, Node* leaf_out, GAddr* leaf_addr);
+    // Its OffloadRequest (an insert takes its journal slot here); also OFFLOAD_SPLIT's.
+    net::OffloadRequest fixed_offload_request(uint8_t kind, GAddr start, int level, KeyRef key);
     // OFFLOAD_BYTES (entry bytes, byte-form journal record); offload_rpc() of a slotted tree.
     uint8_t offload_rpc_slotted(uint8_t kind, GAddr start, int level, KeyRef key, Node* leaf_out, GAddr* leaf_addr);
     // An offloaded write started at `start` (`level`) failed without an
@@ -554,6 +579,12 @@ private:
     // the RPC runs.
     MissOffload offload_at_miss(uint8_t kind, GAddr g, int level, uint32_t parent, KeyRef k, Node& out,
                                 const Deadline& dl, Descent* d);
+    // Memory-node splits at a miss (offload_split.cpp): an insert's descent
+    // missed leaf `g` (its I/O marker held by us iff `marker`): may the
+    // memory node split it? Then offload_at_miss() sends OFFLOAD_SPLIT.
+    bool split_at_miss(uint8_t kind, GAddr g, int level, bool marker);
+    // offload_at_miss()'s answer to an OFFLOAD_SPLIT (marker released).
+    MissOffload finish_miss_split(const SplitReply& r, GAddr parent, Node& out, const Deadline& dl, Descent* d);
 
     // One check_once() call (check.cpp).
     class TreeCheck;
@@ -619,6 +650,10 @@ bool BTreeT<FixedLayout>::migrate_split(Locks& locks, LockedNode* ln, const Inne
 template <>
 uint8_t BTreeT<FixedLayout>::offload_rpc_fixed(uint8_t kind, GAddr start, int level, KeyRef key, Node* leaf_out,
                                                GAddr* leaf_addr);
+template <>
+net::OffloadRequest BTreeT<FixedLayout>::fixed_offload_request(uint8_t kind, GAddr start, int level, KeyRef key);
+template <>
+void BTreeT<FixedLayout>::offload_split_rpc(GAddr start, int level, KeyRef key, GAddr parent, SplitReply& out);
 template <>
 uint8_t BTreeT<SlottedLayout>::offload_rpc_slotted(uint8_t kind, GAddr start, int level, KeyRef key,
                                                    Node* leaf_out, GAddr* leaf_addr);

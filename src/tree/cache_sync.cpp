@@ -189,6 +189,18 @@ void BTreeT<L>::FrameHold::install(GAddr a, const Node& img) {
 }
 
 template <class L>
+void BTreeT<L>::FrameHold::release(GAddr a) {
+    for (size_t i = 0; i < held_.size(); i++) {
+        if (held_[i].a != a) continue;
+        const uint32_t f = held_[i].frame;
+        held_.erase(held_.begin() + static_cast<std::ptrdiff_t>(i));
+        frames_.erase(std::find(frames_.begin(), frames_.end(), f));
+        t_.cache_->region().header(f).unlock_unchanged();
+        return;
+    }
+}
+
+template <class L>
 BTreeT<L>::FrameHold::~FrameHold() {
     if (held_.empty()) return;
     // The publish did not complete (or was not installed): the remote node may

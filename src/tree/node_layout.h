@@ -110,6 +110,16 @@ constexpr uint64_t make_lock_word(uint64_t version, uint64_t owner, bool locked)
 constexpr bool versions_match(uint64_t body_version, uint64_t w) {
     return (body_version & kLockVersionMask) == lock_version(w);
 }
+// The version a reused block's new node starts at, given the first 24 bytes
+// of its previous life (lock word, checksum, body_version -- or any bytes):
+// above the previous life's lock version (a CAS prepared from it cannot
+// succeed) and, if it was a node, above its full body version (a cached copy
+// of it can never look newer). One rule for the compute side
+// (BTree::fresh_version) and the memory node's own splits.
+constexpr uint64_t fresh_version_after(uint64_t lock_word, uint64_t body_version) {
+    const uint64_t v = (lock_version(lock_word) > body_version ? lock_version(lock_word) : body_version) + 1;
+    return v < (1ull << 62) ? v : lock_version(lock_word) + 1;
+}
 static_assert(lock_owner(make_lock_word(~0ull, kMaxClientId, true)) == kMaxClientId);
 static_assert(lock_version(make_lock_word(~0ull, kMaxClientId, true)) == kLockVersionMask);
 

@@ -74,8 +74,7 @@ uint8_t BTreeT<SlottedLayout>::offload_rpc_slotted(uint8_t kind, GAddr start, in
 }
 
 template <>
-uint8_t BTreeT<FixedLayout>::offload_rpc_fixed(uint8_t kind, GAddr start, int level, KeyRef key, Node* leaf_out,
-                                     GAddr* leaf_addr) {
+net::OffloadRequest BTreeT<FixedLayout>::fixed_offload_request(uint8_t kind, GAddr start, int level, KeyRef key) {
     net::OffloadRequest req{};
     req.start = gaddr_offset(start);
     req.tree_id = tree_id_;
@@ -88,6 +87,13 @@ uint8_t BTreeT<FixedLayout>::offload_rpc_fixed(uint8_t kind, GAddr start, int le
         req.journal = journal_->take(gaddr_node(start), key, intent_.lsn);
         std::memcpy(req.record, &journal_->record(), sizeof req.record);
     }
+    return req;
+}
+
+template <>
+uint8_t BTreeT<FixedLayout>::offload_rpc_fixed(uint8_t kind, GAddr start, int level, KeyRef key, Node* leaf_out,
+                                     GAddr* leaf_addr) {
+    const net::OffloadRequest req = fixed_offload_request(kind, start, level, key);
     auto t0 = std::chrono::steady_clock::now();
     std::vector<uint8_t> r;
     if (kind == net::kOffloadInsert || kind == net::kOffloadDelete) {
@@ -120,14 +126,18 @@ uint8_t BTreeT<FixedLayout>::offload_rpc_fixed(uint8_t kind, GAddr start, int le
 
 template <class L>
 bool BTreeT<L>::offload_cached_write(uint8_t kind, const Descent& d, const Node& snap, KeyRef key,
-                                 const Deadline& dl, uint8_t* st) {
+                                 const Deadline& dl, uint8_t* st, Path* path) {
     const GAddr leaf = d.addr;
-    if (!cache_ || !opts_.offload || wb_ || !d.cached || !leaf || gaddr_is_swizzled(leaf) ||
+    if (!cache_ || !opts_.offload || wb_ || !leaf || gaddr_is_swizzled(leaf) ||
         !mem_.node(gaddr_node(leaf)).offload_writes_allowed() ||
         (L::kSlotted && !mem_.node(gaddr_node(leaf)).offload_bytes_allowed()))
         return false;
-    // A split or a merge is done here anyway: don't ask the memory node first.
-    if (kind == net::kOffloadInsert ? !L::leaf_fits(snap, key) : snap.count <= 1) return false;
+    // A full leaf, cached or just fetched: the memory node may split it
+    // itself (OFFLOAD_SPLIT; one-sided a split costs 5-9 round trips);
+    // otherwise the split -- or a merge -- is done here: don't ask first.
+    if (kind == net::kOffloadInsert && !L::leaf_fits(snap, key))
+        return path && offload_cached_split(d, key, *path, dl, st);
+    if (!d.cached || (kind == net::kOffloadDelete && snap.count <= 1)) return false;
     if (!opts_.offload->should_offload(0, OffloadPolicy::kWriteRoundTrips)) return false;
     GAddr at = 0;
     Node img;
@@ -195,6 +205,22 @@ typename BTreeT<L>::MissOffload BTreeT<L>::offload_at_miss(uint8_t kind, GAddr g
         if (pinned) R.unpin(parent);
         if (owner) cache_->abort_io(g);
     };
+    if constexpr (!L::kSlotted) {
+        if (split_at_miss(kind, g, level, owner)) {  // an insert the memory node may split for (offload_split.cpp)
+            GAddr pg = pinned ? R.header(parent).gaddr.load(std::memory_order_acquire) : 0;
+            if (pg && (gaddr_is_swizzled(pg) || gaddr_node(pg) != gaddr_node(g) || place_level_ < 1)) pg = 0;
+            SplitReply r;
+            try {
+                offload_split_rpc(g, 0, k, pg, r);
+            } catch (...) {
+                release();
+                forget_unknown_write(g, level);
+                throw;
+            }
+            release();
+            return finish_miss_split(r, pg, out, dl, d);
+        }
+    }
     uint8_t st;
     GAddr leaf = 0;
     try {

@@ -122,11 +122,7 @@ uint64_t BTreeT<L>::fresh_version(GAddr a) {
 
 template <class L>
 uint64_t BTreeT<L>::fresh_version_from(const uint64_t w[3]) {
-    // Above the previous life's lock version (a CAS prepared from it cannot
-    // succeed) and, if it was a node, above its full body version (a cached
-    // copy of it can never look newer).
-    uint64_t v = std::max(lock_version(w[0]), w[2]) + 1;
-    return v < (1ull << 62) ? v : lock_version(w[0]) + 1;
+    return fresh_version_after(w[0], w[2]);  // the rule the memory node's splits share
 }
 
 template class BTreeT<FixedLayout>;

@@ -1,0 +1,80 @@
+#include "engine/offload_split.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "net/protocol.h"
+#include "tree/layout.h"
+#include "tree/node_format.h"
+
+namespace dex::memnode {
+
+namespace {
+
+uint64_t* word_at(uint8_t* pool, uint64_t off) { return reinterpret_cast<uint64_t*>(pool + off); }
+
+// Publish image `n` (sealed) at `off`: body from byte 8, then the lock word --
+// the order of the remote writer protocol, so a reader never accepts a mix.
+void publish(uint8_t* pool, uint64_t off, const Node& n) {
+    std::memcpy(pool + off + 8, reinterpret_cast<const uint8_t*>(&n) + 8, tree::used_bytes(n) - 8);
+    __atomic_store_n(word_at(pool, off), n.lock, __ATOMIC_RELEASE);
+}
+
+}  // namespace
+
+bool split_full_leaf(uint8_t* pool, uint64_t pool_bytes, uint16_t node_id, const EntryKey& key, Node& n,
+                     const SplitContext& ctx, GAddr& sibling, Node& r) {
+    // Allocated before anything is written, as on the compute side: running
+    // out of space changes nothing (the compute side then splits, and reports
+    // the error if it cannot allocate either).
+    const uint64_t na = ctx.alloc ? ctx.alloc() : 0;
+    if (na < net::kPoolReservedBytes || na % 8 != 0 || na > pool_bytes || pool_bytes - na < kNodeSize) return false;
+    // Above the block's previous life (no ABA, no cached copy looks newer):
+    // the rule BTree::fresh_version applies to a block the compute side allocates.
+    const uint64_t prev_lock = __atomic_load_n(word_at(pool, na), __ATOMIC_ACQUIRE);
+    uint64_t prev_body;
+    std::memcpy(&prev_body, pool + na + 16, sizeof prev_body);
+    const size_t pos = std::lower_bound(n.leaf, n.leaf + n.count, key) - n.leaf;
+    EntryKey sep;
+    // The layout's own split (the compute side's): a fixed leaf always splits.
+    tree::FixedLayout::split(n, pos, key, 0, r, sep);
+    tree::seal_node(r, fresh_version_after(prev_lock, prev_body));
+    // Step 1: the sibling, complete before the leaf points at it. Nobody
+    // reaches the new node before step 2; a reader still holding the
+    // block's previous life sees a new version (or a torn image) and restarts.
+    publish(pool, na, r);
+    sibling = make_gaddr(node_id, na);
+    n.right = sibling;
+    return true;
+}
+
+bool link_in_parent(uint8_t* pool, uint64_t pool_bytes, uint64_t client_id, uint32_t tree_id, uint64_t parent_off,
+                    const EntryKey& sep, GAddr sibling, Node& p) {
+    using L = tree::FixedLayout;
+    // Best effort: a parent that is locked or changes under us is left to the
+    // compute side's insert_parent, which waits and moves right as needed.
+    for (int attempt = 0; attempt < 4; attempt++) {
+        if (!read_pool_node(pool, pool_bytes, parent_off, p)) return false;
+        if (p.tree_id != tree_id || p.level != 1 || !L::layout_ok(p) || p.is_deleted()) return false;
+        // Covers the separator (B-link: it does not if it split meanwhile).
+        if (L::compare(p.low, sep) > 0 || !(L::high_is_pos_inf(p) || L::compare(sep, p.high) < 0)) return false;
+        const size_t pos = static_cast<size_t>(L::child_index(p, p.count, sep, false) + 1);
+        if (pos == 0) return false;  // below its first separator: not a sane parent of this leaf
+        if (L::equal(L::sep(p, pos - 1), sep)) return false;  // already there
+        if (p.count >= kInnerCapacity) return false;            // full: the compute side splits it
+        // Writer protocol; the child (leaf) is unlocked already: lock order
+        // child before parent holds trivially.
+        const uint64_t v = p.body_version;
+        uint64_t expected = make_lock_word(v, 0, false);
+        if (!__atomic_compare_exchange_n(word_at(pool, parent_off), &expected, make_lock_word(v, client_id, true),
+                                         false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+            continue;  // changed or locked since the read: read it again
+        L::insert_sep(p, pos, sep, sibling);
+        tree::seal_node(p, v + 1);
+        publish(pool, parent_off, p);
+        return true;
+    }
+    return false;
+}
+
+}  // namespace dex::memnode

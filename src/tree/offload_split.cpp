@@ -1,0 +1,209 @@
+// Memory-node splits (src/README.md "Offloading", memory-node splits): an
+// insert into a cached full leaf sent as one OFFLOAD_SPLIT; the memory node
+// splits the leaf (and links the sibling into the parent when that is simple)
+// in the order of split_leaf() + insert_parent() (split_merge.cpp), and this
+// side installs the new images and finishes what the memory node left.
+#include <chrono>
+#include <cstring>
+
+#include "cache/cache.h"
+#include "common/stats.h"
+#include "tree/btree.h"
+#include "tree/btree_internal.h"
+#include "tree/offload_policy.h"
+
+namespace dex::tree {
+
+namespace {
+
+bool image_ok(const Node& n, uint32_t tree_id, int level) {
+    return n.tree_id == tree_id && n.level == level && snapshot_valid(n) && !is_slotted(n);
+}
+
+}  // namespace
+
+template <>
+void BTreeT<FixedLayout>::offload_split_rpc(GAddr start, int level, KeyRef key, GAddr parent, SplitReply& out) {
+    const uint32_t node = gaddr_node(start);
+    uint8_t req[sizeof(net::OffloadRequest) + sizeof(net::OffloadSplitExt)];
+    const net::OffloadRequest r = fixed_offload_request(net::kOffloadInsert, start, level, key);
+    const net::OffloadSplitExt ext{part_ns_[node], parent ? gaddr_offset(parent) : 0};
+    std::memcpy(req, &r, sizeof r);
+    std::memcpy(req + sizeof r, &ext, sizeof ext);
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<uint8_t> resp;
+    {
+        InterruptHold hold;  // as any offloaded write: its answer is waited for (offload_rpc_fixed)
+        resp = mem_.node(node).rpc(net::kOpOffloadSplit, req, sizeof req);
+    }
+    Stats::add(stats().offloads);
+    net::OffloadReply rep{};
+    if (resp.size() < sizeof rep) throw Error(ErrorCode::kProtocol, "OFFLOAD_SPLIT: short response from memory node");
+    std::memcpy(&rep, resp.data(), sizeof rep);
+    // An insert without a split prices the next offload decisions as any
+    // offloaded write (DEX 6.1); a split is not one (it replaces 5-9 round
+    // trips, and its latency would make plain offloads look dearer).
+    if (opts_.offload && rep.status != net::kOffloadSplit) opts_.offload->record_offload(detail::micros_since(t0));
+    if (rep.status > net::kOffloadSplit)
+        throw Error(ErrorCode::kProtocol, "OFFLOAD_SPLIT: unknown status from memory node");
+    out.status = rep.status;
+    out.leaf = rep.leaf;
+    if (rep.status != net::kOffloadDone && rep.status != net::kOffloadSplit) return;
+    // Every address it names must be in its own pool, every image a sealed
+    // node of this tree at its level: anything else is a protocol error, not
+    // something to cache.
+    auto own = [&](GAddr a) { return gaddr_node(a) == node && !gaddr_is_swizzled(a) && a != 0; };
+    const uint8_t* p = resp.data() + sizeof rep;
+    size_t left = resp.size() - sizeof rep;
+    auto take = [&](void* dst, size_t n) {
+        if (left < n) throw Error(ErrorCode::kProtocol, "OFFLOAD_SPLIT: truncated response from memory node");
+        std::memcpy(dst, p, n);
+        p += n;
+        left -= n;
+    };
+    take(&out.leaf_img, kNodeSize);
+    bool ok = own(rep.leaf) && image_ok(out.leaf_img, tree_id_, 0);
+    if (rep.status == net::kOffloadSplit) {
+        net::OffloadSplitTail tail{};
+        take(&tail, sizeof tail);
+        take(&out.sib_img, kNodeSize);
+        out.sibling = tail.sibling;
+        out.parent = tail.parent;
+        if (out.parent) take(&out.parent_img, kNodeSize);
+        ok = ok && own(out.sibling) && image_ok(out.sib_img, tree_id_, 0) && out.leaf_img.right == out.sibling &&
+             (!out.parent || (own(out.parent) && image_ok(out.parent_img, tree_id_, 1)));
+    }
+    if (!ok) throw Error(ErrorCode::kProtocol, "OFFLOAD_SPLIT: memory node returned an invalid node image");
+}
+
+template <class L>
+bool BTreeT<L>::offload_cached_split(const Descent& d, KeyRef key, Path& path, const Deadline& dl, uint8_t* st) {
+    // (d: the descent found the leaf full, cached or just fetched.)
+    if constexpr (L::kSlotted) {
+        return false;  // slotted leaves are split here (the memory node answers kOffloadNeedsSmo)
+    } else {
+        const GAddr leaf = d.addr;
+        const uint32_t node = gaddr_node(leaf);
+        // No cost decision: one-sided the split costs 5-9 round trips (ALLOC,
+        // fresh version, leaf re-read + lock, publish batch, parent read +
+        // lock + publish), offloaded one. Only dex.offload = off says no.
+        if (opts_.offload->mode() == OffloadMode::kOff || !mem_.node(node).offload_split_allowed() ||
+            node >= part_ns_.size() || !part_ns_[node])
+            return false;
+        // The parent the descent came from, if the memory node can link the
+        // sibling there: on the same node and at or below the placement
+        // level (where a subtree stays on its memory node).
+        GAddr parent = path[1];
+        if (!parent || gaddr_is_swizzled(parent) || gaddr_node(parent) != node || place_level_ < 1) parent = 0;
+        SplitReply r;
+        // C7: the upper half leaves the leaf, so no reader of this server may
+        // use an image of it from before the memory node's publish once the
+        // insert returns: a cached copy's frame is held from before the RPC
+        // until it shows the lower half (readers restart meanwhile) -- as
+        // split_leaf() holds it; an uncached leaf's I/O marker keeps it from
+        // being admitted meanwhile (offload_at_miss's rule). Nothing else is
+        // held during the RPC.
+        const auto b = cache_->try_begin_io(leaf);
+        if (b == cache::MappingTable::Begin::kIoInProgress) return false;  // being fetched: one-sided
+        const bool marker = b == cache::MappingTable::Begin::kOwner;
+        FrameHold hold(*this);  // unwinding: the held frame is made unreadable and dropped
+        if (!marker) hold.hold(leaf);
+        try {
+            offload_split_rpc(leaf, 0, key, parent, r);
+        } catch (...) {
+            if (marker) {
+                cache_->abort_io(leaf);
+                forget_unknown_write(leaf, 0);
+            }
+            throw;
+        }
+        if (marker) cache_->abort_io(leaf);  // before any cache_update of it
+        FrameHold* held = marker ? nullptr : &hold;
+        switch (r.status) {
+            case net::kOffloadSplit:
+                finish_memnode_split(r, held, leaf, path, dl);
+                *st = net::kOffloadDone;
+                return true;
+            case net::kOffloadDone:  // it had room after all (the cached copy was older)
+                log_changed(r.leaf);
+                if (held && r.leaf == leaf) {
+                    hold.install(leaf, r.leaf_img);
+                } else {
+                    if (held) hold.release(leaf);
+                    cache_update(r.leaf, r.leaf_img);
+                }
+                *st = r.status;
+                return true;
+            case net::kOffloadNoop:
+                if (held) hold.release(leaf);
+                *st = r.status;
+                return true;
+            default:  // out of space on the node, or restart: nothing changed, one-sided
+                if (held) hold.release(leaf);
+                return false;
+        }
+    }
+}
+
+template <class L>
+void BTreeT<L>::finish_memnode_split(const SplitReply& r, FrameHold* hold, GAddr held, Path& path,
+                                     const Deadline& dl) {
+    Stats::add(stats().memnode_splits);
+    // Standbys: every node the memory node changed, in one call (the entry's
+    // transaction has not committed yet, so after the publish is early enough).
+    GAddr changed[3] = {r.leaf, r.sibling, r.parent};
+    if (opts_.log_changes) opts_.log_changes(changed, r.parent ? 3 : 2);
+    if (hold && r.leaf == held) {
+        hold->install(held, r.leaf_img);
+    } else {
+        // Not cached (a miss: our I/O marker kept it out until the reply), or
+        // the descent's cached leaf had split before (another compute server)
+        // and the memory node moved right and split that one.
+        if (hold) hold->release(held);
+        cache_update(r.leaf, r.leaf_img);
+    }
+    // Leaf frame first, then the others: frames are taken parent before
+    // child, so none is locked while another one is held.
+    cache_update(r.sibling, r.sib_img);  // only matters if its block's previous life is still cached
+    if (r.parent) {
+        cache_update(r.parent, r.parent_img);  // gained a downlink: a stale copy was harmless meanwhile
+        return;
+    }
+    // Step 3 left to us (parent full, moved, locked or unknown): as split_leaf.
+    insert_parent(1, L::low(r.sib_img), r.sibling, path, dl);
+}
+
+template <class L>
+bool BTreeT<L>::split_at_miss(uint8_t kind, GAddr g, int level, bool marker) {
+    // Only at the leaf itself, whose marker keeps it out of this server's
+    // cache while the memory node moves half of it (C7 without a frame to
+    // hold). Started higher up, a cached copy of the leaf could exist.
+    const uint32_t node = gaddr_node(g);
+    return !L::kSlotted && kind == net::kOffloadInsert && level == 0 && marker && node < part_ns_.size() &&
+           part_ns_[node] && mem_.node(node).offload_split_allowed();
+}
+
+template <class L>
+typename BTreeT<L>::MissOffload BTreeT<L>::finish_miss_split(const SplitReply& r, GAddr parent, Node& out,
+                                                             const Deadline& dl, Descent* d) {
+    switch (r.status) {
+        case net::kOffloadSplit: {
+            Path path{};
+            path[1] = parent;
+            finish_memnode_split(r, nullptr, 0, path, dl);
+            break;
+        }
+        case net::kOffloadDone: cache_refresh_changed(r.leaf, r.leaf_img, dl); break;
+        case net::kOffloadNoop: break;
+        default: return MissOffload::kNotDone;  // out of space / restart: nothing changed
+    }
+    std::memcpy(static_cast<void*>(&out), &r.leaf_img, kNodeSize);
+    d->addr = r.leaf;
+    d->offloaded = r.status == net::kOffloadNoop ? net::kOffloadNoop : net::kOffloadDone;
+    return MissOffload::kFinished;
+}
+
+template class BTreeT<FixedLayout>;
+template class BTreeT<SlottedLayout>;
+
+}  // namespace dex::tree
