@@ -657,11 +657,6 @@ void BTreeT<FixedLayout>::offload_split_rpc(GAddr start, int level, KeyRef key, 
 template <>
 uint8_t BTreeT<SlottedLayout>::offload_rpc_slotted(uint8_t kind, GAddr start, int level, KeyRef key,
                                                    Node* leaf_out, GAddr* leaf_addr);
-template <>
-size_t BTreeT<FixedLayout>::insert_chunk(const Key* keys, const uint64_t* lsns, size_t n, uint64_t durable);
-// (insert_batch_bytes.cpp: OFFLOAD_BYTES_BATCH, the slotted tree's batches)
-template <>
-size_t BTreeT<SlottedLayout>::insert_chunk(const Key* keys, const uint64_t* lsns, size_t n, uint64_t durable);
 
 // Write-back mode: publish `img` (the image of a dirty cached leaf; no swizzled
 // pointers) at `a` with the remote-lock protocol (read, CAS, publish batch).

@@ -1,13 +1,17 @@
 // Batched inserts (src/README.md "Offloading", batched offloaded inserts):
 // the entries of a multi-row statement (COPY, INSERT ... SELECT), handed over
 // up to net::kMaxOffloadBatch at a time, go to the memory nodes as one
-// OFFLOAD_BATCH per node instead of one OFFLOAD (or a one-sided write) each.
+// OFFLOAD_BATCH per node (OFFLOAD_BYTES_BATCH for byte-string keys) instead
+// of one OFFLOAD (or a one-sided write) each.
 // The memory node executes every sub-request exactly as a single offloaded
 // insert; what it cannot do without a structure modification comes back and
 // is inserted here one at a time, splits included.
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <stdexcept>
+#include <string>
+#include <string_view>
 
 #include "cache/cache.h"
 #include "common/stats.h"
@@ -42,7 +46,6 @@ void BTreeT<L>::insert_batch(const Key* keys, const uint64_t* lsns, size_t n, ui
         for (; *done < n; ++*done) insert(keys[*done], lsns[*done], durable);
         return;
     }
-    // (a slotted tree's chunk: insert_batch_bytes.cpp)
     while (*done < n) {
         const size_t m = std::min<size_t>(n - *done, net::kMaxOffloadBatch);
         *done += insert_chunk(keys + *done, lsns + *done, m, durable);
@@ -57,10 +60,14 @@ void BTreeT<L>::insert_batch(const Key* keys, const uint64_t* lsns, size_t n, ui
 // ascending load (serial keys, timestamps), whose entries all land in the
 // rightmost leaf, still costs a round trip per leaf's worth of entries and
 // one split, not a one-sided insert per row.
-template <>
-class BTreeT<FixedLayout>::InsertBatch {
+// One class for both layouts: they differ only in the request each entry
+// becomes (append_request) -- a fixed-size OffloadRequest in OFFLOAD_BATCH,
+// or an OffloadBytesHeader with the entry bytes and the byte-form journal
+// record in OFFLOAD_BYTES_BATCH (slotted trees, byte-string keys).
+template <class L>
+class BTreeT<L>::InsertBatch {
 public:
-    InsertBatch(BTreeT& t, const EntryKey* keys, const uint64_t* lsns, size_t n, uint64_t durable)
+    InsertBatch(BTreeT& t, const Key* keys, const uint64_t* lsns, size_t n, uint64_t durable)
         : t_(t), keys_(keys), lsns_(lsns), e_(n), durable_(durable) {}
 
     size_t run() {
@@ -181,30 +188,28 @@ private:
         }
     }
 
+    static constexpr net::Op kBatchOp = L::kSlotted ? net::kOpOffloadBytesBatch : net::kOpOffloadBatch;
+    static constexpr const char* kBatchName = L::kSlotted ? "OFFLOAD_BYTES_BATCH" : "OFFLOAD_BATCH";
+
     void send(uint32_t node, const std::vector<size_t>& idx) {
         Transport& tr = t_.mem_.node(node);
-        if (!tr.offload_batch_allowed()) {
+        if (L::kSlotted ? !tr.offload_bytes_batch_allowed() : !tr.offload_batch_allowed()) {
             // Refuses offloaded writes (HCA atomics), or an older node without
-            // OFFLOAD_BATCH: the single path decides for each entry.
+            // the batch op: the single path decides for each entry.
             for (size_t i : idx) e_[i].one_by_one = true;
             return;
         }
-        std::vector<net::OffloadRequest> reqs(idx.size());
-        for (size_t j = 0; j < idx.size(); j++) {
-            Entry& e = e_[idx[j]];
-            net::OffloadRequest& r = reqs[j];
-            r.start = gaddr_offset(e.start);
-            r.tree_id = t_.tree_id_;
-            r.node = static_cast<uint16_t>(node);
-            r.kind = net::kOffloadInsert;
-            r.start_level = static_cast<uint8_t>(e.level);
-            std::memcpy(r.key, &keys_[idx[j]], sizeof r.key);
+        std::vector<uint8_t> payload;
+        payload.reserve(idx.size() * (L::kSlotted ? 256 : sizeof(net::OffloadRequest)));
+        for (size_t i : idx) {
+            Entry& e = e_[i];
             if (e.journal) {  // the memory node writes it before it changes the leaf
                 t_.journal_->begin_entry();
                 // a later round's attempt on the same node rewrites the same slot
                 if (e.slot >= 0 && e.slot_node == node) t_.journal_->resume(node, e.slot);
-                r.journal = t_.journal_->take(node, keys_[idx[j]], lsns_[idx[j]]);
-                std::memcpy(r.record, &t_.journal_->record(), sizeof r.record);
+            }
+            append_request(payload, node, i);
+            if (e.journal) {
                 e.slot = t_.journal_->slot_taken(node);
                 e.slot_node = node;
             }
@@ -216,8 +221,7 @@ private:
                 // cancel waits for the answer (the op timeout still bounds
                 // it), as for a single offloaded write.
                 InterruptHold hold;
-                resp = tr.rpc(net::kOpOffloadBatch, reqs.data(),
-                              static_cast<uint32_t>(reqs.size() * sizeof(net::OffloadRequest)));
+                resp = tr.rpc(kBatchOp, payload.data(), static_cast<uint32_t>(payload.size()));
             }
             Stats::add(stats().offloads, idx.size());
             take_replies(node, idx, resp);
@@ -227,10 +231,49 @@ private:
         }
     }
 
+    // Entry i's request (journal slot taken here, inside begin_entry()).
+    void append_request(std::vector<uint8_t>& payload, uint32_t node, size_t i) {
+        const Entry& e = e_[i];
+        if constexpr (L::kSlotted) {
+            const std::string& k = keys_[i];
+            net::OffloadBytesHeader h{};
+            h.start = gaddr_offset(e.start);
+            h.tree_id = t_.tree_id_;
+            h.node = static_cast<uint16_t>(node);
+            h.kind = net::kOffloadInsert;
+            h.start_level = static_cast<uint8_t>(e.level);
+            std::string_view rec;
+            if (e.journal) {
+                h.journal = t_.journal_->take(node, reinterpret_cast<const uint8_t*>(k.data()), k.size(), lsns_[i]);
+                rec = t_.journal_->record_bytes();
+            }
+            try {
+                net::append_offload_bytes(payload, h, k.data(), k.size(), rec.data(), rec.size());
+            } catch (const std::invalid_argument& ex) {
+                // (storable() and the journal bound every entry: not reached)
+                throw Error(ErrorCode::kInvalid, ex.what());
+            }
+        } else {
+            net::OffloadRequest r{};
+            r.start = gaddr_offset(e.start);
+            r.tree_id = t_.tree_id_;
+            r.node = static_cast<uint16_t>(node);
+            r.kind = net::kOffloadInsert;
+            r.start_level = static_cast<uint8_t>(e.level);
+            std::memcpy(r.key, &keys_[i], sizeof r.key);
+            if (e.journal) {
+                r.journal = t_.journal_->take(node, keys_[i], lsns_[i]);
+                std::memcpy(r.record, &t_.journal_->record(), sizeof r.record);
+            }
+            const uint8_t* q = reinterpret_cast<const uint8_t*>(&r);
+            payload.insert(payload.end(), q, q + sizeof r);
+        }
+    }
+
     void take_replies(uint32_t node, const std::vector<size_t>& idx, const std::vector<uint8_t>& resp) {
         if (resp.size() != idx.size() * sizeof(net::OffloadReply))
-            throw Error(ErrorCode::kProtocol, "OFFLOAD_BATCH: " + std::to_string(resp.size()) + " bytes of replies for " +
-                                                  std::to_string(idx.size()) + " requests");
+            throw Error(ErrorCode::kProtocol, std::string(kBatchName) + ": " + std::to_string(resp.size()) +
+                                                  " bytes of replies for " + std::to_string(idx.size()) + " requests");
         for (size_t j = 0; j < idx.size(); j++) {
             net::OffloadReply rep;
             std::memcpy(&rep, resp.data() + j * sizeof rep, sizeof rep);
@@ -239,7 +282,8 @@ private:
                 case net::kOffloadDone:
                 case net::kOffloadNoop:
                     if (gaddr_node(rep.leaf) != node || gaddr_is_swizzled(rep.leaf) || !rep.leaf)
-                        throw Error(ErrorCode::kProtocol, "OFFLOAD_BATCH: memory node named a leaf outside its own pool");
+                        throw Error(ErrorCode::kProtocol,
+                                    std::string(kBatchName) + ": memory node named a leaf outside its own pool");
                     if (rep.status == net::kOffloadDone) {
                         changed_.push_back(rep.leaf);
                         Stats::add(stats().batched_inserts);
@@ -256,7 +300,7 @@ private:
                     e.may_offload = false;
                     break;
                 default:
-                    throw Error(ErrorCode::kProtocol, "OFFLOAD_BATCH: unknown status from memory node");
+                    throw Error(ErrorCode::kProtocol, std::string(kBatchName) + ": unknown status from memory node");
             }
         }
     }
@@ -304,15 +348,15 @@ private:
     }
 
     BTreeT& t_;
-    const EntryKey* keys_;
+    const Key* keys_;
     const uint64_t* lsns_;
     std::vector<Entry> e_;
     uint64_t durable_;
     std::vector<GAddr> changed_;
 };
 
-template <>
-size_t BTreeT<FixedLayout>::insert_chunk(const Key* keys, const uint64_t* lsns, size_t n, uint64_t durable) {
+template <class L>
+size_t BTreeT<L>::insert_chunk(const Key* keys, const uint64_t* lsns, size_t n, uint64_t durable) {
     InsertBatch b(*this, keys, lsns, n, durable);
     return b.run();
 }
