@@ -380,5 +380,40 @@ TEST(Offload, AutoFetchesWhileTheCacheHasRoom) {
     EXPECT_EQ(offloaded, asked);
 }
 
+// A write that misses its leaf while offloading is chosen: the memory node
+// does it (one round trip, no one-sided lock), and the leaf image it returns
+// is admitted, so that the next write there finds the leaf cached and is one
+// offload again, and reading it back needs no remote read. Without the
+// admission the first insert fetched the leaf and wrote one-sided (read, CAS,
+// publish: three round trips).
+TEST(Offload, WriteThatMissesItsLeafIsOffloadedAndAdmitsIt) {
+    Fixture f;
+    f.load(40000);  // even keys, leaves 70% full: two more entries never split one
+    tree::OffloadPolicy::Params pinned;  // offloading always looks cheaper (as in AutoFetchesWhileTheCacheHasRoom)
+    pinned.cache_factor = 1e6;
+    pinned.contrary = 0;
+    CachedClient cc(f, 4096, 1.0, tree::OffloadMode::kAuto, pinned);
+    for (int i = 0; i < 50; i++) cc.pol.record_offload(1), cc.pol.record_remote_read(1e6);
+    ASSERT_TRUE(cc.c->has_room());
+    const uint64_t off0 = stats().offloads.load(), cas0 = stats().remote_atomics.load();
+    const uint64_t adm0 = stats().admissions.load();
+    int inserts = 0;
+    for (int64_t k = 1; k < 40000; k += 400) {
+        ASSERT_TRUE(cc.t->insert(K(k, 1, 1))) << k;  // a miss at the leaf
+        ASSERT_TRUE(cc.t->insert(K(k + 2, 1, 1))) << k;  // the same leaf, now cached
+        inserts += 2;
+    }
+    EXPECT_EQ(stats().offloads.load() - off0, static_cast<uint64_t>(inserts));
+    EXPECT_EQ(stats().remote_atomics.load() - cas0, 0u) << "a write went one-sided";
+    EXPECT_GE(stats().admissions.load() - adm0, static_cast<uint64_t>(inserts / 2));  // every missed leaf
+    const uint64_t reads0 = stats().remote_reads.load();
+    for (int64_t k = 1; k < 40000; k += 400) {
+        EXPECT_TRUE(cc.t->contains(K(k, 1, 1))) << k;
+        EXPECT_TRUE(cc.t->contains(K(k + 2, 1, 1))) << k;
+    }
+    EXPECT_EQ(stats().remote_reads.load() - reads0, 0u) << "a written leaf was not cached";
+    EXPECT_EQ(f.t->check().entries, 20000u + inserts);
+}
+
 }  // namespace
 }  // namespace dex::testing

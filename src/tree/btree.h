@@ -567,6 +567,10 @@ private:
     // descent to the leaf: should the memory node finish operation `kind`
     // from there (at or below the placement level; DEX 6.1 cost model)?
     bool should_offload_at_miss(uint8_t kind, GAddr g, int level);
+    // An offloaded write changed the missed leaf g, under our I/O marker of
+    // it: admit the published image (offload_path.cpp). False: not admitted,
+    // the marker is still the caller's.
+    bool admit_written_leaf(GAddr g, const Node& img);
     // What offload_at_miss() did.
     enum class MissOffload {
         kNotDone,   // needs a split / merge, or the path left the node: go on one-sided

@@ -180,14 +180,43 @@ void BTreeT<L>::forget_unknown_write(GAddr start, int level) {
 template <class L>
 bool BTreeT<L>::should_offload_at_miss(uint8_t kind, GAddr g, int level) {
     const bool write = kind == net::kOffloadInsert || kind == net::kOffloadDelete;
-    return !L::kSlotted && opts_.offload && !wb_ &&
+    // A write that misses at its leaf: the memory node's answer carries the
+    // changed leaf, which is admitted under our marker (offload_at_miss) --
+    // one round trip that also caches the leaf, where a fetch followed by a
+    // one-sided write takes three. Slotted trees offload at the leaf only
+    // (OFFLOAD_BYTES starts there; a memory node walks no slotted inner node).
+    const bool leaf_write = write && level == 0;
+    if (L::kSlotted && !(leaf_write && mem_.node(gaddr_node(g)).offload_bytes_allowed())) return false;
+    return opts_.offload && !wb_ &&
            (level >= 1 || (level == 0 && (write || opts_.offload->mode() == OffloadMode::kOn))) &&
            level <= place_level_ && (!write || mem_.node(gaddr_node(g)).offload_writes_allowed()) &&
            // auto: while the cache still has room, a fetched node costs no
            // eviction and serves later hits (DEX's cache factor is the cost
-           // of provisioning a frame): fetch.
-           !(opts_.offload->mode() == OffloadMode::kAuto && cache_->has_room()) &&
+           // of provisioning a frame): fetch -- except at a leaf write, whose
+           // offload admits the leaf all the same.
+           !(opts_.offload->mode() == OffloadMode::kAuto && cache_->has_room() && !leaf_write) &&
            opts_.offload->should_offload(level + 1, write ? OffloadPolicy::kWriteRoundTrips : 0);
+}
+
+// The leaf `g` an offloaded write started at and changed, its image `img`
+// as the memory node published it, while we hold g's I/O marker: admitted,
+// so that the next write there is a cached one (one round trip, not a fetch
+// and a one-sided write). Safe for the same reason as read_remote()'s
+// admission: the marker was in place before the memory node changed the leaf,
+// so no other writer of this server changed it meanwhile unnoticed -- an
+// offloaded one restarts at the marker, a one-sided one publishing after
+// that turns the marker stale and install() refuses it. False: not admitted
+// (policy, no frame); the marker is still ours then.
+template <class L>
+bool BTreeT<L>::admit_written_leaf(GAddr g, const Node& img) {
+    if (img.tree_id != tree_id_ || img.level != 0 || !snapshot_valid(img) || img.is_deleted())
+        throw Error(ErrorCode::kProtocol, "OFFLOAD: memory node returned an invalid leaf image for " + hex_addr(g));
+    if (!cache_->should_admit(0)) return false;
+    // admit() gives the marker up whatever happens; a refused admission
+    // (no frame, a stale marker, a purged incarnation) leaves nothing cached.
+    // (The caller logs the change for standbys.)
+    cache_->admit(g, img);
+    return true;
 }
 
 template <class L>
@@ -217,7 +246,15 @@ typename BTreeT<L>::MissOffload BTreeT<L>::offload_at_miss(uint8_t kind, GAddr g
                 forget_unknown_write(g, level);
                 throw;
             }
-            release();
+            // The leaf as published (split or not) is admitted under our
+            // marker as after any offloaded write; finish_miss_split logs it.
+            const bool admitted = (r.status == net::kOffloadSplit || r.status == net::kOffloadDone) &&
+                                  r.leaf == g && admit_written_leaf(g, r.leaf_img);
+            if (!admitted) {
+                release();
+            } else if (pinned) {
+                R.unpin(parent);
+            }
             return finish_miss_split(r, pg, out, dl, d);
         }
     }
@@ -229,6 +266,13 @@ typename BTreeT<L>::MissOffload BTreeT<L>::offload_at_miss(uint8_t kind, GAddr g
         release();
         if (write) forget_unknown_write(g, level);
         throw;
+    }
+    if (write && st == net::kOffloadDone && owner && leaf == g && admit_written_leaf(g, out)) {
+        log_changed(g);  // standbys: as every offloaded write (cache_refresh_changed)
+        if (pinned) R.unpin(parent);  // the marker went with the admission
+        d->addr = leaf;
+        d->offloaded = st;
+        return MissOffload::kFinished;
     }
     release();
     if (st == net::kOffloadDone && !write) {  // `out` is the leaf
