@@ -74,6 +74,14 @@ public:
     // executes offloaded writes: an insert into a full leaf of a fixed tree
     // may be split there. Connects if needed.
     virtual bool offload_split_allowed() { return false; }
+    // Whether this transport's one-sided operations (read, write, CAS) are
+    // served by the memory node's CPU too, as TCP's are (a request per op to
+    // its worker threads), rather than bypassing it (RDMA verbs, in-process
+    // memory). DEX 6.1 weighs the memory node's CPU against one-sided
+    // operations that do not use it; where they do, a single-leaf write done
+    // one-sided costs that CPU three requests where an offload costs one
+    // (BTree::should_offload_leaf_write).
+    virtual bool one_sided_uses_node_cpu() const { return false; }
 
     // Optional hooks (no-ops unless the transport has a use for them).
     // A local memory region (e.g. the shared node cache) that reads may land

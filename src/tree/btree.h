@@ -571,6 +571,8 @@ private:
     // it: admit the published image (offload_path.cpp). False: not admitted,
     // the marker is still the caller's.
     bool admit_written_leaf(GAddr g, const Node& img);
+    // Offload a write to one leaf on memory node `node` (offload_path.cpp)?
+    bool should_offload_leaf_write(uint32_t node, int missing_levels);
     // What offload_at_miss() did.
     enum class MissOffload {
         kNotDone,   // needs a split / merge, or the path left the node: go on one-sided

@@ -138,7 +138,7 @@ bool BTreeT<L>::offload_cached_write(uint8_t kind, const Descent& d, const Node&
     if (kind == net::kOffloadInsert && !L::leaf_fits(snap, key))
         return path && offload_cached_split(d, key, *path, dl, st);
     if (!d.cached || (kind == net::kOffloadDelete && snap.count <= 1)) return false;
-    if (!opts_.offload->should_offload(0, OffloadPolicy::kWriteRoundTrips)) return false;
+    if (!should_offload_leaf_write(gaddr_node(leaf), 0)) return false;
     GAddr at = 0;
     Node img;
     uint8_t r;
@@ -195,7 +195,22 @@ bool BTreeT<L>::should_offload_at_miss(uint8_t kind, GAddr g, int level) {
            // of provisioning a frame): fetch -- except at a leaf write, whose
            // offload admits the leaf all the same.
            !(opts_.offload->mode() == OffloadMode::kAuto && cache_->has_room() && !leaf_write) &&
-           opts_.offload->should_offload(level + 1, write ? OffloadPolicy::kWriteRoundTrips : 0);
+           (leaf_write ? should_offload_leaf_write(gaddr_node(g), 1)
+                       : opts_.offload->should_offload(level + 1, write ? OffloadPolicy::kWriteRoundTrips : 0));
+}
+
+// A single-leaf write (cached leaf: missing_levels 0; a miss at the leaf: 1).
+// DEX 6.1's decision weighs the memory node's CPU against one-sided
+// operations that bypass it. Over a transport whose one-sided operations are
+// requests to that same CPU (TCP), the one-sided write (re-read, lock,
+// publish) costs it three requests where the offload costs one, and is never
+// the cheaper choice: no decision (and no contrary exploration, which cost
+// ~1% of such writes two extra round trips). dex.offload = off still says no.
+template <class L>
+bool BTreeT<L>::should_offload_leaf_write(uint32_t node, int missing_levels) {
+    if (opts_.offload->mode() == OffloadMode::kOff) return false;
+    if (mem_.node(node).one_sided_uses_node_cpu()) return true;
+    return opts_.offload->should_offload(missing_levels, OffloadPolicy::kWriteRoundTrips);
 }
 
 // The leaf `g` an offloaded write started at and changed, its image `img`
