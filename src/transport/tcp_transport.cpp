@@ -66,10 +66,8 @@ struct TcpTransport::Impl final : net::FrameClient {
         return (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + port;
     }
 
-    // Waits for `events` on fd until the deadline; checks the interrupt hook every slice.
-    // `what` describes the wait for messages. `connecting` selects kUnreachable for timeouts.
     // Throws if the wait must end (interrupt, deadline passed); else the length of
-    // the next wait slice in ms (at most kSliceMs).
+    // the next wait slice in ms (at most kSliceMs). `connecting` selects kUnreachable for timeouts.
     int next_slice(Clock::time_point deadline, bool connecting) {
         if (interrupt_requested()) fail(ErrorCode::kInterrupted, "canceled while waiting for memory node " + addr);
         auto now = Clock::now();
@@ -87,6 +85,7 @@ struct TcpTransport::Impl final : net::FrameClient {
         return left < kSliceMs ? static_cast<int>(left) : kSliceMs;
     }
 
+    // Waits for `events` on fd until the deadline; checks the interrupt hook every slice.
     void wait_fd(short events, Clock::time_point deadline, bool connecting) {
         for (;;) {
             int slice = next_slice(deadline, connecting);
