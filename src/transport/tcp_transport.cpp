@@ -1,5 +1,8 @@
-// TCP transport: nonblocking socket, every wait is a poll() slice of at most
-// 10 ms that checks interrupt_requested() and the deadline.
+// TCP transport: every wait is a slice of at most 10 ms that checks
+// interrupt_requested() and the deadline. Connecting and sending use a
+// nonblocking socket and poll(); receiving a reply is a blocking recv() bounded
+// by SO_RCVTIMEO (one system call per wait slice instead of poll() + recv():
+// a write round trip is send + recv, see recv_some()).
 #include "transport/tcp_transport.h"
 
 #include "transport/address.h"
@@ -63,25 +66,29 @@ struct TcpTransport::Impl final : net::FrameClient {
         return (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + port;
     }
 
+    // Throws if the wait must end (interrupt, deadline passed); else the length of
+    // the next wait slice in ms (at most kSliceMs). `connecting` selects kUnreachable for timeouts.
+    int next_slice(Clock::time_point deadline, bool connecting) {
+        if (interrupt_requested()) fail(ErrorCode::kInterrupted, "canceled while waiting for memory node " + addr);
+        auto now = Clock::now();
+        if (now >= deadline) {
+            if (connecting)
+                fail(ErrorCode::kUnreachable,
+                     "could not connect to memory node " + addr + ": timed out after " +
+                         std::to_string(opts.connect_timeout_ms) + " ms",
+                     start_hint());
+            fail(ErrorCode::kTimeout,
+                 "memory node " + addr + " did not answer within " + std::to_string(opts.op_timeout_ms) + " ms",
+                 "Check that dex-memnode is running and reachable; dex.op_timeout bounds every remote operation.");
+        }
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count() + 1;
+        return left < kSliceMs ? static_cast<int>(left) : kSliceMs;
+    }
+
     // Waits for `events` on fd until the deadline; checks the interrupt hook every slice.
-    // `what` describes the wait for messages. `connecting` selects kUnreachable for timeouts.
     void wait_fd(short events, Clock::time_point deadline, bool connecting) {
         for (;;) {
-            if (interrupt_requested())
-                fail(ErrorCode::kInterrupted, "canceled while waiting for memory node " + addr);
-            auto now = Clock::now();
-            if (now >= deadline) {
-                if (connecting)
-                    fail(ErrorCode::kUnreachable,
-                         "could not connect to memory node " + addr + ": timed out after " +
-                             std::to_string(opts.connect_timeout_ms) + " ms",
-                         start_hint());
-                fail(ErrorCode::kTimeout,
-                     "memory node " + addr + " did not answer within " + std::to_string(opts.op_timeout_ms) + " ms",
-                     "Check that dex-memnode is running and reachable; dex.op_timeout bounds every remote operation.");
-            }
-            auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count() + 1;
-            int slice = left < kSliceMs ? static_cast<int>(left) : kSliceMs;
+            int slice = next_slice(deadline, connecting);
             pollfd p{fd, events, 0};
             int r = ::poll(&p, 1, slice);
             if (r > 0) return;  // ready, or error/hangup: the next syscall reports it
@@ -131,6 +138,12 @@ struct TcpTransport::Impl final : net::FrameClient {
         }
         ::freeaddrinfo(res);
         if (fd < 0) fail(ErrorCode::kUnreachable, "could not connect to memory node " + addr + ": " + last_err, start_hint());
+        // Receives block, at most one slice each (recv_some); sends stay nonblocking (MSG_DONTWAIT).
+        timeval tv{0, kSliceMs * 1000};
+        int fl = ::fcntl(fd, F_GETFL);
+        if (fl < 0 || ::fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0 ||
+            ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) < 0)
+            fail(ErrorCode::kUnreachable, "could not set up the connection to memory node " + addr + ": " + errstr(errno));
     }
 
     void ensure_ready() override {
@@ -169,6 +182,31 @@ struct TcpTransport::Impl final : net::FrameClient {
         }
     }
 
+    // Receives what has arrived (at least one byte) into [into, into + cap). A slice
+    // of at least kSliceMs is one blocking recv() that SO_RCVTIMEO ends after
+    // kSliceMs (EAGAIN) and a signal ends early (EINTR: SO_RCVTIMEO makes the
+    // kernel not restart it, so query cancel is seen at once); a shorter last
+    // slice before the deadline is a poll(). Either way the interrupt hook and
+    // the deadline are checked between slices, as for every other wait.
+    size_t recv_some(uint8_t* into, size_t cap, Clock::time_point deadline) {
+        for (;;) {
+            int slice = next_slice(deadline, false);
+            int flags = 0;
+            if (slice < kSliceMs) {
+                pollfd p{fd, POLLIN, 0};
+                int pr = ::poll(&p, 1, slice);
+                if (pr == 0 || (pr < 0 && errno == EINTR)) continue;
+                if (pr < 0) fail(ErrorCode::kUnreachable, "connection to memory node " + addr + " lost: poll: " + errstr(errno));
+                flags = MSG_DONTWAIT;
+            }
+            ssize_t r = ::recv(fd, into, cap, flags);
+            if (r > 0) return static_cast<size_t>(r);
+            if (r == 0) fail(ErrorCode::kUnreachable, "connection to memory node " + addr + " lost: server closed the connection");
+            if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
+            fail(ErrorCode::kUnreachable, "connection to memory node " + addr + " lost: " + errstr(errno));
+        }
+    }
+
     // Receives exactly n bytes into dst (read-ahead buffered).
     void recv_exact(uint8_t* dst, size_t n, Clock::time_point deadline) {
         for (;;) {
@@ -182,29 +220,16 @@ struct TcpTransport::Impl final : net::FrameClient {
             }
             if (n == 0) return;
             rpos = rend = 0;
-            // The reply is rarely there yet: wait first (saves a recv that would fail with EAGAIN).
-            wait_fd(POLLIN, deadline, false);
-            // Large remainders go straight to the destination; small ones via the buffer.
-            uint8_t* into = n >= rbuf.size() ? dst : rbuf.data();
-            size_t cap = n >= rbuf.size() ? n : rbuf.size();
-            ssize_t r = ::recv(fd, into, cap, MSG_DONTWAIT);
-            if (r > 0) {
-                if (into == dst) {
-                    dst += r;
-                    n -= static_cast<size_t>(r);
-                    if (n == 0) return;
-                } else {
-                    rend = static_cast<size_t>(r);
-                }
-                continue;
+            // Large remainders go straight to the destination; small ones via the buffer
+            // (a whole reply, header and payload, usually arrives in one recv).
+            if (n >= rbuf.size()) {
+                size_t r = recv_some(dst, n, deadline);
+                dst += r;
+                n -= r;
+                if (n == 0) return;
+            } else {
+                rend = recv_some(rbuf.data(), rbuf.size(), deadline);
             }
-            if (r == 0) fail(ErrorCode::kUnreachable, "connection to memory node " + addr + " lost: server closed the connection");
-            if (errno == EINTR) continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK) {
-                wait_fd(POLLIN, deadline, false);
-                continue;
-            }
-            fail(ErrorCode::kUnreachable, "connection to memory node " + addr + " lost: " + errstr(errno));
         }
     }
 
