@@ -74,6 +74,10 @@ public:
     // executes offloaded writes: an insert into a full leaf of a fixed tree
     // may be split there. Connects if needed.
     virtual bool offload_split_allowed() { return false; }
+    // Whether the memory node takes OFFLOAD_BATCH_SPLIT (kHelloOffloadBatchSplit)
+    // and executes offloaded writes: a fixed tree's batched inserts go there,
+    // and a full leaf is split there instead of coming back. Connects if needed.
+    virtual bool offload_batch_split_allowed() { return false; }
 
     // Optional hooks (no-ops unless the transport has a use for them).
     // A local memory region (e.g. the shared node cache) that reads may land
