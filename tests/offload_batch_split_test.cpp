@@ -62,6 +62,36 @@ private:
     bool single_split_;
 };
 
+// A memory node whose answer to the next OFFLOAD_BATCH_SPLIT is lost (after
+// it ran: leaves split, parents changed), as a timeout would lose it.
+class LoseAnswer final : public Transport {
+public:
+    explicit LoseAnswer(memnode::Engine& e) : in_(e) {}
+    uint64_t incarnation() override { return in_.incarnation(); }
+    uint64_t client_id() override { return in_.client_id(); }
+    uint64_t connected_client_id() override { return in_.connected_client_id(); }
+    const std::string& address() const override { return in_.address(); }
+    void read(uint64_t o, void* d, uint32_t l) override { in_.read(o, d, l); }
+    void write(uint64_t o, const void* s, uint32_t l) override { in_.write(o, s, l); }
+    uint64_t cas(uint64_t o, uint64_t e, uint64_t d) override { return in_.cas(o, e, d); }
+    uint64_t faa(uint64_t o, uint64_t a) override { return in_.faa(o, a); }
+    void batch(RemoteOp* ops, size_t n) override { in_.batch(ops, n); }
+    std::vector<uint8_t> rpc(net::Op op, const void* p, uint32_t l) override {
+        auto r = in_.rpc(op, p, l);
+        if (op == net::kOpOffloadBatchSplit && lose.exchange(false))
+            throw Error(ErrorCode::kTimeout, "test: the batch's answer is lost");
+        return r;
+    }
+    bool offload_writes_allowed() override { return in_.offload_writes_allowed(); }
+    bool offload_batch_allowed() override { return in_.offload_batch_allowed(); }
+    bool offload_split_allowed() override { return in_.offload_split_allowed(); }
+    bool offload_batch_split_allowed() override { return in_.offload_batch_split_allowed(); }
+    std::atomic<bool> lose{false};
+
+private:
+    InProcTransport in_;
+};
+
 // `nodes` in-process memory nodes, one tree over them (placement level 1 if
 // several), bulk-loaded with even keys 0 .. 2*(count-1) at `fill`.
 struct Nodes {
@@ -109,7 +139,8 @@ struct Client {
     std::unique_ptr<RemoteMemory> mem;
     std::unique_ptr<BTree> t;
     std::vector<Older*> older;
-    Client(Nodes& n, bool newer, bool single_split = true, size_t frames = 8192) {
+    LoseAnswer* losing = nullptr;
+    Client(Nodes& n, bool newer, bool single_split = true, size_t frames = 8192, bool lossy = false) {
         size_t bytes = cache::CacheRegion::bytes_for(frames * kNodeSize);
         rmem.reset(new char[bytes]);
         cache::AdmissionPolicy ap;
@@ -122,7 +153,11 @@ struct Client {
         o.log_changes = record_changes;
         std::vector<std::unique_ptr<Transport>> v;
         for (auto& e : n.engines) {
-            if (newer) {
+            if (lossy) {
+                auto l = std::make_unique<LoseAnswer>(*e);
+                losing = l.get();
+                v.push_back(std::move(l));
+            } else if (newer) {
                 v.push_back(std::make_unique<InProcTransport>(*e));
             } else {
                 auto o2 = std::make_unique<Older>(*e, single_split);
@@ -422,6 +457,31 @@ TEST(BatchSplit, OlderMemoryNodeGetsNoBatchSplitRequests) {
         EXPECT_EQ(cl.older[0]->batch_splits_sent.load(), 0);
         n.expect_tree_is_model();
     }
+}
+
+// A batch whose answer is lost after the memory node split its leaves: the
+// error reaches the caller, the held leaf frames are made unreadable and
+// dropped (no stale pre-split image stays cached, no frame stays locked), and
+// the next batch -- the same entries again, now present -- and every lookup
+// work; the tree is exact.
+TEST(BatchSplit, LostAnswerLeavesNoStaleLeafCached) {
+    Nodes n(1, 600, 1.0);
+    Client cl(n, true, true, 8192, /*lossy=*/true);
+    cl.warm(n.model);
+    std::mt19937_64 rng(29);
+    std::vector<EntryKey> keys = odd_keys(rng, 256, 0, 1200);
+    const uint64_t s0 = stats().memnode_splits.load();
+    cl.losing->lose = true;
+    std::vector<uint64_t> lsns(keys.size(), 0);
+    size_t done = 0;
+    EXPECT_THROW(cl.t->insert_batch(keys.data(), lsns.data(), keys.size(), UINT64_MAX, &done), Error);
+    EXPECT_EQ(stats().memnode_splits.load(), s0) << "an unknown answer is not counted";
+    expect_cache_coherent(cl.c->region(), *cl.mem);
+    cl.batch(keys);  // all there already (the memory node did them): no-ops
+    n.model.insert(keys.begin(), keys.end());
+    for (const EntryKey& k : n.model) ASSERT_TRUE(cl.t->contains(k));
+    n.expect_tree_is_model();
+    expect_cache_coherent(cl.c->region(), *cl.mem);
 }
 
 // Batches of one compute server next to one-sided writers of others (own

@@ -282,6 +282,14 @@ private:
             // that forget()'s drops do not wait for our own frames.
             for (GAddr a : markers) t_.cache_->abort_io(a);
             hold.reset();
+            // A parent the memory node may have linked a sibling into: a stale
+            // copy would only lack the downlink (B-link readers move right),
+            // but each later descent would pay that move: drop it too.
+            for (size_t i : idx)
+                if (e_[i].may_split && e_[i].parent) try {
+                        t_.cache_drop(e_[i].parent);
+                    } catch (...) {
+                    }
             forget(idx);
             throw;
         }
