@@ -412,7 +412,8 @@ struct Engine::Impl {
         r.client_id = id;
         r.version = kProtocolVersion;
         r.flags = (cpu_atomics.load(std::memory_order_relaxed) ? kHelloCpuAtomics : 0) | kHelloOffloadBatch |
-                  kHelloOffloadBytes | kHelloOffloadBytesBatch | kHelloOffloadSplit;
+                  kHelloOffloadBytes | kHelloOffloadBytesBatch | kHelloOffloadSplit |
+                  kHelloOffloadBatchSplit;
         put(resp, r);
     }
 
@@ -573,6 +574,7 @@ struct Engine::Impl {
             case kOpOffloadBatch: do_offload_batch(hdr, payload, resp, client); return;
             case kOpOffloadBytesBatch: do_offload_bytes_batch(hdr, payload, resp, client); return;
             case kOpOffloadSplit: do_offload_split(hdr, payload, resp, client); return;
+            case kOpOffloadBatchSplit: do_offload_batch_split(hdr, payload, resp, client); return;
             case kOpOffloadBytes: {
                 try {
                     // A malformed payload is a protocol error even where writes are refused.
@@ -619,12 +621,7 @@ struct Engine::Impl {
         if (!cpu_atomics.load(std::memory_order_relaxed)) throw no_cpu_atomics("OFFLOAD_SPLIT");
         SplitContext split;
         split.parent = ext.parent;
-        split.alloc = [this, ns = ext.ns]() -> uint64_t {
-            std::lock_guard<std::mutex> g(mu);
-            auto it = nss.find(ns);
-            uint64_t off = 0;
-            return it != nss.end() && ns_alloc(it->second, kNodeSize, off) ? off : 0;
-        };
+        split.alloc = [this, ns = ext.ns] { return split_alloc(ns); };
         try {
             execute_offload(pool, pool_bytes, client, req, resp, true, &split);
         } catch (const std::invalid_argument& e) {
@@ -632,6 +629,33 @@ struct Engine::Impl {
         }
         offload_work();
         offloads.fetch_add(1, std::memory_order_relaxed);
+    }
+
+    // One node-sized block of namespace `ns` for a memory-node split, as an
+    // ALLOC of one node would hand out; 0: no such namespace or no space (the
+    // insert then answers kOffloadNeedsSmo, nothing changed).
+    uint64_t split_alloc(uint64_t ns) {
+        std::lock_guard<std::mutex> g(mu);
+        auto it = nss.find(ns);
+        uint64_t off = 0;
+        return it != nss.end() && ns_alloc(it->second, kNodeSize, off) ? off : 0;
+    }
+
+    // OFFLOAD_BATCH_SPLIT (engine/offload_batch_split.cpp): OFFLOAD_BATCH whose
+    // full leaves are split here as OFFLOAD_SPLIT splits them.
+    void do_offload_batch_split(const FrameHeader& hdr, const uint8_t* payload, std::vector<uint8_t>& resp,
+                                uint64_t client) {
+        net::OffloadBatchSplitHeader h;
+        try {
+            h = check_offload_batch_split(pool_bytes, payload, hdr.payload_len);
+        } catch (const std::invalid_argument& e) {
+            throw Fail{kStatusProtocol, e.what()};
+        }
+        if (!cpu_atomics.load(std::memory_order_relaxed)) throw no_cpu_atomics("OFFLOAD_BATCH_SPLIT");
+        execute_offload_batch_split(pool, pool_bytes, client, payload,
+                                    [this](uint64_t ns) { return split_alloc(ns); }, resp);
+        for (uint32_t i = 0; i < h.count; i++) offload_work();
+        offloads.fetch_add(h.count, std::memory_order_relaxed);
     }
 
     // OFFLOAD_BATCH: every sub-request is validated before the first one is

@@ -210,12 +210,20 @@ bool write_leaf(uint8_t* pool, uint64_t pool_bytes, uint64_t off, uint64_t clien
 }
 
 // After a split published the leaf (no lock held any more): step 3 if the
-// parent takes the downlink simply, then the reply with every changed image.
-void reply_split(uint8_t* pool, uint64_t pool_bytes, uint64_t client_id, const Target& t, uint64_t parent,
-                 GAddr leaf, const Node& n, GAddr sib, const Node& sib_img, std::vector<uint8_t>& resp) {
+// parent takes the downlink simply, then the reply with every changed image
+// (an OFFLOAD_BATCH_SPLIT item: its status, and the tail for the batch).
+void reply_split(uint8_t* pool, uint64_t pool_bytes, uint64_t client_id, const Target& t, const SplitContext& split,
+                 uint64_t parent, GAddr leaf, const Node& n, GAddr sib, const Node& sib_img,
+                 std::vector<uint8_t>& resp) {
     Node pimg;
     const bool linked =
         parent && link_in_parent(pool, pool_bytes, client_id, t.tree_id, parent, sib_img.low, sib, pimg);
+    if (split.batch_tail) {  // OFFLOAD_BATCH_SPLIT: addresses and separator only
+        reply(resp, net::kOffloadSplit, leaf);
+        *split.batch_tail = net::OffloadBatchSplitTail{sib, linked ? make_gaddr(t.node, parent) : 0, {}};
+        std::memcpy(split.batch_tail->sep, &sib_img.low, sizeof split.batch_tail->sep);
+        return;
+    }
     reply(resp, net::kOffloadSplit, leaf, &n);
     const net::OffloadSplitTail tail{sib, linked ? make_gaddr(t.node, parent) : 0};
     const uint8_t* p = reinterpret_cast<const uint8_t*>(&tail);
@@ -265,7 +273,7 @@ void traverse(uint8_t* pool, uint64_t pool_bytes, uint64_t client_id, const Targ
                     continue;
                 }
                 if (st == net::kOffloadSplit)
-                    return reply_split(pool, pool_bytes, client_id, t, parent, leaf, n, sib, sib_img, resp);
+                    return reply_split(pool, pool_bytes, client_id, t, *split, parent, leaf, n, sib, sib_img, resp);
                 return reply(resp, st, leaf, st == net::kOffloadDone && with_image ? &n : nullptr);
             }
         }

@@ -30,13 +30,17 @@ void check_offload_request(uint64_t pool_bytes, const net::OffloadRequest& req);
 // the insert then answers kOffloadNeedsSmo and changes nothing); `parent` is
 // the pool offset of the leaf's parent the request names (0: none; a descent
 // that passes a level-1 node uses that one instead).
+// `batch_tail` (OFFLOAD_BATCH_SPLIT): a split answers only its OffloadReply
+// (no images) and fills *batch_tail, which the batch appends after all replies.
 struct SplitContext {
     std::function<uint64_t()> alloc;
     uint64_t parent = 0;
+    net::OffloadBatchSplitTail* batch_tail = nullptr;
 };
 
-// `split`: the request is an OFFLOAD_SPLIT (insert only, fixed layout); null
-// for OFFLOAD and OFFLOAD_BATCH, which answer kOffloadNeedsSmo at a full leaf.
+// `split`: the request is an OFFLOAD_SPLIT or an OFFLOAD_BATCH_SPLIT item
+// (insert only, fixed layout); null for OFFLOAD and OFFLOAD_BATCH, which
+// answer kOffloadNeedsSmo at a full leaf.
 void execute_offload(uint8_t* pool, uint64_t pool_bytes, uint64_t client_id, const net::OffloadRequest& req,
                      std::vector<uint8_t>& resp, bool with_image = true, const SplitContext* split = nullptr);
 
@@ -60,5 +64,15 @@ void execute_offload_bytes(uint8_t* pool, uint64_t pool_bytes, uint64_t client_i
 // on each, without images.
 std::vector<net::OffloadBytesView> check_offload_bytes_batch(uint64_t pool_bytes, const uint8_t* payload,
                                                              size_t len);
+
+// OFFLOAD_BATCH_SPLIT (offload_batch_split.cpp): the whole payload checked
+// (framing, kinds, journal slots) before any item runs -- throws
+// std::invalid_argument for a malformed batch, which then changes nothing --,
+// then each item executed as its own OFFLOAD_SPLIT would be, without images:
+// `alloc(ns)` hands out one node-sized block of namespace ns (0: none).
+// Appends the n replies, then the tails of the split ones, to `resp`.
+net::OffloadBatchSplitHeader check_offload_batch_split(uint64_t pool_bytes, const uint8_t* payload, size_t len);
+void execute_offload_batch_split(uint8_t* pool, uint64_t pool_bytes, uint64_t client_id, const uint8_t* payload,
+                                 const std::function<uint64_t(uint64_t ns)>& alloc, std::vector<uint8_t>& resp);
 
 }  // namespace dex::memnode

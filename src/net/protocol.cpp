@@ -28,6 +28,7 @@ const char* op_name(uint16_t op) {
         case kOpOffloadBytes: return "OFFLOAD_BYTES";
         case kOpOffloadBytesBatch: return "OFFLOAD_BYTES_BATCH";
         case kOpOffloadSplit: return "OFFLOAD_SPLIT";
+        case kOpOffloadBatchSplit: return "OFFLOAD_BATCH_SPLIT";
         default: return nullptr;
     }
 }

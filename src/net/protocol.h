@@ -92,6 +92,12 @@ enum Op : uint16_t {
                            //   an offloaded insert that splits a full leaf of the fixed layout on
                            //   the memory node (src/README.md "Offloading", memory-node splits);
                            //   only to nodes whose HELLO has kHelloOffloadSplit
+    kOpOffloadBatchSplit = 35,  // req: OffloadBatchSplitHeader, n x OffloadBatchSplitItem (inserts only)
+                                //   resp: n x OffloadReply, then one OffloadBatchSplitTail per reply whose
+                                //   status is kOffloadSplit, in order, then OffloadBatchSplitImages and
+                                //   its parent images; no leaf images. OFFLOAD_BATCH whose
+                                //   full leaves are split by the memory node as OFFLOAD_SPLIT does; only to
+                                //   nodes whose HELLO has kHelloOffloadBatchSplit
 };
 
 // What an offloaded operation does at the leaf covering `key`.
@@ -105,7 +111,7 @@ enum OffloadStatus : uint8_t {
     kOffloadNoop = 1,      // insert: entry already there; delete: entry absent (nothing changed)
     kOffloadNeedsSmo = 2,  // would split / empty the leaf: nothing changed, do it on the compute side
     kOffloadRestart = 3,   // path left this memory node, a node was invalid or stayed locked: nothing changed
-    kOffloadSplit = 4,     // OFFLOAD_SPLIT only: inserted by splitting the leaf (reply carries the new images)
+    kOffloadSplit = 4,     // OFFLOAD_SPLIT, OFFLOAD_BATCH_SPLIT: inserted by splitting the leaf (reply carries the new images)
 };
 
 enum Status : uint16_t {
@@ -177,6 +183,10 @@ constexpr uint32_t kHelloOffloadBytesBatch = 1u << 3;
 // that splits a full leaf itself). A capability bit for the same reason;
 // still needs kHelloCpuAtomics.
 constexpr uint32_t kHelloOffloadSplit = 1u << 4;
+// kHelloOffloadBatchSplit: the node executes OFFLOAD_BATCH_SPLIT (batched
+// inserts whose full leaves it splits itself). A capability bit for the same
+// reason; still needs kHelloCpuAtomics. (1u << 6 is reserved.)
+constexpr uint32_t kHelloOffloadBatchSplit = 1u << 5;
 // Whether a node whose HELLO said `flags` takes batched offloaded writes.
 inline bool offload_batch_usable(uint32_t flags) {
     return (flags & kHelloCpuAtomics) != 0 && (flags & kHelloOffloadBatch) != 0;
@@ -188,6 +198,10 @@ inline bool offload_bytes_batch_usable(uint32_t flags) {
 // Whether a node whose HELLO said `flags` takes OFFLOAD_SPLIT.
 inline bool offload_split_usable(uint32_t flags) {
     return (flags & kHelloCpuAtomics) != 0 && (flags & kHelloOffloadSplit) != 0;
+}
+// Whether a node whose HELLO said `flags` takes OFFLOAD_BATCH_SPLIT.
+inline bool offload_batch_split_usable(uint32_t flags) {
+    return (flags & kHelloCpuAtomics) != 0 && (flags & kHelloOffloadBatchSplit) != 0;
 }
 
 struct NsInfo {
@@ -312,6 +326,54 @@ std::vector<uint8_t> encode_offload_bytes(OffloadBytesHeader h, const void* key,
 // most 256 entries of a statement at a time. Request (16 KiB) and reply
 // (4 KiB) stay far below one RDMA message (net/rdma_wire.h asserts it).
 constexpr uint32_t kMaxOffloadBatch = 256;
+
+// OFFLOAD_BATCH_SPLIT (src/README.md "Offloading", batched offloaded inserts):
+// OFFLOAD_BATCH for a fixed-layout tree whose memory node splits a full leaf
+// itself, as OFFLOAD_SPLIT does, instead of answering kOffloadNeedsSmo. The
+// payload is this header, then `count` items (1..kMaxOffloadBatch), nothing
+// after. The reply carries no images (256 splits' worth would not fit one
+// RDMA message): the compute side drops every leaf it names from its cache;
+// the parents that took downlinks come back as images (at most
+// kMaxBatchSplitParentImages), so the cached path above stays complete.
+#pragma pack(push, 1)
+struct OffloadBatchSplitHeader {
+    uint64_t ns;           // the tree's namespace on this memory node (siblings come from it)
+    uint32_t count;        // items that follow
+    uint32_t pad;          // 0
+};
+static_assert(sizeof(OffloadBatchSplitHeader) == 16);
+struct OffloadBatchSplitItem {
+    OffloadRequest req;    // kind kOffloadInsert
+    uint64_t parent;       // as OffloadSplitExt::parent: the leaf's level-1 parent here; 0: unknown
+    // 1: the memory node may split the leaf it reaches (the compute side
+    // holds that leaf's cache frame or I/O marker while the batch runs, C7);
+    // 0: a full leaf answers kOffloadNeedsSmo as in OFFLOAD_BATCH.
+    uint8_t split;
+    uint8_t pad[7];        // 0
+};
+static_assert(sizeof(OffloadBatchSplitItem) == 80);
+// One per kOffloadSplit reply (OffloadReply::leaf is the lower half).
+struct OffloadBatchSplitTail {
+    uint64_t sibling;      // GAddr of the new right sibling
+    uint64_t parent;       // GAddr of the parent that took the downlink; 0: the compute side inserts it
+    uint8_t sep[16];       // the separator (the sibling's low fence, an EntryKey)
+};
+static_assert(sizeof(OffloadBatchSplitTail) == 32);
+// After the tails: the parents that took downlinks in this batch, each once,
+// as read after the last item (a valid snapshot), at most
+// kMaxBatchSplitParentImages; `count` x (u64 GAddr, kNodeSize image) follow.
+struct OffloadBatchSplitImages {
+    uint32_t count;
+    uint32_t pad;          // 0
+};
+static_assert(sizeof(OffloadBatchSplitImages) == 8);
+#pragma pack(pop)
+constexpr uint32_t kMaxBatchSplitParentImages = 64;
+constexpr size_t kMaxOffloadBatchSplitRequest =
+    sizeof(OffloadBatchSplitHeader) + kMaxOffloadBatch * sizeof(OffloadBatchSplitItem);
+constexpr size_t kMaxOffloadBatchSplitReply = kMaxOffloadBatch * (sizeof(OffloadReply) + sizeof(OffloadBatchSplitTail)) +
+                                              sizeof(OffloadBatchSplitImages) +
+                                              kMaxBatchSplitParentImages * (8 + DEX_NODE_BYTES);
 
 // OFFLOAD_BYTES_BATCH: 1..kMaxOffloadBatch OFFLOAD_BYTES payloads back to
 // back, nothing in between and nothing after the last; each sub-request's

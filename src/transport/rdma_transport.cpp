@@ -414,6 +414,11 @@ bool RdmaTransport::offload_split_allowed() {
     return net::offload_split_usable(impl_->hello_flags);
 }
 
+bool RdmaTransport::offload_batch_split_allowed() {
+    impl_->ensure_ready();
+    return net::offload_batch_split_usable(impl_->hello_flags);
+}
+
 uint64_t RdmaTransport::connected_client_id() { return impl_->ready ? impl_->client_id : 0; }
 
 void RdmaTransport::read(uint64_t offset, void* dst, uint32_t len) {

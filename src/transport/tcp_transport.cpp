@@ -302,6 +302,11 @@ bool TcpTransport::offload_split_allowed() {
     return net::offload_split_usable(impl_->hello_flags);
 }
 
+bool TcpTransport::offload_batch_split_allowed() {
+    impl_->ensure_ready();
+    return net::offload_batch_split_usable(impl_->hello_flags);
+}
+
 uint64_t TcpTransport::connected_client_id() { return impl_->ready && impl_->fd >= 0 ? impl_->client_id : 0; }
 
 void TcpTransport::read(uint64_t offset, void* dst, uint32_t len) { impl_->read(offset, dst, len); }

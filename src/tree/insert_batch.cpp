@@ -4,11 +4,14 @@
 // OFFLOAD_BATCH per node (OFFLOAD_BYTES_BATCH for byte-string keys) instead
 // of one OFFLOAD (or a one-sided write) each.
 // The memory node executes every sub-request exactly as a single offloaded
-// insert; what it cannot do without a structure modification comes back and
-// is inserted here one at a time, splits included.
+// insert; a memory node that takes OFFLOAD_BATCH_SPLIT (fixed layout) also
+// splits a full leaf itself, as OFFLOAD_SPLIT does. What it cannot do without
+// a structure modification comes back and is inserted here one at a time,
+// splits included.
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -99,6 +102,14 @@ private:
         bool one_by_one = false;  // insert_reserved() after this round's batches
         bool may_offload = true;  // ... and may that offload (no batched attempt said "needs a split")
         GAddr full_leaf = 0;      // this round: the leaf that answered "needs a split"
+        GAddr parent = 0;         // start's level-1 parent (a cached leaf's), for a memory-node split
+        bool may_split = false;   // this attempt: its leaf's frame / I/O marker is held (C7)
+    };
+    // A sibling a memory node created whose downlink it could not insert.
+    struct Unlinked {
+        EntryKey sep;  // a fixed tree's separator (only fixed trees split in a batch)
+        GAddr sibling;
+        GAddr parent;  // where the leaf's descent passed level 1 (0: unknown)
     };
 
     // One round over `todo`; returns the entries for the next round.
@@ -111,9 +122,14 @@ private:
             for (auto& [node, idx] : by_node) send(node, idx);
         } catch (...) {
             settle();  // what the nodes answered before the failure changed leaves
+            try {
+                link_siblings();
+            } catch (...) {  // B-link readers reach those siblings through their right links
+            }
             throw;
         }
         settle();
+        link_siblings();
         std::vector<size_t> next;
         std::vector<GAddr> split;  // full leaves whose first waiting entry went alone
         for (size_t i : todo) {    // todo is in key order: the first per leaf is its smallest
@@ -175,12 +191,20 @@ private:
         Deadline dl = t_.deadline();
         Node snap;
         for (size_t i : todo) {
-            Descent d = t_.descend_leaf(keys_[i], kFindOffloadStart, snap, nullptr, dl);
+            Path path{};
+            Descent d = t_.descend_leaf(keys_[i], kFindOffloadStart, snap, &path, dl);
             Entry& e = e_[i];
             e.full_leaf = 0;
             e.one_by_one = false;
             e.start = d.addr;
             e.level = d.level;
+            // A cached leaf's parent, if its memory node can link a sibling
+            // there (same node, at or below the placement level); a start
+            // higher up passes the parent on the memory node itself.
+            e.parent = d.level == 0 ? path[1] : 0;
+            if (!e.parent || gaddr_is_swizzled(e.parent) || gaddr_node(e.parent) != gaddr_node(d.addr) ||
+                t_.place_level_ < 1)
+                e.parent = 0;
             if (!e.start || gaddr_is_swizzled(e.start) || e.level < 0 || e.level > t_.place_level_) {
                 e.start = 0;
                 e.one_by_one = true;
@@ -191,6 +215,12 @@ private:
     static constexpr net::Op kBatchOp = L::kSlotted ? net::kOpOffloadBytesBatch : net::kOpOffloadBatch;
     static constexpr const char* kBatchName = L::kSlotted ? "OFFLOAD_BYTES_BATCH" : "OFFLOAD_BATCH";
 
+    // Whether `node` splits full leaves inside the batch (OFFLOAD_BATCH_SPLIT):
+    // it says so, and the tree has a namespace there for the siblings.
+    bool node_splits(uint32_t node, Transport& tr) const {
+        return !L::kSlotted && node < t_.part_ns_.size() && t_.part_ns_[node] && tr.offload_batch_split_allowed();
+    }
+
     void send(uint32_t node, const std::vector<size_t>& idx) {
         Transport& tr = t_.mem_.node(node);
         if (L::kSlotted ? !tr.offload_bytes_batch_allowed() : !tr.offload_batch_allowed()) {
@@ -199,8 +229,22 @@ private:
             for (size_t i : idx) e_[i].one_by_one = true;
             return;
         }
+        const bool splits = node_splits(node, tr);
+        // C7 for the leaves the memory node may split: no reader of this
+        // server may use a leaf's image from before the split once the batch
+        // returns, so each start leaf's frame is held (or, not cached, its
+        // I/O marker taken) from before the RPC until it is dropped.
+        std::optional<FrameHold> hold;
+        hold.emplace(t_);
+        std::vector<GAddr> markers;
+        if (splits) guard_leaves(idx, *hold, markers);
         std::vector<uint8_t> payload;
-        payload.reserve(idx.size() * (L::kSlotted ? 256 : sizeof(net::OffloadRequest)));
+        payload.reserve(idx.size() * (L::kSlotted ? 256 : sizeof(net::OffloadBatchSplitItem)) + 16);
+        if (splits) {
+            const net::OffloadBatchSplitHeader h{t_.part_ns_[node], static_cast<uint32_t>(idx.size()), 0};
+            const uint8_t* q = reinterpret_cast<const uint8_t*>(&h);
+            payload.insert(payload.end(), q, q + sizeof h);
+        }
         for (size_t i : idx) {
             Entry& e = e_[i];
             if (e.journal) {  // the memory node writes it before it changes the leaf
@@ -209,6 +253,13 @@ private:
                 if (e.slot >= 0 && e.slot_node == node) t_.journal_->resume(node, e.slot);
             }
             append_request(payload, node, i);
+            if (splits) {  // the rest of its OffloadBatchSplitItem
+                const uint64_t parent = e.parent ? gaddr_offset(e.parent) : 0;
+                const uint8_t* q = reinterpret_cast<const uint8_t*>(&parent);
+                payload.insert(payload.end(), q, q + sizeof parent);
+                const uint8_t flags[8] = {static_cast<uint8_t>(e.may_split ? 1 : 0)};
+                payload.insert(payload.end(), flags, flags + sizeof flags);
+            }
             if (e.journal) {
                 e.slot = t_.journal_->slot_taken(node);
                 e.slot_node = node;
@@ -221,13 +272,57 @@ private:
                 // cancel waits for the answer (the op timeout still bounds
                 // it), as for a single offloaded write.
                 InterruptHold hold;
-                resp = tr.rpc(kBatchOp, payload.data(), static_cast<uint32_t>(payload.size()));
+                resp = tr.rpc(splits ? net::kOpOffloadBatchSplit : kBatchOp, payload.data(),
+                              static_cast<uint32_t>(payload.size()));
             }
             Stats::add(stats().offloads, idx.size());
-            take_replies(node, idx, resp);
+            take_replies(node, idx, resp, splits);
         } catch (...) {
+            // Let go first (a held frame is made unreadable and dropped), so
+            // that forget()'s drops do not wait for our own frames.
+            for (GAddr a : markers) t_.cache_->abort_io(a);
+            hold.reset();
+            // A parent the memory node may have linked a sibling into: a stale
+            // copy would only lack the downlink (B-link readers move right),
+            // but each later descent would pay that move: drop it too.
+            for (size_t i : idx)
+                if (e_[i].may_split && e_[i].parent) try {
+                        t_.cache_drop(e_[i].parent);
+                    } catch (...) {
+                    }
             forget(idx);
             throw;
+        }
+        // Markers: the leaves stay uncached until a read after the publishes.
+        for (GAddr a : markers) t_.cache_->abort_io(a);
+        // A held leaf the batch did not change goes back as it was; a changed
+        // one stays held and `hold`'s end makes it unreadable and drops it
+        // (its new image did not come back), before settle() logs it.
+        for (size_t i : idx)
+            if (e_[i].may_split && std::find(changed_.begin(), changed_.end(), e_[i].start) == changed_.end())
+                hold->release(e_[i].start);
+    }
+
+    // For send(): the distinct start leaves of `idx` (their entries are in key
+    // order, so the frames are taken left to right, as a merge takes them),
+    // each held or marked; entries whose leaf could be neither (another
+    // process is fetching it, the mapping table is full) or that start above
+    // the leaf (a cached copy of it could exist) may not split.
+    void guard_leaves(const std::vector<size_t>& idx, FrameHold& hold, std::vector<GAddr>& markers) {
+        GAddr last = 0;
+        bool last_ok = false;
+        for (size_t i : idx) {
+            Entry& e = e_[i];
+            e.may_split = false;
+            if (e.level != 0) continue;
+            if (e.start != last) {
+                last = e.start;
+                const auto b = t_.cache_->try_begin_io(e.start);
+                last_ok = b == cache::MappingTable::Begin::kOwner || b == cache::MappingTable::Begin::kCached;
+                if (b == cache::MappingTable::Begin::kOwner) markers.push_back(e.start);
+                if (b == cache::MappingTable::Begin::kCached) hold.hold(e.start);
+            }
+            e.may_split = last_ok;
         }
     }
 
@@ -270,10 +365,20 @@ private:
         }
     }
 
-    void take_replies(uint32_t node, const std::vector<size_t>& idx, const std::vector<uint8_t>& resp) {
-        if (resp.size() != idx.size() * sizeof(net::OffloadReply))
+    // `splits`: an OFFLOAD_BATCH_SPLIT's replies, a tail after them for each
+    // kOffloadSplit (src/README.md "Offloading", batched offloaded inserts).
+    void take_replies(uint32_t node, const std::vector<size_t>& idx, const std::vector<uint8_t>& resp, bool splits) {
+        size_t nsplit = 0;
+        for (size_t j = 0; splits && j < idx.size() && (j + 1) * sizeof(net::OffloadReply) <= resp.size(); j++)
+            nsplit += resp[j * sizeof(net::OffloadReply)] == net::kOffloadSplit;  // status: the first byte
+        const size_t fixed = idx.size() * sizeof(net::OffloadReply) + nsplit * sizeof(net::OffloadBatchSplitTail);
+        net::OffloadBatchSplitImages imgs{0, 0};
+        if (splits && resp.size() >= fixed + sizeof imgs) std::memcpy(&imgs, resp.data() + fixed, sizeof imgs);
+        if (resp.size() != fixed + (splits ? sizeof imgs + imgs.count * (sizeof(GAddr) + kNodeSize) : 0) ||
+            imgs.count > net::kMaxBatchSplitParentImages)
             throw Error(ErrorCode::kProtocol, std::string(kBatchName) + ": " + std::to_string(resp.size()) +
                                                   " bytes of replies for " + std::to_string(idx.size()) + " requests");
+        const uint8_t* tails = resp.data() + idx.size() * sizeof(net::OffloadReply);
         for (size_t j = 0; j < idx.size(); j++) {
             net::OffloadReply rep;
             std::memcpy(&rep, resp.data() + j * sizeof rep, sizeof rep);
@@ -294,6 +399,11 @@ private:
                     // (one_round() splits it with the first of its entries).
                     e.full_leaf = rep.leaf ? rep.leaf : e.start;
                     break;
+                case net::kOffloadSplit:
+                    if (!splits) throw Error(ErrorCode::kProtocol, std::string(kBatchName) + ": split status");
+                    take_split(node, e, rep.leaf, tails);
+                    tails += sizeof(net::OffloadBatchSplitTail);
+                    break;
                 case net::kOffloadRestart:
                     // The path left the node: find the leaf one-sided.
                     e.one_by_one = true;
@@ -301,6 +411,71 @@ private:
                     break;
                 default:
                     throw Error(ErrorCode::kProtocol, std::string(kBatchName) + ": unknown status from memory node");
+            }
+        }
+        if (splits) take_parents(node, resp.data() + fixed + sizeof imgs, imgs.count);
+    }
+
+    // The parents that took downlinks: refreshed from their images where the
+    // memory node sent one, else dropped with the changed leaves.
+    void take_parents(uint32_t node, const uint8_t* at, uint32_t count) {
+        std::vector<std::pair<GAddr, Node>> got(count);
+        for (auto& [g, img] : got) {
+            std::memcpy(&g, at, sizeof g);
+            std::memcpy(static_cast<void*>(&img), at + sizeof g, kNodeSize);
+            at += sizeof g + kNodeSize;
+            if (gaddr_node(g) != node || gaddr_is_swizzled(g) || !g || img.tree_id != t_.tree_id_ ||
+                img.level != 1 || !snapshot_valid(img) || is_slotted(img))
+                throw Error(ErrorCode::kProtocol, "OFFLOAD_BATCH_SPLIT: memory node returned an invalid parent image");
+        }
+        for (GAddr p : linked_) {
+            auto it = std::find_if(got.begin(), got.end(), [p](const auto& x) { return x.first == p; });
+            if (it == got.end()) {
+                changed_.push_back(p);
+            } else if (std::find_if(refreshed_.begin(), refreshed_.end(),
+                                    [p](const auto& x) { return x.first == p; }) == refreshed_.end()) {
+                refreshed_.push_back(*it);
+            }
+        }
+        linked_.clear();
+    }
+
+    // A memory-node split inside the batch: the entry is in (leaf or sibling).
+    // Leaf, sibling and parent go to the change log and out of the cache with
+    // the changed leaves (settle()); a sibling the memory node could not link
+    // waits for link_siblings().
+    void take_split(uint32_t node, const Entry& e, GAddr leaf, const uint8_t* at) {
+        if constexpr (!L::kSlotted) {
+            net::OffloadBatchSplitTail tail;
+            std::memcpy(&tail, at, sizeof tail);
+            auto own = [&](GAddr a) { return gaddr_node(a) == node && !gaddr_is_swizzled(a) && a != 0; };
+            if (!own(leaf) || !own(tail.sibling) || (tail.parent && !own(tail.parent)))
+                throw Error(ErrorCode::kProtocol, "OFFLOAD_BATCH_SPLIT: memory node named a node outside its own pool");
+            changed_.push_back(leaf);
+            changed_.push_back(tail.sibling);
+            if (tail.parent) linked_.push_back(tail.parent);
+            Stats::add(stats().batched_inserts);
+            Stats::add(stats().memnode_splits);
+            if (!tail.parent) {
+                EntryKey sep;
+                std::memcpy(&sep, tail.sep, sizeof sep);
+                unlinked_.push_back(Unlinked{sep, tail.sibling, e.parent});
+            }
+        }
+    }
+
+    // Step 3 of the memory nodes' splits that they left to us (parent full,
+    // locked, moved, unknown or elsewhere), after settle() dropped the nodes
+    // they changed: as split_leaf() would, through the level above.
+    void link_siblings() {
+        if constexpr (!L::kSlotted) {
+            Deadline dl = t_.deadline();
+            while (!unlinked_.empty()) {
+                const Unlinked u = unlinked_.back();
+                unlinked_.pop_back();
+                Path path{};
+                path[1] = u.parent;
+                t_.insert_parent(1, u.sep, u.sibling, path, dl);
             }
         }
     }
@@ -320,11 +495,24 @@ private:
     // the change log once (standbys drop them), then out of this compute
     // server's cache -- an admission in progress is marked stale, its read may
     // predate the change -- before insert_batch() returns.
+    // Parents a memory-node split linked a sibling into come with their images
+    // (cache_update: a newer version replaces the cached copy, C6).
     void settle() {
-        if (changed_.empty()) return;
+        if (changed_.empty() && refreshed_.empty()) return;
         std::sort(changed_.begin(), changed_.end());
         changed_.erase(std::unique(changed_.begin(), changed_.end()), changed_.end());
+        for (const auto& r : refreshed_)
+            if (!std::binary_search(changed_.begin(), changed_.end(), r.first)) changed_.push_back(r.first);
         if (t_.opts_.log_changes) t_.opts_.log_changes(changed_.data(), changed_.size());
+        for (const auto& [g, img] : refreshed_) {
+            changed_.erase(std::find(changed_.begin(), changed_.end(), g));  // refreshed, not dropped
+            try {
+                t_.cache_update(g, img);
+            } catch (...) {
+                t_.cache_drop(g);
+            }
+        }
+        refreshed_.clear();
         for (GAddr a : changed_) {
             try {
                 t_.cache_drop(a);
@@ -353,6 +541,9 @@ private:
     std::vector<Entry> e_;
     uint64_t durable_;
     std::vector<GAddr> changed_;
+    std::vector<GAddr> linked_;                       // parents that took downlinks (take_parents)
+    std::vector<std::pair<GAddr, Node>> refreshed_;   // ... and their images, for settle()
+    std::vector<Unlinked> unlinked_;
 };
 
 template <class L>
