@@ -385,6 +385,13 @@ private:
         // Take a's frame (if cached) or stale its admission. `skip`: a frame
         // the caller already holds (a write-back guard's).
         void hold(GAddr a, uint32_t skip = 0xFFFFFFFFu);
+        // Take a's frame only if that needs no waiting: true if it is held
+        // now (or already was). False: not cached any more, being fetched, or
+        // its frame locked by another holder -- the caller must not change
+        // the leaf's entries under a cached copy then (a batch, which holds
+        // several frames across its RPC, never waits for one while holding
+        // others: no lock-order cycle with another holder).
+        bool try_hold(GAddr a);
         // After the publish: install `img` as a's image, then let go of it.
         void install(GAddr a, const Node& img);
         // Nothing was published after all: let go of a's frame unchanged.

@@ -170,6 +170,24 @@ void BTreeT<L>::FrameHold::hold(GAddr a, uint32_t skip) {
 }
 
 template <class L>
+bool BTreeT<L>::FrameHold::try_hold(GAddr a) {
+    if (!t_.cache_) return false;
+    cache::CacheRegion& R = t_.cache_->region();
+    const uint32_t f = R.table().lookup(a);
+    if (f == cache::kNoFrame || f == cache::MappingTable::kIoInProgress) return false;
+    if (std::find(frames_.begin(), frames_.end(), f) != frames_.end()) return true;
+    cache::FrameHeader& h = R.header(f);
+    if (!h.try_lock()) return false;
+    if (h.gaddr.load(std::memory_order_relaxed) != a || h.get_state() == cache::FrameState::kFree) {
+        h.unlock_unchanged();
+        return false;
+    }
+    held_.push_back({a, f});
+    frames_.push_back(f);
+    return true;
+}
+
+template <class L>
 void BTreeT<L>::FrameHold::install(GAddr a, const Node& img) {
     for (size_t i = 0; i < held_.size(); i++) {
         if (held_[i].a != a) continue;

@@ -317,10 +317,14 @@ private:
             if (e.level != 0) continue;
             if (e.start != last) {
                 last = e.start;
+                // Never waits for a frame while holding others (try_hold):
+                // two batches whose plans order leaves differently (a stale
+                // cached copy) cannot deadlock; a leaf whose frame is busy
+                // just may not split this round.
                 const auto b = t_.cache_->try_begin_io(e.start);
-                last_ok = b == cache::MappingTable::Begin::kOwner || b == cache::MappingTable::Begin::kCached;
+                last_ok = b == cache::MappingTable::Begin::kOwner ||
+                          (b == cache::MappingTable::Begin::kCached && hold.try_hold(e.start));
                 if (b == cache::MappingTable::Begin::kOwner) markers.push_back(e.start);
-                if (b == cache::MappingTable::Begin::kCached) hold.hold(e.start);
             }
             e.may_split = last_ok;
         }
