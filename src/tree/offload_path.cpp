@@ -186,8 +186,8 @@ bool BTreeT<L>::should_offload_at_miss(uint8_t kind, GAddr g, int level) {
     // one-sided write takes three. Slotted trees offload at the leaf only
     // (OFFLOAD_BYTES starts there; a memory node walks no slotted inner node).
     const bool leaf_write = write && level == 0;
-    if (L::kSlotted && !(leaf_write && mem_.node(gaddr_node(g)).offload_bytes_allowed())) return false;
     return opts_.offload && !wb_ &&
+           (!L::kSlotted || (leaf_write && mem_.node(gaddr_node(g)).offload_bytes_allowed())) &&
            (level >= 1 || (level == 0 && (write || opts_.offload->mode() == OffloadMode::kOn))) &&
            level <= place_level_ && (!write || mem_.node(gaddr_node(g)).offload_writes_allowed()) &&
            // auto: while the cache still has room, a fetched node costs no
