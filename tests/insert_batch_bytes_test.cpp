@@ -44,18 +44,9 @@ void record_changes(const GAddr* nodes, size_t n) {
 
 // A memory node whose OFFLOAD_BYTES_BATCH answer gets lost after the node
 // applied it (a timeout, a dropped connection): everything else goes through.
-class LosesBatchAnswers final : public Transport {
+class LosesBatchAnswers final : public InProcForwarder {
 public:
-    explicit LosesBatchAnswers(memnode::Engine& e) : in_(e) {}
-    uint64_t incarnation() override { return in_.incarnation(); }
-    uint64_t client_id() override { return in_.client_id(); }
-    uint64_t connected_client_id() override { return in_.connected_client_id(); }
-    const std::string& address() const override { return in_.address(); }
-    void read(uint64_t o, void* d, uint32_t l) override { in_.read(o, d, l); }
-    void write(uint64_t o, const void* s, uint32_t l) override { in_.write(o, s, l); }
-    uint64_t cas(uint64_t o, uint64_t e, uint64_t d) override { return in_.cas(o, e, d); }
-    uint64_t faa(uint64_t o, uint64_t a) override { return in_.faa(o, a); }
-    void batch(RemoteOp* ops, size_t n) override { in_.batch(ops, n); }
+    explicit LosesBatchAnswers(memnode::Engine& e) : InProcForwarder(e) {}
     std::vector<uint8_t> rpc(net::Op op, const void* p, uint32_t l) override {
         std::vector<uint8_t> r = in_.rpc(op, p, l);
         if (op == net::kOpOffloadBytesBatch && lose) throw Error(ErrorCode::kTimeout, "test: answer lost");
@@ -65,9 +56,6 @@ public:
     bool offload_bytes_allowed() override { return in_.offload_bytes_allowed(); }
     bool offload_bytes_batch_allowed() override { return in_.offload_bytes_batch_allowed(); }
     bool lose = false;
-
-private:
-    InProcTransport in_;
 };
 
 // `nodes` in-process memory nodes and a slotted tree over them (placement

@@ -77,24 +77,13 @@ struct Nodes {
 // (an RDMA listener on an IBV_ATOMIC_HCA device: its one-sided CAS goes
 // through the NIC, which an in-process node cannot emulate) or of an older
 // node without OFFLOAD_BATCH: the HELLO flags; everything else goes through.
-class Flags final : public Transport {
+class Flags final : public InProcForwarder {
 public:
-    Flags(memnode::Engine& e, bool writes, bool batch) : in_(e), writes_(writes), batch_(batch) {}
-    uint64_t incarnation() override { return in_.incarnation(); }
-    uint64_t client_id() override { return in_.client_id(); }
-    uint64_t connected_client_id() override { return in_.connected_client_id(); }
-    const std::string& address() const override { return in_.address(); }
-    void read(uint64_t o, void* d, uint32_t l) override { in_.read(o, d, l); }
-    void write(uint64_t o, const void* s, uint32_t l) override { in_.write(o, s, l); }
-    uint64_t cas(uint64_t o, uint64_t e, uint64_t d) override { return in_.cas(o, e, d); }
-    uint64_t faa(uint64_t o, uint64_t a) override { return in_.faa(o, a); }
-    void batch(RemoteOp* ops, size_t n) override { in_.batch(ops, n); }
-    std::vector<uint8_t> rpc(net::Op op, const void* p, uint32_t l) override { return in_.rpc(op, p, l); }
+    Flags(memnode::Engine& e, bool writes, bool batch) : InProcForwarder(e), writes_(writes), batch_(batch) {}
     bool offload_writes_allowed() override { return writes_; }
     bool offload_batch_allowed() override { return writes_ && batch_; }
 
 private:
-    InProcTransport in_;
     bool writes_, batch_;
 };
 

@@ -36,18 +36,9 @@ void record_changes(const GAddr* nodes, size_t n) {
 // A memory node as an older one looks (no kHelloOffloadBatchSplit; with
 // `single_split` false no kHelloOffloadSplit either); counts the
 // OFFLOAD_BATCH_SPLIT frames it is sent.
-class Older final : public Transport {
+class Older final : public InProcForwarder {
 public:
-    Older(memnode::Engine& e, bool single_split) : in_(e), single_split_(single_split) {}
-    uint64_t incarnation() override { return in_.incarnation(); }
-    uint64_t client_id() override { return in_.client_id(); }
-    uint64_t connected_client_id() override { return in_.connected_client_id(); }
-    const std::string& address() const override { return in_.address(); }
-    void read(uint64_t o, void* d, uint32_t l) override { in_.read(o, d, l); }
-    void write(uint64_t o, const void* s, uint32_t l) override { in_.write(o, s, l); }
-    uint64_t cas(uint64_t o, uint64_t e, uint64_t d) override { return in_.cas(o, e, d); }
-    uint64_t faa(uint64_t o, uint64_t a) override { return in_.faa(o, a); }
-    void batch(RemoteOp* ops, size_t n) override { in_.batch(ops, n); }
+    Older(memnode::Engine& e, bool single_split) : InProcForwarder(e), single_split_(single_split) {}
     std::vector<uint8_t> rpc(net::Op op, const void* p, uint32_t l) override {
         if (op == net::kOpOffloadBatchSplit) batch_splits_sent++;
         return in_.rpc(op, p, l);
@@ -58,24 +49,14 @@ public:
     std::atomic<int> batch_splits_sent{0};
 
 private:
-    InProcTransport in_;
     bool single_split_;
 };
 
 // A memory node whose answer to the next OFFLOAD_BATCH_SPLIT is lost (after
 // it ran: leaves split, parents changed), as a timeout would lose it.
-class LoseAnswer final : public Transport {
+class LoseAnswer final : public InProcForwarder {
 public:
-    explicit LoseAnswer(memnode::Engine& e) : in_(e) {}
-    uint64_t incarnation() override { return in_.incarnation(); }
-    uint64_t client_id() override { return in_.client_id(); }
-    uint64_t connected_client_id() override { return in_.connected_client_id(); }
-    const std::string& address() const override { return in_.address(); }
-    void read(uint64_t o, void* d, uint32_t l) override { in_.read(o, d, l); }
-    void write(uint64_t o, const void* s, uint32_t l) override { in_.write(o, s, l); }
-    uint64_t cas(uint64_t o, uint64_t e, uint64_t d) override { return in_.cas(o, e, d); }
-    uint64_t faa(uint64_t o, uint64_t a) override { return in_.faa(o, a); }
-    void batch(RemoteOp* ops, size_t n) override { in_.batch(ops, n); }
+    explicit LoseAnswer(memnode::Engine& e) : InProcForwarder(e) {}
     std::vector<uint8_t> rpc(net::Op op, const void* p, uint32_t l) override {
         auto r = in_.rpc(op, p, l);
         if (op == net::kOpOffloadBatchSplit && lose.exchange(false))
@@ -87,9 +68,6 @@ public:
     bool offload_split_allowed() override { return in_.offload_split_allowed(); }
     bool offload_batch_split_allowed() override { return in_.offload_batch_split_allowed(); }
     std::atomic<bool> lose{false};
-
-private:
-    InProcTransport in_;
 };
 
 // `nodes` in-process memory nodes, one tree over them (placement level 1 if

@@ -31,24 +31,11 @@ void record_changes(const GAddr* nodes, size_t n) {
 }
 
 // A memory node as an older one looks: no kHelloOffloadSplit.
-class NoSplit final : public Transport {
+class NoSplit final : public InProcForwarder {
 public:
-    explicit NoSplit(memnode::Engine& e) : in_(e) {}
-    uint64_t incarnation() override { return in_.incarnation(); }
-    uint64_t client_id() override { return in_.client_id(); }
-    uint64_t connected_client_id() override { return in_.connected_client_id(); }
-    const std::string& address() const override { return in_.address(); }
-    void read(uint64_t o, void* d, uint32_t l) override { in_.read(o, d, l); }
-    void write(uint64_t o, const void* s, uint32_t l) override { in_.write(o, s, l); }
-    uint64_t cas(uint64_t o, uint64_t e, uint64_t d) override { return in_.cas(o, e, d); }
-    uint64_t faa(uint64_t o, uint64_t a) override { return in_.faa(o, a); }
-    void batch(RemoteOp* ops, size_t n) override { in_.batch(ops, n); }
-    std::vector<uint8_t> rpc(net::Op op, const void* p, uint32_t l) override { return in_.rpc(op, p, l); }
+    explicit NoSplit(memnode::Engine& e) : InProcForwarder(e) {}
     bool offload_writes_allowed() override { return in_.offload_writes_allowed(); }
     bool offload_batch_allowed() override { return in_.offload_batch_allowed(); }
-
-private:
-    InProcTransport in_;
 };
 
 struct Fixture {

@@ -35,6 +35,29 @@ inline std::unique_ptr<memnode::Engine> make_engine(uint64_t pool_bytes) {
     return std::make_unique<memnode::Engine>(o);
 }
 
+// An in-process memory node seen through a wrapper that changes part of what
+// the compute side sees (its HELLO capabilities, a lost answer, counted
+// frames): every operation goes through; every capability is the Transport
+// default (none announced, offloaded writes allowed) unless the wrapper
+// overrides it -- each test's wrapper names exactly what its node announces.
+class InProcForwarder : public Transport {
+public:
+    explicit InProcForwarder(memnode::Engine& e) : in_(e) {}
+    uint64_t incarnation() override { return in_.incarnation(); }
+    uint64_t client_id() override { return in_.client_id(); }
+    uint64_t connected_client_id() override { return in_.connected_client_id(); }
+    const std::string& address() const override { return in_.address(); }
+    void read(uint64_t o, void* d, uint32_t l) override { in_.read(o, d, l); }
+    void write(uint64_t o, const void* s, uint32_t l) override { in_.write(o, s, l); }
+    uint64_t cas(uint64_t o, uint64_t e, uint64_t d) override { return in_.cas(o, e, d); }
+    uint64_t faa(uint64_t o, uint64_t a) override { return in_.faa(o, a); }
+    void batch(RemoteOp* ops, size_t n) override { in_.batch(ops, n); }
+    std::vector<uint8_t> rpc(net::Op op, const void* p, uint32_t l) override { return in_.rpc(op, p, l); }
+
+protected:
+    InProcTransport in_;
+};
+
 inline std::unique_ptr<RemoteMemory> make_mem(memnode::Engine& e) {
     std::vector<std::unique_ptr<Transport>> v;
     v.push_back(std::make_unique<InProcTransport>(e));
