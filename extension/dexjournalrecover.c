@@ -76,13 +76,22 @@ heap_check_row(DexHeapCheck *hc, ItemPointer tid, Datum *values, bool *isnull)
 {
 	bool		call_again = false;
 	bool		all_dead = false;
+	ItemPointerData member;
 
 	if (!ItemPointerIsValid(tid) || ItemPointerGetBlockNumber(tid) >= hc->nblocks)
 		return false;			/* past the heap's end: the row was never durable */
 	ResetExprContext(hc->econtext);
 	ExecClearTuple(hc->slot);
-	/* SnapshotAny: the chain's first tuple; a heap-only tuple is never a root */
-	if (!table_index_fetch_tuple(hc->fetch, tid, SnapshotAny, hc->slot,
+
+	/*
+	 * SnapshotAny: the chain's first tuple; a heap-only tuple is never a
+	 * root. The fetch overwrites the TID it is given with the chain member's
+	 * (a pruned root is a redirect to a heap-only tuple): the caller's `tid`,
+	 * the entry's, must stay the root's, or every HOT-updated row whose root
+	 * was pruned would look like a stray and lose its entry.
+	 */
+	member = *tid;
+	if (!table_index_fetch_tuple(hc->fetch, &member, SnapshotAny, hc->slot,
 								 &call_again, &all_dead))
 		return false;
 	hc->econtext->ecxt_scantuple = hc->slot;
@@ -177,7 +186,13 @@ dex_journal_recover_fixed(Relation index, DexTree *tree, uint64 mine)
 	{
 		CHECK_FOR_INTERRUPTS();
 		if (!key_has_row(&hc, &copy[i]))
+		{
+			if (nstrays < 20)
+				ereport(DEBUG1,
+						(errmsg("dex: index \"%s\": journaled entry (key image " UINT64_FORMAT ", TID (%u,%u)) has no row: a stray",
+								RelationGetRelationName(index), copy[i].value, copy[i].block, copy[i].offnum)));
 			strays[nstrays++] = copy[i];
+		}
 	}
 	heap_check_end(&hc);
 
