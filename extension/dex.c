@@ -47,6 +47,7 @@ dex_shmem_request(void)
 	RequestAddinShmemSpace(MAXALIGN(dex_stats_shmem_size()));
 	RequestAddinShmemSpace(dex_cluster_shmem_size());
 	RequestAddinShmemSpace(dex_ios_shmem_size());
+	RequestAddinShmemSpace(dex_wbredo_shmem_size());
 	/* dex.cache_size = 0: no cache, trees run uncached */
 	if (dex_cache_bytes() > 0)
 		RequestAddinShmemSpace(MAXALIGN(dex_cache_shmem_size(dex_cache_bytes())));
@@ -72,6 +73,10 @@ dex_shmem_startup(void)
 	/* index-only scans' announcements to VACUUM (dexios.c) */
 	mem = ShmemInitStruct("dex index-only scans", dex_ios_shmem_size(), &found);
 	dex_ios_shmem_init(mem, found);
+
+	/* write-back redo: this life's flushed position (dexwbredo.c) */
+	mem = ShmemInitStruct("dex write-back redo", dex_wbredo_shmem_size(), &found);
+	dex_wbredo_shmem_init(mem, found);
 
 	/*
 	 * The node cache, in the main segment so every backend (forked from the

@@ -587,6 +587,27 @@ extern uint64 dex_cluster_registry(void);
 
 extern void dex_wal_init(void);
 
+/* dexwal.c / dexwbredo.c: dex's WAL resource manager and its records */
+#define DEX_RMGR_ID			141
+#define XLOG_DEX_NODES		0x10	/* nodes a write changes (standbys' caches) */
+#define XLOG_DEX_ENTRIES	0x20	/* entry changes of a write-back tree (crash redo) */
+
+/* dexwbredo.c: write-back mode survives a crash */
+extern Size dex_wbredo_shmem_size(void);
+extern void dex_wbredo_shmem_init(void *mem, bool found);
+extern void dex_wbredo_init(void);
+extern void dex_wb_announce_life(void);
+extern void dex_wb_publish_flushed(uint64 before);
+extern void dex_wb_forget_life(void);
+extern void dex_wb_redo_gate(Relation index, DexTree *tree, uint64 owner_word, uint64 node, uint64 ns,
+							 bool *checked);
+#if PG_VERSION_NUM >= 150000
+struct XLogReaderState;
+extern void dex_wb_redo_startup(void);
+extern void dex_wb_redo_entries(struct XLogReaderState *record);
+extern void dex_wb_redo_cleanup(void);
+#endif
+
 /* ---- dexjournal.c ----------------------------------------------------- */
 
 extern void dex_journal_init(void);

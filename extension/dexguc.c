@@ -11,6 +11,7 @@
 
 #include <errno.h>
 
+#include "access/xlog.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
@@ -255,13 +256,18 @@ dex_wb_flush_once(bool quiet)
 	DexError	err;
 	uint64_t	written = 0;
 	int			rc;
+	XLogRecPtr	before = GetXLogInsertRecPtr();
 
 	memset(&err, 0, sizeof(err));
 	rc = dex_try_configure(&err);
+
 	/* dirty leaves carry entries whose heap WAL must be durable first */
 	dex_wal_flush_dirty();
 	if (rc == DEX_OK)
 		rc = dex_cache_flush(&written, &err);
+	/* all that was logged before `before` and is not dirty now is remote */
+	if (rc == DEX_OK)
+		dex_wb_publish_flushed(before);
 	if (rc != DEX_OK && !quiet)
 		ereport(LOG,
 				(errmsg("dex write-back worker: %s", err.message[0] ? err.message : "flush failed")));
@@ -329,6 +335,7 @@ dex_writeback_main(Datum arg)
 			pg_usleep(100 * 1000L);
 		}
 		ereport(LOG, (errmsg("dex write-back worker: final flush done")));
+		dex_wb_forget_life();
 	}
 	dex_cluster_release_writer();
 	proc_exit(0);

@@ -206,6 +206,7 @@ typedef struct DexTreeCacheEntry
 	uint64		incarnation;
 	DexTree    *tree;
 	uint64		verified_life;	/* journal found recovered in this life (dexjournal.c) */
+	bool		wb_checked;		/* owner word found ours or free (dexwbredo.c) */
 } DexTreeCacheEntry;
 
 static HTAB *dex_tree_cache = NULL;
@@ -419,6 +420,7 @@ dex_open_tree(Relation index)
 		}
 		e->tree = tree;
 		e->verified_life = 0;
+		e->wb_checked = false;
 	}
 	else
 	{
@@ -443,6 +445,11 @@ dex_open_tree(Relation index)
 		DexOptions *opts = (DexOptions *) index->rd_options;
 		bool		wb = opts ? opts->write_back : false;
 
+		/* a crash took dirty frames: replay their logged changes, or refuse */
+		dex_wb_redo_gate(index, e->tree, meta.owner_word, (uint64) e->node, meta.ns, &e->wb_checked);
+		/* before anything of this life can be dirty: its flushed position */
+		if (wb && meta.owner_word != 0 && dex_cache_bytes() > 0 && !RecoveryInProgress())
+			dex_wb_announce_life();
 		rc = dex_tree_set_write_back(e->tree, wb ? 1 : 0, meta.owner_word, &err);
 		while (rc == DEX_ERR_NEED_WAL_FLUSH)
 		{

@@ -33,9 +33,8 @@
  * (https://wiki.postgresql.org/wiki/CustomWALResourceManagers). Change it
  * here only if another extension in shared_preload_libraries uses 141.
  */
-#define DEX_RMGR_ID			141
-
-#define XLOG_DEX_NODES		0x10	/* payload: DexWalNodes + nodes[] */
+/* DEX_RMGR_ID, XLOG_DEX_NODES (payload: DexWalNodes + nodes[]) and
+ * XLOG_DEX_ENTRIES (dexwbredo.c) are defined in dex.h */
 
 typedef struct DexWalNodes
 {
@@ -51,6 +50,11 @@ dex_redo(XLogReaderState *record)
 	const char *data = XLogRecGetData(record);
 	DexWalNodes hdr;
 
+	if (info == XLOG_DEX_ENTRIES)
+	{
+		dex_wb_redo_entries(record);
+		return;
+	}
 	if (info != XLOG_DEX_NODES)
 		elog(PANIC, "dex_redo: unknown op code %u", info);
 	if (XLogRecGetDataLen(record) < sizeof(hdr))
@@ -75,6 +79,18 @@ dex_desc(StringInfo buf, XLogReaderState *record)
 	const char *data = XLogRecGetData(record);
 	DexWalNodes hdr;
 
+	if (info == XLOG_DEX_ENTRIES)
+	{
+		uint64		w[3];		/* DexWalEntries: gen, ns, node | count */
+
+		if (XLogRecGetDataLen(record) < sizeof(w) + 8)
+			return;
+		memcpy(w, data, sizeof(w));
+		appendStringInfo(buf, "%s of %u entries, life %016llx, tree %u:" UINT64_FORMAT,
+						 data[sizeof(w)] ? "insert" : "delete", (uint32) (w[2] >> 32),
+						 (unsigned long long) w[0], (uint32) w[2], w[1]);
+		return;
+	}
 	if (info != XLOG_DEX_NODES || XLogRecGetDataLen(record) < sizeof(hdr))
 		return;
 	memcpy(&hdr, data, sizeof(hdr));
@@ -96,12 +112,16 @@ dex_identify(uint8 info)
 {
 	if ((info & ~XLR_INFO_MASK) == XLOG_DEX_NODES)
 		return "NODES";
+	if ((info & ~XLR_INFO_MASK) == XLOG_DEX_ENTRIES)
+		return "ENTRIES";
 	return NULL;
 }
 
 static const RmgrData dex_rmgr = {
 	.rm_name = "dex",
 	.rm_redo = dex_redo,
+	.rm_startup = dex_wb_redo_startup,
+	.rm_cleanup = dex_wb_redo_cleanup,
 	.rm_desc = dex_desc,
 	.rm_identify = dex_identify,
 };
@@ -134,6 +154,7 @@ dex_wal_init(void)
 {
 	RegisterCustomRmgr(DEX_RMGR_ID, (RmgrData *) &dex_rmgr);
 	dex_set_change_log_fn(dex_log_changes);
+	dex_wbredo_init();
 }
 
 #else							/* PG < 15: no custom WAL resource managers */

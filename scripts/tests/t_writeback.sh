@@ -5,32 +5,37 @@
 # 2. a CLEAN restart (pg_ctl restart -m fast: the write-back worker's final
 #    flush) in the middle -> nothing lost, more DML, exact answers again;
 # 3. a CRASH (immediate shutdown) while dirty nodes exist (dex.writeback_interval
-#    raised for that phase) -> queries through the index fail with "lost its
-#    remote memory" / HINT REINDEX (never wrong rows), a write-through dex index
-#    of the same cluster keeps working, REINDEX recovers.
+#    raised for that phase), after inserts, deletes and a VACUUM: the first use
+#    replays the changes crash recovery collected from WAL (dexwbredo.c) ->
+#    exact answers for a fixed-key and a byte-string (two-column) index;
+# 4. the same crash after a CHECKPOINT that began after the last write-back:
+#    the changes cannot all be replayed -> "lost its remote memory" / HINT
+#    REINDEX (never wrong rows), a write-through dex index keeps working,
+#    REINDEX recovers.
 source "$(dirname "$0")/common.sh"
 start_memnode mem "$MPORT" 512MB --threads 2
 start_cluster pg "$PPORT" "$MEMNODE_URL" "dex.cache_size = '${CACHE_SIZE:-1MB}'" "dex.writeback_interval = '1s'"
 CLIENTS=${CLIENTS:-6}; SECONDS_RUN=${SECONDS_RUN:-10}
 
 q -c "create extension dex"
-q -c "create table d(k int, v bigint); create table b(k int, v bigint); create table w(k int, v bigint)"
-q -c "insert into d select g % 20000, g from generate_series(1, 40000) g; insert into b select * from d; insert into w select * from d"
+q -c "create table d(k int, v bigint); create table b(k int, v bigint); create table w(k int, v bigint); create table s(k int, v bigint)"
+q -c "insert into d select g % 20000, g from generate_series(1, 40000) g; insert into b select * from d; insert into w select * from d; insert into s select * from d"
 q -c "create index d_k on d using dex (k) with (write_back = on); create index b_k on b (k); create index w_k on w using dex (k)"
+q -c "create index s_kv on s using dex (k, v) with (write_back = on)"   # byte-string entries
 
-write_mix_script "$DEX_WORK/mix.sql" d b w
+write_mix_script "$DEX_WORK/mix.sql" d b w s
 stats() { q -c "select index_ops, remote_writes, evictions, coolings from dex_stats()" -P footer=off; }
 
 echo "== phase 1: concurrent DML, write-back index, small cache"
 run_mix "$DEX_WORK/mix.sql"
-compare_with_btree d d_k; compare_with_btree w w_k
+compare_with_btree d d_k; compare_with_btree w w_k; compare_with_btree s s_kv
 stats
 ev=$(q -c "select evictions from dex_stats()")
 [ "$ev" -gt 0 ] || fail "expected evictions (write-backs on eviction), got $ev"
 q -c "select * from dex_check('d_k')" >/dev/null || fail "dex_check d_k"
 
 echo "== phase 1b: VACUUM merges empty write-back leaves while DML runs"
-q -c "delete from d where k between 2000 and 18000; delete from b where k between 2000 and 18000; delete from w where k between 2000 and 18000"
+q -c "delete from d where k between 2000 and 18000; delete from b where k between 2000 and 18000; delete from w where k between 2000 and 18000; delete from s where k between 2000 and 18000"
 before=$(q -c "select leaves from dex_index_info('d_k')")
 run_mix "$DEX_WORK/mix.sql" &
 bg=$!
@@ -40,7 +45,7 @@ q -c "vacuum d" >/dev/null
 after=$(q -c "select leaves from dex_index_info('d_k')")
 echo "d_k leaves: $before before the deletes were vacuumed, $after after"
 [ "$after" -lt $((before * 4 / 5)) ] || fail "VACUUM did not merge empty write-back leaves ($before -> $after)"
-compare_with_btree d d_k; compare_with_btree w w_k
+compare_with_btree d d_k; compare_with_btree w w_k; compare_with_btree s s_kv
 q -c "select * from dex_check('d_k')" >/dev/null || fail "dex_check d_k after merges"
 
 echo "== phase 2: clean restart in the middle"
@@ -53,24 +58,48 @@ as_user "$PG_BIN/pg_ctl" -D "$DEX_WORK/pg" -m fast -w restart -l "$DEX_WORK/pg-s
 grep -q "final flush done" "$DEX_WORK/pg-server.log" || echo "(note: no final-flush log line seen)"
 compare_with_btree d d_k
 run_mix "$DEX_WORK/mix.sql"
-compare_with_btree d d_k; compare_with_btree w w_k
+compare_with_btree d d_k; compare_with_btree w w_k; compare_with_btree s s_kv
 q -c "select * from dex_check('d_k')" >/dev/null || fail "dex_check d_k after the clean restart"
 
-echo "== phase 3: crash with dirty nodes"
-q -c "alter system set dex.writeback_interval = '1h'" -c "select pg_reload_conf()" >/dev/null
+echo "== phase 3: crash with dirty nodes: their changes are replayed from WAL"
+all4() { for t in d b w s; do q -c "$(sed "s/@/$t/g" <<<"$1")"; done; }
+q -c "alter system set dex.writeback_interval = '1h'" -c "alter system set checkpoint_timeout = '1h'" \
+  -c "select pg_reload_conf()" >/dev/null
 sleep 1.5   # the worker finishes its current 1 s wait and picks up the new interval
-q -c "insert into d select g, -g from generate_series(100, 5000, 7) g; insert into b select g, -g from generate_series(100, 5000, 7) g; insert into w select g, -g from generate_series(100, 5000, 7) g"
-dirty=$(q -c "select coalesce(sum(dirty), 0) from dex_cache_stats() where index = 'd_k'::regclass")
-echo "dirty d_k frames before the crash: $dirty"
+all4 "insert into @ select g, -g from generate_series(100, 5000, 7) g"
+all4 "delete from @ where k between 6000 and 6500"
+q -c "vacuum d" -c "vacuum s" >/dev/null   # deletes in the frames, empty leaves merged (flushes d_k, s_kv)
+all4 "insert into @ select g, -2 * g from generate_series(6000, 6500, 3) g"
+all4 "update @ set v = v + 1 where k between 7000 and 7100"
+dirty=$(q -c "select coalesce(sum(dirty), 0) from dex_cache_stats() where index in ('d_k'::regclass, 's_kv'::regclass)")
+echo "dirty d_k / s_kv frames before the crash: $dirty"
 [ "$dirty" -gt 0 ] || fail "expected dirty frames before the crash"
+log_lines=$(wc -l <"$DEX_WORK/pg-server.log")
+as_user "$PG_BIN/pg_ctl" -D "$DEX_WORK/pg" -m immediate stop >/dev/null
+as_user "$PG_BIN/pg_ctl" -D "$DEX_WORK/pg" -l "$DEX_WORK/pg-server.log" -w start >/dev/null || fail "start after crash"
+compare_with_btree d d_k; compare_with_btree s s_kv; compare_with_btree w w_k
+for ix in d_k s_kv; do
+    n=$(tail -n +"$log_lines" "$DEX_WORK/pg-server.log" | sed -n "s/.*index \"$ix\": replayed \([0-9]*\) entry changes.*/\1/p" | head -1)
+    echo "$ix: entry changes replayed after the crash: ${n:-none}"
+    [ -n "$n" ] && [ "$n" -gt 0 ] || fail "$ix: no replay after the crash"
+    q -c "select * from dex_check('$ix')" >/dev/null || fail "dex_check $ix after the replay"
+done
+run_mix "$DEX_WORK/mix.sql"   # and it keeps working in write-back mode
+compare_with_btree d d_k; compare_with_btree s s_kv
+
+echo "== phase 4: crash after a checkpoint that began after the last write-back"
+all4 "insert into @ select g, -3 * g from generate_series(8000, 9000, 5) g"
+dirty=$(q -c "select coalesce(sum(dirty), 0) from dex_cache_stats() where index = 'd_k'::regclass")
+[ "$dirty" -gt 0 ] || fail "expected dirty d_k frames before the checkpoint"
+q -c "checkpoint"
 as_user "$PG_BIN/pg_ctl" -D "$DEX_WORK/pg" -m immediate stop >/dev/null
 as_user "$PG_BIN/pg_ctl" -D "$DEX_WORK/pg" -l "$DEX_WORK/pg-server.log" -w start >/dev/null || fail "start after crash"
 expect_error "set enable_seqscan = off; set enable_bitmapscan = off; select count(*) from d where k between 0 and 100" \
-    'index "d_k" lost its remote memory' 'write-back' 'HINT: +REINDEX INDEX d_k'
+    'index "d_k" lost its remote memory' 'write-back' 'before the checkpoint' 'HINT: +REINDEX INDEX d_k'
 expect_error "insert into d values (1, 1)" 'index "d_k" lost its remote memory' 'REINDEX INDEX d_k' >/dev/null
 compare_with_btree w w_k   # the write-through index survived the crash
-q -c "reindex index d_k"
-compare_with_btree d d_k
+q -c "reindex index d_k" -c "reindex index s_kv"
+compare_with_btree d d_k; compare_with_btree s s_kv
 q -c "select * from dex_check('d_k')" >/dev/null || fail "dex_check d_k after REINDEX"
-q -c "alter system reset dex.writeback_interval" -c "select pg_reload_conf()" >/dev/null
+q -c "alter system reset dex.writeback_interval" -c "alter system reset checkpoint_timeout" -c "select pg_reload_conf()" >/dev/null
 echo "write-back: ok"

@@ -62,6 +62,11 @@ struct alignas(64) FrameHeader {
     // since it was last clean; it is written back only once the log is durable
     // that far (src/README.md "Crash survival"). 0 = nothing to wait for.
     std::atomic<uint64_t> lsn{0};
+    // Dirty frame: the compute server's log position when it last became
+    // dirty (TreeOptions::log_position); every change in it was logged later.
+    // A flush that leaves it dirty can promise remote memory only up to here
+    // (src/README.md "Write-back mode", redo after a crash).
+    std::atomic<uint64_t> dirty_since{0};
 
     FrameState get_state() const { return static_cast<FrameState>(state.load(std::memory_order_acquire)); }
     void set_state(FrameState s) { state.store(static_cast<uint32_t>(s), std::memory_order_release); }

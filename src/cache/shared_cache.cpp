@@ -117,6 +117,11 @@ uint64_t SharedCache::dirty_lsn_max(uint32_t tree_id, bool all) {
     return header_->writeback.dirty_lsn_max(*region_, tree_id, all);
 }
 
+uint64_t SharedCache::dirty_since_min() {
+    if (!region_) return UINT64_MAX;
+    return header_->writeback.dirty_since_min(*region_);
+}
+
 std::vector<CensusRow> SharedCache::census() {
     std::vector<CensusRow> out;
     if (!region_) return out;

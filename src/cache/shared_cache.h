@@ -100,6 +100,8 @@ public:
     uint64_t flush(int only, RemoteMemory& mem);
     // WritebackRegistry::dirty_lsn_max (0 without a block).
     uint64_t dirty_lsn_max(uint32_t tree_id, bool all);
+    // WritebackRegistry::dirty_since_min (UINT64_MAX without a block).
+    uint64_t dirty_since_min();
     // Mapped frames per (memory node, tree id, level), ascending.
     std::vector<CensusRow> census();
 

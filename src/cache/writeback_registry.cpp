@@ -133,6 +133,16 @@ uint64_t WritebackRegistry::dirty_lsn_max(CacheRegion& region, uint32_t tree_id,
     return m;
 }
 
+uint64_t WritebackRegistry::dirty_since_min(CacheRegion& region) const {
+    uint64_t m = UINT64_MAX;
+    if (used() == 0) return m;  // never dirty
+    region.for_each_frame([&](const FrameInfo& i) {
+        if (!i.dirty || i.gaddr == kNullGAddr) return;
+        m = std::min(m, region.header(i.frame).dirty_since.load(std::memory_order_relaxed));
+    });
+    return m;
+}
+
 void WritebackRegistry::forget(int node, uint64_t ns) {
     uint32_t n = used();
     for (uint32_t i = 0; i < n; i++) {

@@ -89,6 +89,10 @@ public:
     // of tree `tree_id`, or of any tree if `all` (0: none). 0 at once if no
     // tree ever registered (no frame can be dirty).
     uint64_t dirty_lsn_max(CacheRegion& region, uint32_t tree_id, bool all) const;
+    // Lowest FrameHeader::dirty_since of a dirty frame of any tree: every
+    // entry change logged before it is in remote memory (or in a frame being
+    // written back right now). UINT64_MAX: nothing dirty.
+    uint64_t dirty_since_min(CacheRegion& region) const;
 
     // The namespace (node, ns) is being dropped: forget its entries (the
     // word is freed memory from now on).

@@ -84,4 +84,14 @@ uint64_t dex_cache_dirty_lsn(void) {
 
 uint64_t dex_cache_generation(void) { return proc().cache().generation(); }
 
+uint64_t dex_cache_dirty_since_min(void) {
+    try {
+        return proc().cache().dirty_since_min();
+    } catch (...) {
+        return 0;  // unknown: promise nothing
+    }
+}
+
+void dex_set_log_position_fn(uint64_t (*fn)(void)) { proc().set_log_position(fn); }
+
 }  // extern "C"

@@ -2,11 +2,13 @@
 // checks, write-back mode, the insert journal. Thin wrappers around
 // dex::tree::BTree; the process state they need is dex::cluster::ComputeProcess.
 // No exception leaves this file.
+#include <atomic>
 #include <algorithm>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
 
+#include "cache/writeback_registry.h"
 #include "capi/capi_internal.h"
 
 using dex::Error;
@@ -403,6 +405,28 @@ int dex_tree_info(DexTree* tree, DexTreeInfo* info, DexError* err) {
     });
 }
 
+static std::atomic<DexEntryLogFn> g_entry_log{nullptr};
+
+void dex_set_entry_log_fn(DexEntryLogFn fn) { g_entry_log.store(fn, std::memory_order_release); }
+
+int dex_tree_owner_word_read(DexTree* tree, uint64_t owner_word, uint64_t* value, DexError* err) {
+    if (value) *value = 0;
+    return guarded(err, [&] {
+        if (!tree || !value || !owner_word) throw Error(ErrorCode::kInvalid, "dex_tree_owner_word_read: bad argument");
+        tree->validate();
+        *value = proc().read_owner_word(owner_word);
+    });
+}
+
+int dex_tree_owner_word_release(DexTree* tree, uint64_t owner_word, uint64_t expected, DexError* err) {
+    return guarded(err, [&] {
+        if (!tree || !owner_word) throw Error(ErrorCode::kInvalid, "dex_tree_owner_word_release: bad argument");
+        tree->validate();
+        if (!proc().release_owner_word(owner_word, expected)) throw dex::cache::lost_dirty_error(tree->name);
+        tree->word_checked = false;  // checked again by the next dex_tree_set_write_back
+    });
+}
+
 int dex_tree_set_write_back(DexTree* tree, int on, uint64_t owner_word, DexError* err) {
     return guarded(err, [&] {
         if (!tree) throw Error(ErrorCode::kInvalid, "NULL tree handle");
@@ -420,10 +444,18 @@ int dex_tree_set_write_back(DexTree* tree, int on, uint64_t owner_word, DexError
             auto set = [&](auto& b) {
                 if (want) {
                     DexTree* t = tree;
-                    b.set_write_back(true, [t]() {
-                        return proc().register_dirty(&t->wb_slot, t->node, t->ns, t->owner_word, t->incarnation,
-                                                     t->name);
-                    });
+                    const uint32_t node = static_cast<uint32_t>(t->node);
+                    const uint64_t ns = t->ns;
+                    b.set_write_back(
+                        true,
+                        [t]() {
+                            return proc().register_dirty(&t->wb_slot, t->node, t->ns, t->owner_word, t->incarnation,
+                                                         t->name);
+                        },
+                        [node, ns](bool insert, const uint8_t* const* e, const uint32_t* lens, size_t n) {
+                            if (DexEntryLogFn fn = g_entry_log.load(std::memory_order_acquire))
+                                fn(node, ns, insert ? 1 : 0, e, lens, n);
+                        });
                 } else {
                     b.set_write_back(false, {});
                 }

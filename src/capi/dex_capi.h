@@ -518,6 +518,35 @@ uint64_t	dex_cache_dirty_lsn(void);
 /* Random id of this cache region (0 without a cache). */
 uint64_t	dex_cache_generation(void);
 
+/*
+ * Write-back redo (src/README.md "Write-back mode", redo after a crash).
+ * The compute server's log position (PostgreSQL: the WAL insert position),
+ * read when a clean frame becomes dirty. Per process; must not fail.
+ */
+void		dex_set_log_position_fn(uint64_t (*fn) (void));
+/*
+ * Told of every entry change of a write-back tree right after it was made
+ * (insert != 0: added unless present; 0: removed if present): entries[i] has
+ * lens[i] bytes (a fixed tree: a DexKey image; a byte-string tree: the entry).
+ * (node, ns) is the tree's home namespace. Runs inside dex's C++ frames: must
+ * not longjmp (PostgreSQL: a critical section). Per process; NULL: nothing.
+ */
+typedef void (*DexEntryLogFn) (uint32_t node, uint64_t ns, int insert, const uint8_t *const *entries,
+							   const uint32_t *lens, size_t n);
+void		dex_set_entry_log_fn(DexEntryLogFn fn);
+/*
+ * Lowest log position at which a frame still dirty became dirty: every entry
+ * change logged before it is in remote memory. UINT64_MAX: nothing dirty.
+ */
+uint64_t	dex_cache_dirty_since_min(void);
+/* The tree's dirty-owner word as it is in remote memory now. */
+int			dex_tree_owner_word_read(DexTree *tree, uint64_t owner_word, uint64_t *value, DexError *err);
+/*
+ * After replaying the changes the dead generation `expected` lost: its word
+ * back to 0 (CAS). Fails (DEX_ERR_LOST_MEMORY) if it held something else.
+ */
+int			dex_tree_owner_word_release(DexTree *tree, uint64_t owner_word, uint64_t expected, DexError *err);
+
 /* Verify the whole tree (order, fences, levels, siblings, reachability). */
 int			dex_tree_check(DexTree *tree, DexTreeInfo *info, DexError *err);
 /* Count entries/nodes by walking the levels (no invariant checks). */

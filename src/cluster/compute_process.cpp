@@ -116,6 +116,16 @@ void ComputeProcess::check_owner_word(GAddr word, const std::string& index_name)
     cache::WritebackRegistry::check_owner_word(mem(), word, cache_.generation(), index_name);
 }
 
+uint64_t ComputeProcess::read_owner_word(GAddr word) {
+    uint64_t w = 0;
+    mem().read(word, &w, 8);
+    return w;
+}
+
+bool ComputeProcess::release_owner_word(GAddr word, uint64_t expected) {
+    return mem().cas(word, expected, 0) == expected;
+}
+
 void ComputeProcess::flush_tree(int node, uint64_t ns, GAddr word) {
     cache::SharedCacheHeader* sh = cache_.header();
     if (!word || !sh) return;
@@ -183,6 +193,7 @@ tree::TreeOptions ComputeProcess::tree_options() {
     o.cache = cache_.process_cache();  // nullptr: no cache in this process
     if (o.cache) o.offload = offload_policy();  // offloading decides on cache misses
     o.log_changes = change_log_.load(std::memory_order_acquire);
+    o.log_position = log_position_.load(std::memory_order_acquire);
     return o;
 }
 

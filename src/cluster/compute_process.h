@@ -84,6 +84,12 @@ public:
     // Opening a tree with owner word `word` (validated home node): throws
     // lost_dirty_error if an instance that held dirty nodes of it is gone.
     void check_owner_word(GAddr word, const std::string& index_name);
+    // Write-back redo (src/README.md "Write-back mode", redo after a crash):
+    // the owner word's value, and its release by the recovery that replayed
+    // the lost generation's changes (CAS expected -> 0; false: it held
+    // something else).
+    uint64_t read_owner_word(GAddr word);
+    bool release_owner_word(GAddr word, uint64_t expected);
     // Write back this tree's dirty frames (before reading its remote images).
     void flush_tree(int node, uint64_t ns, GAddr word);
     // A tree leaves (or never was in) write-back mode in this process: frames
@@ -111,6 +117,7 @@ public:
 
     // ---- trees ----
     void set_change_log(tree::TreeOptions::ChangeLog fn) { change_log_.store(fn, std::memory_order_release); }
+    void set_log_position(tree::TreeOptions::LogPosition fn) { log_position_.store(fn, std::memory_order_release); }
     // Options for a new BTree of this process: the cache handle (nullptr
     // without a cache), the offload policy (with a cache) and the change log.
     tree::TreeOptions tree_options();
@@ -129,6 +136,7 @@ private:
     pid_t offload_pid_ = 0;
     tree::OffloadMode offload_mode_ = tree::OffloadMode::kAuto;  // dex.offload's default
     std::atomic<tree::TreeOptions::ChangeLog> change_log_{nullptr};
+    std::atomic<tree::TreeOptions::LogPosition> log_position_{nullptr};
     Stats* shared_stats_ = nullptr;  // what attach_stats installed
 };
 

@@ -217,7 +217,46 @@ bool BTreeT<L>::insert(KeyRef key, uint64_t lsn, uint64_t durable, LeafFull* ful
     // Write-back mode journals only what it writes through; its in-place
     // changes keep the LSN in their frame instead (wb_modify).
     if (full) *full = LeafFull{};
-    return insert_reserved(key, lsn, journal_ != nullptr && journal_->reserve(lsn, durable), true, full);
+    const bool r = insert_reserved(key, lsn, journal_ != nullptr && journal_->reserve(lsn, durable), true, full);
+    if (wb_ && !(full && full->leaf)) log_entry_change(true, key);
+    return r;
+}
+
+// Write-back redo (src/README.md "Write-back mode"): every entry change of a
+// write-back tree is told to the compute server after it was made, whichever
+// path made it, so that its log holds every change a crash may take from the
+// dirty frames. Insert and delete are idempotent per entry, so replaying them
+// in log order over any mix of written-back frames gives the final state.
+template <class L>
+void BTreeT<L>::log_entry_change(bool insert, KeyRef key) {
+    if (!opts_.log_entries) return;
+    const uint8_t* p;
+    uint32_t len;
+    if constexpr (L::kSlotted) {
+        p = reinterpret_cast<const uint8_t*>(key.data());
+        len = static_cast<uint32_t>(key.size());
+    } else {
+        p = reinterpret_cast<const uint8_t*>(&key);
+        len = sizeof(Key);
+    }
+    opts_.log_entries(insert, &p, &len, 1);
+}
+
+template <class L>
+void BTreeT<L>::log_entry_changes(bool insert, const Key* keys, size_t n) {
+    if (!opts_.log_entries || n == 0) return;
+    std::vector<const uint8_t*> ps(n);
+    std::vector<uint32_t> lens(n);
+    for (size_t i = 0; i < n; i++) {
+        if constexpr (L::kSlotted) {
+            ps[i] = reinterpret_cast<const uint8_t*>(keys[i].data());
+            lens[i] = static_cast<uint32_t>(keys[i].size());
+        } else {
+            ps[i] = reinterpret_cast<const uint8_t*>(&keys[i]);
+            lens[i] = sizeof(Key);
+        }
+    }
+    opts_.log_entries(insert, ps.data(), lens.data(), n);
 }
 
 template <class L>
@@ -345,6 +384,21 @@ std::vector<RemoteOp> BTreeT<L>::journal_ops(GAddr a) {
 
 template <class L>
 uint64_t BTreeT<L>::remove(const Key* keys, size_t n) {
+    if (!wb_) return remove_entries(keys, n);
+    // Write-back: logged even when it fails part way (some deletes may be in
+    // frames already); deleting an absent entry at replay changes nothing.
+    try {
+        const uint64_t d = remove_entries(keys, n);
+        log_entry_changes(false, keys, n);
+        return d;
+    } catch (...) {
+        log_entry_changes(false, keys, n);
+        throw;
+    }
+}
+
+template <class L>
+uint64_t BTreeT<L>::remove_entries(const Key* keys, size_t n) {
     Stats::add(stats().index_ops);
     uint64_t deleted = 0;
     size_t i = 0;

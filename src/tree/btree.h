@@ -71,11 +71,16 @@ public:
     uint32_t tree_id() const { return tree_id_; }
     // Switch write-back mode (only effective with a cache). Switching it off
     // does not write dirty frames back: the caller flushes them first.
-    void set_write_back(bool on, std::function<bool()> register_dirty) {
+    // `log_entries` (may be empty): TreeOptions::log_entries, told of every
+    // entry change while write-back mode is on.
+    void set_write_back(bool on, std::function<bool()> register_dirty,
+                        decltype(TreeOptions::log_entries) log_entries = {}) {
         opts_.write_back = on;
         opts_.register_dirty = std::move(register_dirty);
+        opts_.log_entries = std::move(log_entries);
         wb_ = on && cache_ != nullptr;
     }
+    void set_log_position(TreeOptions::LogPosition fn) { opts_.log_position = fn; }
     void set_op_timeout(int ms) {
         opts_.op_timeout_ms = ms;
         io_.set_op_timeout(ms);
@@ -518,6 +523,10 @@ private:
     // whole insert on the compute side (a batched attempt already asked the
     // memory node and got "needs a split").
     bool insert_reserved(KeyRef key, uint64_t lsn, bool journal, bool may_offload, LeafFull* full = nullptr);
+    // Write-back mode: tell TreeOptions::log_entries of entry changes made.
+    void log_entry_changes(bool insert, const Key* keys, size_t n);
+    uint64_t remove_entries(const Key* keys, size_t n);  // remove() without the write-back log
+    void log_entry_change(bool insert, KeyRef key);
 
     // ---- batched inserts (insert_batch.cpp) ----
     // Whether insert_batch() may send OFFLOAD_BATCHes at all (a node cache, an

@@ -43,6 +43,19 @@ struct TreeOptions {
     // dirty: records remotely that this compute server holds dirty nodes of the
     // tree. False: not possible now, write through instead. May throw.
     std::function<bool()> register_dirty;
+    // Write-back redo (src/README.md "Write-back mode", "Redo after a crash"):
+    // the compute server's log position, read under the frame lock when a
+    // clean frame becomes dirty (FrameHeader::dirty_since). Every entry change
+    // then logged for that frame (log_entries) lies after it. Must not throw.
+    using LogPosition = uint64_t (*)();
+    LogPosition log_position = nullptr;
+    // Every entry change of a write-back tree -- in place or written through --
+    // right after it was made: insert (added unless present) or delete
+    // (removed if present) of entries[0..n), entries[i] being lens[i] bytes
+    // (a fixed tree: an EntryKey image; a slotted one: the entry's bytes).
+    // The compute server logs them so that a crash that loses dirty frames
+    // can replay them. Must not throw or call back into dex.
+    std::function<void(bool insert, const uint8_t* const* entries, const uint32_t* lens, size_t n)> log_entries;
     // Offloading (src/README.md "Offloading"): this process's decision model;
     // nullptr = never offload. Used by lookups and forward scans on a cache miss.
     OffloadPolicy* offload = nullptr;

@@ -83,6 +83,8 @@ int BTreeT<L>::wb_modify(GAddr a, const Key* keys, size_t n, bool insert, size_t
             h.unlock_unchanged();
             return 0;
         }
+        // Before the change: the change's log record comes after this position.
+        h.dirty_since.store(opts_.log_position ? opts_.log_position() : 0, std::memory_order_relaxed);
     }
     if (insert) {
         L::insert_entry(*nd, L::lower_bound(*nd, keys[0]), keys[0]);  // fits (checked above)

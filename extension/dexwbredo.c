@@ -1,0 +1,601 @@
+/*
+ * dexwbredo.c — write-back mode survives a crash (src/README.md "Write-back
+ * mode", "Redo after a crash").
+ *
+ * In write-back mode an entry change can live only in a dirty cached leaf,
+ * which a crash of this compute server takes with it. Before this file, the
+ * index was then lost (REINDEX). Now every entry change of a write-back tree
+ * is also logged in WAL (XLOG_DEX_ENTRIES: the life's cache generation, the
+ * tree, insert or delete, the entries), and the pieces below put them back:
+ *
+ *   - Flushed position. Each life that uses write-back keeps, in
+ *     $PGDATA/pg_dex_wb/<gen>.flushed, a WAL position L such that every entry
+ *     change it logged before L is in remote memory. The first open of a
+ *     write-back tree writes it (the insert position: nothing was dirty
+ *     before), and the write-back worker raises it after each complete flush
+ *     to min(insert position before the flush, the oldest dirty frame's
+ *     dirty_since), fsynced.
+ *   - Collection in crash recovery. Redo of XLOG_DEX_ENTRIES appends the
+ *     record to pg_dex_wb/<gen>.<node>.<ns>.ops (crash recovery only: a
+ *     standby never writes the trees). Redo starts at the last checkpoint's
+ *     REDO position R, which rm_startup writes into <gen>.redo_start for
+ *     every life that left a flushed position and none yet. The files are
+ *     fsynced at rm_cleanup, before the end-of-recovery checkpoint recycles
+ *     the WAL they came from. A recovery that is itself interrupted starts
+ *     again at the same R and rewrites the .ops files of those lives.
+ *   - Replay at first use. A tree whose dirty-owner word still names a dead
+ *     generation G is replayed by the first backend that opens it (under a
+ *     page lock): if L(G) >= R(G), every change missing from remote memory
+ *     was logged after R and is in the .ops file; they are applied in log
+ *     order, written through (insert and delete are idempotent per entry, so
+ *     any mix of frames written back before the crash ends in the logged
+ *     state), then the word goes from G back to 0. Otherwise (no flushed
+ *     position, no recovery record, or a checkpoint that began after the last
+ *     write-back) changes may be missing: the index is refused as before,
+ *     "lost its remote memory", HINT REINDEX -- never wrong rows.
+ *
+ * Stray entries cannot come back this way: a logged insert follows its row's
+ * heap record in WAL, so a replayed entry's row survived the crash too.
+ */
+#include "dex.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "access/xlog.h"
+#include "access/xlog_internal.h"
+#include "access/xloginsert.h"
+#include "access/xlogreader.h"
+#include "access/xlogrecovery.h"
+#include "miscadmin.h"
+#include "port/atomics.h"
+#include "storage/fd.h"
+#include "storage/lmgr.h"
+#include "utils/builtins.h"
+#include "utils/rel.h"
+
+#define DEX_WB_DIR				"pg_dex_wb"
+#define DEX_WB_LOCK_BLKNO		((BlockNumber) 0xFFFFFFEF)	/* page lock: one replay per index */
+
+/* XLOG_DEX_ENTRIES payload: this header, then count x (uint32 len, bytes) */
+typedef struct DexWalEntries
+{
+	uint64		gen;			/* cache generation (life) that made the change */
+	uint64		ns;				/* the tree's home namespace ... */
+	uint32		node;			/* ... on this memory node */
+	uint32		count;
+	uint8		insert;			/* 1: insert, 0: delete */
+	uint8		pad[7];
+} DexWalEntries;
+
+/* announcement of this life's flushed position (shared) */
+typedef struct DexWbShared
+{
+	pg_atomic_uint32 state;		/* 0: not yet, 1: being written, 2: written */
+} DexWbShared;
+
+#define WB_NONE		0
+#define WB_WRITING	1
+#define WB_WRITTEN	2
+
+static DexWbShared *wbs = NULL;
+
+Size
+dex_wbredo_shmem_size(void)
+{
+	return MAXALIGN(sizeof(DexWbShared));
+}
+
+void
+dex_wbredo_shmem_init(void *mem, bool found)
+{
+	wbs = (DexWbShared *) mem;
+	if (!found)
+		pg_atomic_init_u32(&wbs->state, WB_NONE);
+}
+
+/* ---- files -------------------------------------------------------------- */
+
+static char *
+wb_path(uint64 gen, const char *suffix)
+{
+	return psprintf("%s/%016llx.%s", DEX_WB_DIR, (unsigned long long) gen, suffix);
+}
+
+static char *
+wb_ops_path(uint64 gen, uint32 node, uint64 ns)
+{
+	return psprintf("%s/%016llx.%u.%016llx.ops", DEX_WB_DIR, (unsigned long long) gen, node,
+					(unsigned long long) ns);
+}
+
+static void
+wb_make_dir(void)
+{
+	if (MakePGDirectory(DEX_WB_DIR) < 0 && errno != EEXIST)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not create directory \"%s\": %m", DEX_WB_DIR)));
+}
+
+/* Write one LSN durably (temporary file, fsync, rename, fsync directory). */
+static void
+wb_write_lsn(const char *path, XLogRecPtr lsn)
+{
+	char	   *tmp = psprintf("%s.tmp", path);
+	uint64		v = lsn;
+	int			fd;
+
+	wb_make_dir();
+	fd = OpenTransientFile(tmp, O_WRONLY | O_CREAT | O_TRUNC | PG_BINARY);
+	if (fd < 0)
+		ereport(ERROR, (errcode_for_file_access(), errmsg("could not create file \"%s\": %m", tmp)));
+	if (write(fd, &v, sizeof(v)) != sizeof(v))
+	{
+		int			save = errno;
+
+		CloseTransientFile(fd);
+		errno = save ? save : ENOSPC;
+		ereport(ERROR, (errcode_for_file_access(), errmsg("could not write file \"%s\": %m", tmp)));
+	}
+	if (pg_fsync(fd) != 0)
+		ereport(data_sync_elevel(ERROR),
+				(errcode_for_file_access(), errmsg("could not fsync file \"%s\": %m", tmp)));
+	CloseTransientFile(fd);
+	if (durable_rename(tmp, path, ERROR) != 0)
+		ereport(ERROR, (errcode_for_file_access(), errmsg("could not rename \"%s\": %m", tmp)));
+	pfree(tmp);
+}
+
+static bool
+wb_read_lsn(const char *path, XLogRecPtr *lsn)
+{
+	uint64		v = 0;
+	int			fd = OpenTransientFile(path, O_RDONLY | PG_BINARY);
+	bool		ok;
+
+	if (fd < 0)
+		return false;
+	ok = read(fd, &v, sizeof(v)) == sizeof(v);
+	CloseTransientFile(fd);
+	*lsn = v;
+	return ok;
+}
+
+/* ---- logging (primary) -------------------------------------------------- */
+
+#if PG_VERSION_NUM >= 150000	/* custom WAL resource managers */
+
+static char *log_buf = NULL;	/* malloc'd: never palloc inside dex's frames */
+static size_t log_cap = 0;
+
+/*
+ * The core's entry log (dex_set_entry_log_fn): runs inside dex's C++ frames,
+ * so no error may escape as a longjmp -- the critical section turns one into
+ * a PANIC, as for any WAL insertion of a page change.
+ */
+static void
+dex_wb_log_entries(uint32_t node, uint64_t ns, int insert, const uint8_t *const *entries,
+				   const uint32_t *lens, size_t n)
+{
+	DexWalEntries hdr;
+	size_t		size = sizeof(hdr);
+	char	   *p;
+
+	if (n == 0 || RecoveryInProgress())
+		return;
+	for (size_t i = 0; i < n; i++)
+		size += sizeof(uint32) + lens[i];
+	START_CRIT_SECTION();
+	if (size > log_cap)
+	{
+		char	   *nb = realloc(log_buf, size);
+
+		if (nb == NULL)
+			elog(ERROR, "dex: out of memory logging %zu entry changes", n);	/* PANIC here */
+		log_buf = nb;
+		log_cap = size;
+	}
+	memset(&hdr, 0, sizeof(hdr));
+	hdr.gen = dex_cache_generation();
+	hdr.ns = ns;
+	hdr.node = node;
+	hdr.count = (uint32) n;
+	hdr.insert = insert ? 1 : 0;
+	memcpy(log_buf, &hdr, sizeof(hdr));
+	p = log_buf + sizeof(hdr);
+	for (size_t i = 0; i < n; i++)
+	{
+		memcpy(p, &lens[i], sizeof(uint32));
+		memcpy(p + sizeof(uint32), entries[i], lens[i]);
+		p += sizeof(uint32) + lens[i];
+	}
+	XLogBeginInsert();
+	XLogRegisterData(log_buf, (uint32) size);
+	(void) XLogInsert(DEX_RMGR_ID, XLOG_DEX_ENTRIES);
+	END_CRIT_SECTION();
+}
+
+static uint64_t
+dex_wb_log_position(void)
+{
+	return RecoveryInProgress() ? 0 : (uint64_t) GetXLogInsertRecPtr();
+}
+
+void
+dex_wbredo_init(void)
+{
+	dex_set_entry_log_fn(dex_wb_log_entries);
+	dex_set_log_position_fn(dex_wb_log_position);
+}
+#endif							/* PG_VERSION_NUM >= 150000 */
+
+/*
+ * Before a backend turns write-back mode on: this life's flushed position
+ * exists on disk (once per life; concurrent openers wait for the first).
+ * Nothing of this life was dirty before, so the insert position is one.
+ */
+void
+dex_wb_announce_life(void)
+{
+	for (;;)
+	{
+		uint32		s = pg_atomic_read_u32(&wbs->state);
+
+		if (s == WB_WRITTEN)
+			return;
+		if (s == WB_NONE && pg_atomic_compare_exchange_u32(&wbs->state, &s, WB_WRITING))
+		{
+			PG_TRY();
+			{
+				wb_write_lsn(wb_path(dex_cache_generation(), "flushed"), GetXLogInsertRecPtr());
+			}
+			PG_CATCH();
+			{
+				pg_atomic_write_u32(&wbs->state, WB_NONE);
+				PG_RE_THROW();
+			}
+			PG_END_TRY();
+			pg_atomic_write_u32(&wbs->state, WB_WRITTEN);
+			return;
+		}
+		CHECK_FOR_INTERRUPTS();
+		pg_usleep(1000L);
+	}
+}
+
+/*
+ * The write-back worker, after a flush that succeeded: `before` is the WAL
+ * insert position it read before the flush began. Every change logged before
+ * min(before, oldest dirty frame's dirty_since) is in remote memory.
+ */
+void
+dex_wb_publish_flushed(XLogRecPtr before)
+{
+	static XLogRecPtr published = InvalidXLogRecPtr;
+	uint64		oldest;
+	XLogRecPtr	l;
+
+	if (wbs == NULL || pg_atomic_read_u32(&wbs->state) != WB_WRITTEN)
+		return;					/* no write-back tree was opened in this life */
+	oldest = dex_cache_dirty_since_min();
+	l = Min(before, (XLogRecPtr) oldest);
+	if (l <= published)
+		return;
+	wb_write_lsn(wb_path(dex_cache_generation(), "flushed"), l);
+	published = l;
+}
+
+/* Clean shutdown, nothing dirty: no later crash can concern this life. */
+void
+dex_wb_forget_life(void)
+{
+	if (wbs == NULL || pg_atomic_read_u32(&wbs->state) != WB_WRITTEN)
+		return;
+	if (dex_cache_dirty_since_min() != PG_UINT64_MAX)
+		return;
+	(void) durable_unlink(wb_path(dex_cache_generation(), "flushed"), LOG);
+}
+
+/* ---- collection in crash recovery (startup process) --------------------- */
+
+#if PG_VERSION_NUM >= 150000
+
+static bool collecting = false;
+static XLogRecPtr collect_redo = InvalidXLogRecPtr;
+static int	collect_fd = -1;
+static char collect_path[MAXPGPATH];
+
+void
+dex_wb_redo_startup(void)
+{
+	DIR		   *dir;
+	struct dirent *de;
+
+	/* crash recovery only: a standby or an archive recovery never replays */
+	collecting = !ArchiveRecoveryRequested && !StandbyMode;
+	if (!collecting)
+		return;
+	collect_redo = GetRedoRecPtr();
+	wb_make_dir();
+	dir = AllocateDir(DEX_WB_DIR);
+	while ((de = ReadDir(dir, DEX_WB_DIR)) != NULL)
+	{
+		unsigned long long gen;
+		char		rest[64];
+		XLogRecPtr	r;
+
+		if (sscanf(de->d_name, "%16llx.%63s", &gen, rest) != 2)
+			continue;
+		if (strcmp(rest, "flushed") == 0)
+		{
+			/* a life that may have died with dirty frames: where redo starts */
+			if (!wb_read_lsn(wb_path(gen, "redo_start"), &r))
+				wb_write_lsn(wb_path(gen, "redo_start"), collect_redo);
+		}
+	}
+	FreeDir(dir);
+
+	/*
+	 * A recovery from this same REDO position was interrupted: it collected
+	 * (part of) these lives' records already, and this one collects them all
+	 * again.
+	 */
+	dir = AllocateDir(DEX_WB_DIR);
+	while ((de = ReadDir(dir, DEX_WB_DIR)) != NULL)
+	{
+		unsigned long long gen;
+		unsigned	node;
+		unsigned long long ns;
+		XLogRecPtr	r;
+		char	   *path;
+
+		if (sscanf(de->d_name, "%16llx.%u.%16llx.ops", &gen, &node, &ns) != 3)
+			continue;
+		if (wb_read_lsn(wb_path(gen, "redo_start"), &r) && r == collect_redo)
+		{
+			path = psprintf("%s/%s", DEX_WB_DIR, de->d_name);
+			if (unlink(path) != 0 && errno != ENOENT)
+				ereport(ERROR, (errcode_for_file_access(), errmsg("could not remove \"%s\": %m", path)));
+			pfree(path);
+		}
+	}
+	FreeDir(dir);
+}
+
+void
+dex_wb_redo_entries(XLogReaderState *record)
+{
+	const char *data = XLogRecGetData(record);
+	uint32		len = XLogRecGetDataLen(record);
+	DexWalEntries hdr;
+	char	   *path;
+	XLogRecPtr	r;
+	uint64		lsn = record->ReadRecPtr;
+
+	if (len < sizeof(hdr))
+		elog(PANIC, "dex_redo: short entries record");
+	if (!collecting)
+		return;
+	memcpy(&hdr, data, sizeof(hdr));
+	path = wb_ops_path(hdr.gen, hdr.node, hdr.ns);
+	if (collect_fd < 0 || strcmp(path, collect_path) != 0)
+	{
+		if (collect_fd >= 0)
+			CloseTransientFile(collect_fd);
+		if (!wb_read_lsn(wb_path(hdr.gen, "redo_start"), &r))
+			wb_write_lsn(wb_path(hdr.gen, "redo_start"), collect_redo);
+		collect_fd = OpenTransientFile(path, O_WRONLY | O_CREAT | O_APPEND | PG_BINARY);
+		if (collect_fd < 0)
+			ereport(PANIC, (errcode_for_file_access(), errmsg("could not open \"%s\": %m", path)));
+		strlcpy(collect_path, path, sizeof(collect_path));
+	}
+	if (write(collect_fd, &lsn, sizeof(lsn)) != sizeof(lsn) ||
+		write(collect_fd, &len, sizeof(len)) != sizeof(len) ||
+		write(collect_fd, data, len) != (ssize_t) len)
+		ereport(PANIC, (errcode_for_file_access(), errmsg("could not write \"%s\": %m", path)));
+	pfree(path);
+}
+
+/* End of redo, before the end-of-recovery checkpoint recycles the WAL. */
+void
+dex_wb_redo_cleanup(void)
+{
+	DIR		   *dir;
+	struct dirent *de;
+
+	if (!collecting)
+		return;
+	if (collect_fd >= 0)
+		CloseTransientFile(collect_fd);
+	collect_fd = -1;
+	collect_path[0] = '\0';
+	dir = AllocateDir(DEX_WB_DIR);
+	while ((de = ReadDir(dir, DEX_WB_DIR)) != NULL)
+	{
+		char	   *path;
+
+		if (de->d_name[0] == '.')
+			continue;
+		path = psprintf("%s/%s", DEX_WB_DIR, de->d_name);
+		fsync_fname(path, false);
+		pfree(path);
+	}
+	FreeDir(dir);
+	fsync_fname(DEX_WB_DIR, true);
+	collecting = false;
+}
+#endif							/* PG_VERSION_NUM >= 150000 */
+
+/* ---- replay at first use ------------------------------------------------ */
+
+/* Apply one collected record to the tree, written through. */
+static void
+wb_apply(Relation index, DexTree *tree, bool bytes, const DexWalEntries *hdr, const char *p, const char *end)
+{
+	DexError	err;
+	int			rc = DEX_OK;
+	DexBytes   *be = palloc(sizeof(DexBytes) * Max(hdr->count, 1));
+	DexKey	   *ke = palloc(sizeof(DexKey) * Max(hdr->count, 1));
+
+	for (uint32 i = 0; i < hdr->count; i++)
+	{
+		uint32		len;
+
+		if (end - p < (ptrdiff_t) sizeof(uint32))
+			elog(ERROR, "dex: write-back redo of index \"%s\": truncated record", RelationGetRelationName(index));
+		memcpy(&len, p, sizeof(len));
+		p += sizeof(len);
+		if (end - p < (ptrdiff_t) len || (!bytes && len != sizeof(DexKey)))
+			elog(ERROR, "dex: write-back redo of index \"%s\": bad entry", RelationGetRelationName(index));
+		be[i].data = (const uint8_t *) p;
+		be[i].len = len;
+		if (!bytes)
+			memcpy(&ke[i], p, sizeof(DexKey));
+		p += len;
+	}
+	memset(&err, 0, sizeof(err));
+	if (hdr->insert)
+	{
+		for (uint32 i = 0; i < hdr->count && rc == DEX_OK; i++)
+			rc = bytes ? dex_tree_insert_bytes(tree, be[i].data, be[i].len, 0, PG_UINT64_MAX, &err)
+				: dex_tree_insert(tree, &ke[i], 0, PG_UINT64_MAX, &err);
+	}
+	else
+	{
+		uint64		deleted = 0;
+
+		rc = bytes ? dex_tree_delete_bytes(tree, be, (int) hdr->count, &deleted, &err)
+			: dex_tree_delete(tree, ke, (int) hdr->count, &deleted, &err);
+	}
+	if (rc != DEX_OK)
+		dex_report_error(rc, &err, index);
+	pfree(be);
+	pfree(ke);
+}
+
+/* Replay the .ops file of (gen, tree); returns the entry changes applied. */
+static uint64
+wb_replay_file(Relation index, DexTree *tree, bool bytes, const char *path, uint64 gen)
+{
+	struct stat st;
+	char	   *buf;
+	char	   *p;
+	char	   *end;
+	int			fd;
+	uint64		changes = 0;
+
+	fd = OpenTransientFile(path, O_RDONLY | PG_BINARY);
+	if (fd < 0)
+	{
+		if (errno == ENOENT)
+			return 0;			/* nothing of this tree was logged after R */
+		ereport(ERROR, (errcode_for_file_access(), errmsg("could not open \"%s\": %m", path)));
+	}
+	if (fstat(fd, &st) != 0)
+		ereport(ERROR, (errcode_for_file_access(), errmsg("could not stat \"%s\": %m", path)));
+	buf = palloc_extended(Max(st.st_size, 1), MCXT_ALLOC_HUGE);
+	if (read(fd, buf, st.st_size) != st.st_size)
+		ereport(ERROR, (errcode_for_file_access(), errmsg("could not read \"%s\": %m", path)));
+	CloseTransientFile(fd);
+	p = buf;
+	end = buf + st.st_size;
+	while (p < end)
+	{
+		uint64		lsn;
+		uint32		len;
+		DexWalEntries hdr;
+
+		if (end - p < (ptrdiff_t) (sizeof(lsn) + sizeof(len)))
+			elog(ERROR, "dex: write-back redo file \"%s\" is truncated", path);
+		memcpy(&lsn, p, sizeof(lsn));
+		memcpy(&len, p + sizeof(lsn), sizeof(len));
+		p += sizeof(lsn) + sizeof(len);
+		if (end - p < (ptrdiff_t) len || len < sizeof(hdr))
+			elog(ERROR, "dex: write-back redo file \"%s\" is truncated", path);
+		memcpy(&hdr, p, sizeof(hdr));
+		if (hdr.gen != gen)
+			elog(ERROR, "dex: write-back redo file \"%s\" holds another life's record", path);
+		wb_apply(index, tree, bytes, &hdr, p + sizeof(hdr), p + len);
+		changes += hdr.count;
+		p += len;
+	}
+	pfree(buf);
+	return changes;
+}
+
+/*
+ * Before the index is used in this backend (dexsession.c): if its owner word
+ * names a dead life, replay that life's logged changes, or refuse the index.
+ * *checked caches "done" per backend and tree handle.
+ */
+void
+dex_wb_redo_gate(Relation index, DexTree *tree, uint64 owner_word, uint64 node, uint64 ns, bool *checked)
+{
+	uint64		mine = dex_cache_generation();
+	uint64		val = 0;
+	DexError	err;
+	int			rc;
+	XLogRecPtr	flushed = InvalidXLogRecPtr;
+	XLogRecPtr	redo = InvalidXLogRecPtr;
+	const char *why = NULL;
+	uint64		changes;
+	char	   *ops;
+
+	if (owner_word == 0 || *checked)
+		return;
+	memset(&err, 0, sizeof(err));
+	rc = dex_tree_owner_word_read(tree, owner_word, &val, &err);
+	if (rc != DEX_OK)
+		dex_report_error(rc, &err, index);
+	if (val == 0 || val == mine || RecoveryInProgress())
+	{
+		/* a standby never replays: dex_tree_set_write_back refuses the index */
+		*checked = (val == 0 || val == mine);
+		return;
+	}
+
+	LockPage(index, DEX_WB_LOCK_BLKNO, ExclusiveLock);
+	rc = dex_tree_owner_word_read(tree, owner_word, &val, &err);
+	if (rc != DEX_OK)
+		dex_report_error(rc, &err, index);
+	if (val == 0 || val == mine)
+	{
+		UnlockPage(index, DEX_WB_LOCK_BLKNO, ExclusiveLock);
+		*checked = true;
+		return;
+	}
+	if (!wb_read_lsn(wb_path(val, "flushed"), &flushed))
+		why = "this server has no record of how far the crashed instance had written back";
+	else if (!wb_read_lsn(wb_path(val, "redo_start"), &redo))
+		why = "no crash recovery of this server collected the crashed instance's changes";
+	else if (flushed < redo)
+		why = psprintf("its last write-back (%X/%X) came before the checkpoint crash recovery started from (%X/%X)",
+					   LSN_FORMAT_ARGS(flushed), LSN_FORMAT_ARGS(redo));
+	if (why)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("index \"%s\" lost its remote memory", RelationGetRelationName(index)),
+				 errdetail("Dirty nodes of write-back mode were lost in a crash and cannot be replayed: %s.", why),
+				 errhint("REINDEX INDEX %s", quote_identifier(RelationGetRelationName(index)))));
+
+	/* write through while replaying: the word is not ours yet */
+	rc = dex_tree_set_write_back(tree, 0, 0, &err);
+	if (rc != DEX_OK)
+		dex_report_error(rc, &err, index);
+	ops = wb_ops_path(val, (uint32) node, ns);
+	changes = wb_replay_file(index, tree, dex_index_is_bytes(index), ops, val);
+	rc = dex_tree_owner_word_release(tree, owner_word, val, &err);
+	if (rc != DEX_OK)
+		dex_report_error(rc, &err, index);
+	/* the word no longer names that life: the file can never be used again */
+	if (unlink(ops) != 0 && errno != ENOENT)
+		ereport(WARNING, (errcode_for_file_access(), errmsg("could not remove \"%s\": %m", ops)));
+	UnlockPage(index, DEX_WB_LOCK_BLKNO, ExclusiveLock);
+	ereport(LOG,
+			(errmsg("dex: index \"%s\": replayed %llu entry changes that a crash took from write-back frames",
+					RelationGetRelationName(index), (unsigned long long) changes)));
+	*checked = true;
+}
