@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <utility>
 
 #include "common/stats.h"
@@ -182,6 +183,58 @@ bool Cache::flush_frame(uint32_t f) {
         wrote = write_back_locked(f) ;
     h.unlock_unchanged();
     return wrote;
+}
+
+uint64_t Cache::flush_frames(const std::vector<uint32_t>& frames) {
+    constexpr size_t kBatch = 32;  // frames locked at a time (others may wait for them)
+    uint64_t written = 0;
+    std::vector<uint32_t> single;  // busy, not a leaf, or not written by the batch
+    std::vector<uint32_t> held;
+    std::vector<Node> imgs;
+    for (size_t b = 0; b < frames.size() && write_back_many_; b += kBatch) {
+        held.clear();
+        for (size_t i = b; i < std::min(frames.size(), b + kBatch); i++) {
+            uint32_t f = frames[i];
+            if (f >= r_.frame_count()) continue;
+            FrameHeader& h = r_.header(f);
+            if (!h.dirty.load(std::memory_order_acquire)) continue;
+            if (!h.try_lock()) {  // never wait for a frame while holding others
+                single.push_back(f);
+                continue;
+            }
+            if (!h.dirty.load(std::memory_order_relaxed) || h.gaddr.load(std::memory_order_relaxed) == kNullGAddr ||
+                h.get_state() == FrameState::kFree || r_.node(f)->level != 0) {
+                h.unlock_unchanged();
+                if (h.dirty.load(std::memory_order_relaxed)) single.push_back(f);
+                continue;
+            }
+            held.push_back(f);
+        }
+        if (held.empty()) continue;
+        imgs.resize(held.size());
+        for (size_t i = 0; i < held.size(); i++) r_.copy_unswizzled(held[i], imgs[i]);
+        std::unique_ptr<bool[]> ok(new bool[held.size()]());
+        write_back_many_(held.data(), imgs.data(), held.size(), ok.get());
+        for (size_t i = 0; i < held.size(); i++) {
+            FrameHeader& h = r_.header(held[i]);
+            if (!ok[i]) {
+                h.unlock_unchanged();
+                single.push_back(held[i]);
+                continue;
+            }
+            // A leaf has no swizzled pointers: the published image is the
+            // frame's, with the version remote memory has now.
+            std::memcpy(static_cast<void*>(r_.node(held[i])), &imgs[i], kNodeSize);
+            h.dirty.store(0, std::memory_order_relaxed);
+            h.lsn.store(0, std::memory_order_relaxed);
+            h.unlock();
+            written++;
+        }
+    }
+    if (!write_back_many_) single = frames;
+    for (uint32_t f : single)
+        if (flush_frame(f)) written++;
+    return written;
 }
 
 bool Cache::cool_frame(uint32_t c) {

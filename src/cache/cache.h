@@ -96,6 +96,11 @@ public:
     // memory. False: could not (unreachable, timeout): the frame stays dirty and
     // is not evicted / dropped. Must not throw and must not call into the cache.
     using WriteBack = std::function<bool(uint32_t frame, const Node& unswizzled)>;
+    // Writes back the dirty leaf frames frames[0..n) (all locked by the caller)
+    // in as few round trips as it can; ok[i]: frame i is written and imgs[i]
+    // now holds the image as published (its new version), or was discarded
+    // (its node is gone). Must not throw and must not call into the cache.
+    using WriteBackMany = std::function<void(const uint32_t* frames, Node* imgs, size_t n, bool* ok)>;
 
     // seed 0: derive from pid / clock / address.
     explicit Cache(CacheRegion& region, uint64_t seed = 0);
@@ -106,6 +111,7 @@ public:
 
     CacheRegion& region() { return r_; }
     void set_write_back(WriteBack wb) { write_back_ = std::move(wb); }
+    void set_write_back_many(WriteBackMany wb) { write_back_many_ = std::move(wb); }
     void set_policy(AdmissionPolicy p) { admission_.set_policy(p); }
     const AdmissionPolicy& policy() const { return admission_.policy(); }
     // Called by admit() right after a frame was installed; false -> the frame
@@ -174,6 +180,10 @@ public:
     // Write back frame f if it is dirty (takes its lock; the caller holds no
     // frame lock). True if it was written.
     bool flush_frame(uint32_t f);
+    // flush_frame() of each of `frames`, the leaves in batches through the
+    // WriteBackMany hook (a frame that is busy or that the batch could not
+    // write goes through flush_frame()). Returns the frames written.
+    uint64_t flush_frames(const std::vector<uint32_t>& frames);
     // Drops every mapped frame whose FrameInfo satisfies `pred` (leaves first,
     // unswizzling children as needed), e.g. every frame of one memory node or of
     // one tree id. Retries frames that are pinned / being modified for a while;
@@ -193,6 +203,7 @@ private:
     CacheRegion& r_;
     Admission admission_;
     WriteBack write_back_;
+    WriteBackMany write_back_many_;
     AdmitCheck admit_check_;
     std::vector<uint32_t> free_;
 };

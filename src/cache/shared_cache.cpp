@@ -73,14 +73,17 @@ Cache* SharedCache::process_cache() {
     c->set_policy(policy_);
     c->set_admit_check(admit_check_);
     c->set_write_back(write_back_);
+    c->set_write_back_many(write_back_many_);
     cache_ = c;
     pid_ = me;
     return c;
 }
 
-void SharedCache::set_hooks(Cache::AdmitCheck admit_check, Cache::WriteBack write_back) {
+void SharedCache::set_hooks(Cache::AdmitCheck admit_check, Cache::WriteBack write_back,
+                            Cache::WriteBackMany write_back_many) {
     admit_check_ = std::move(admit_check);
     write_back_ = std::move(write_back);
+    write_back_many_ = std::move(write_back_many);
 }
 
 void SharedCache::set_policy(AdmissionPolicy p) {

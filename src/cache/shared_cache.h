@@ -83,7 +83,8 @@ public:
     // nullptr without a block. Created on first use in each process (pid).
     Cache* process_cache();
     // Installed on every handle created from now on.
-    void set_hooks(Cache::AdmitCheck admit_check, Cache::WriteBack write_back);
+    void set_hooks(Cache::AdmitCheck admit_check, Cache::WriteBack write_back,
+                   Cache::WriteBackMany write_back_many = {});
     // This process's admission policy (also the policy create() builds with).
     void set_policy(AdmissionPolicy p);
     const AdmissionPolicy& policy() const { return policy_; }
@@ -115,6 +116,7 @@ private:
     AdmissionPolicy policy_;
     Cache::AdmitCheck admit_check_;
     Cache::WriteBack write_back_;
+    Cache::WriteBackMany write_back_many_;
 };
 
 }  // namespace dex::cache

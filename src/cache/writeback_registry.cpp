@@ -93,9 +93,7 @@ uint64_t WritebackRegistry::flush(int only, Cache& cache, RemoteMemory& mem) {
         if (only >= 0 && i.tree_id != tid) return;
         frames.push_back(i.frame);
     });
-    uint64_t written = 0;
-    for (uint32_t f : frames)
-        if (cache.flush_frame(f)) written++;
+    uint64_t written = cache.flush_frames(frames);
     // 3. Trees with frames that are still dirty (a failed write-back) keep their word.
     std::set<uint32_t> still;  // tree ids
     region.for_each_frame([&](const FrameInfo& i) {

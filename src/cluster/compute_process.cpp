@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <map>
 #include <new>
 #include <random>
 
@@ -18,7 +19,8 @@ ComputeProcess& ComputeProcess::instance() {
 
 ComputeProcess::ComputeProcess(MemnodeClient::Factory factory) : client_(std::move(factory)) {
     cache_.set_hooks([this](GAddr g) { return admit_check(g); },
-                     [this](uint32_t f, const Node& img) { return write_back_frame(f, img); });
+                     [this](uint32_t f, const Node& img) { return write_back_frame(f, img); },
+                     [this](const uint32_t* f, Node* imgs, size_t n, bool* ok) { write_back_frames(f, imgs, n, ok); });
 }
 
 // ---- shared node cache ------------------------------------------------------------
@@ -75,6 +77,36 @@ bool ComputeProcess::admit_check(GAddr g) {
     cache::SharedCacheHeader* sh = cache_.header();
     if (!sh) return false;
     return sh->incarnations.admit_ok(g, [this](uint32_t node) { return mem().node(node).incarnation(); });
+}
+
+void ComputeProcess::write_back_frames(const uint32_t* frames, Node* imgs, size_t n, bool* ok) {
+    try {
+        cache::CacheRegion* region = cache_.region();
+        const uint64_t durable = tree::durable_lsn();
+        std::map<uint32_t, std::vector<size_t>> by_node;
+        std::vector<GAddr> addr(n);
+        for (size_t i = 0; i < n; i++) {
+            addr[i] = region->header(frames[i]).gaddr.load(std::memory_order_acquire);
+            if (addr[i] == kNullGAddr || !admit_check(addr[i])) {
+                ok[i] = true;  // gone (a restarted memory node): dropped, as write_back_frame does
+                continue;
+            }
+            if (region->header(frames[i]).lsn.load(std::memory_order_relaxed) > durable) continue;
+            by_node[gaddr_node(addr[i])].push_back(i);
+        }
+        for (auto& [node, idx] : by_node) {
+            std::vector<GAddr> a(idx.size());
+            std::vector<Node*> img(idx.size());
+            for (size_t k = 0; k < idx.size(); k++) {
+                a[k] = addr[idx[k]];
+                img[k] = &imgs[idx[k]];
+            }
+            std::vector<bool> done = tree::write_back_nodes(mem(), node, a, img);
+            for (size_t k = 0; k < idx.size(); k++) ok[idx[k]] = done[k];
+        }
+    } catch (...) {
+        // what is not marked written stays dirty
+    }
 }
 
 bool ComputeProcess::write_back_frame(uint32_t f, const Node& img) {

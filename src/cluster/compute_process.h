@@ -74,6 +74,8 @@ public:
     // The cache's WriteBack callback: write a dirty frame's image with the
     // remote lock protocol once its entries' heap WAL is durable. Never throws.
     bool write_back_frame(uint32_t frame, const Node& img);
+    // The cache's WriteBackMany hook: tree::write_back_nodes per memory node.
+    void write_back_frames(const uint32_t* frames, Node* imgs, size_t n, bool* ok);
 
     // ---- write-back mode (cache/writeback_registry.h) ----
     // A tree's register_dirty callback: find or add its registry entry

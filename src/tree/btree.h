@@ -684,6 +684,19 @@ uint8_t BTreeT<SlottedLayout>::offload_rpc_slotted(uint8_t kind, GAddr start, in
 // pointers) at `a` with the remote-lock protocol (read, CAS, publish batch).
 // Returns the published body_version.
 uint64_t write_back_node(NodeIO& io, GAddr a, const Node& img, const Deadline& dl);
+// The write-back of many dirty leaves of memory node `node` (a flush), in two
+// round trips instead of three per leaf: one batch of CASes taking each
+// leaf's lock at the version its image holds, one batch publishing those it
+// took (bodies, then lock words, as Locks::publish). Sound because a
+// write-back leaf has one writer, this compute server, whose frame holds
+// every change to it (W2, W3): remote memory is at the image's version, or --
+// after a write-back through write_back_node, which does not move the frame's
+// version -- at the unlocked version the failed CAS reports, tried once more.
+// A leaf found locked is left to write_back_node. done[i]: leaf i published,
+// *imgs[i] now sealed at its new version. Throws on transport errors (what
+// was not published stays dirty; locks taken are given back where possible).
+std::vector<bool> write_back_nodes(RemoteMemory& mem, uint32_t node, const std::vector<GAddr>& addrs,
+                                   const std::vector<Node*>& imgs);
 
 // Drop node `a` from a compute server's cache through handle `c` (frames of
 // inner nodes unswizzled first; an admission in progress marked stale; a

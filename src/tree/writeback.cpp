@@ -41,6 +41,82 @@ uint64_t write_back_node(NodeIO& io, GAddr a, const Node& img, const Deadline& d
     }
 }
 
+std::vector<bool> write_back_nodes(RemoteMemory& mem, uint32_t node, const std::vector<GAddr>& a,
+                                   const std::vector<Node*>& img) {
+    const size_t n = a.size();
+    std::vector<bool> done(n, false);
+    if (n == 0) return done;
+    Transport& t = mem.node(node);
+    InterruptHold hold;  // remote locks are held from the CAS to the publish
+    const uint64_t cid = t.client_id();
+    std::vector<uint64_t> base(n);
+    std::vector<bool> locked(n, false);
+    std::vector<size_t> todo;
+    for (size_t i = 0; i < n; i++) {
+        base[i] = img[i]->body_version;
+        todo.push_back(i);
+    }
+    for (int round = 0; round < 2 && !todo.empty(); round++) {
+        std::vector<RemoteOp> ops(todo.size());
+        for (size_t k = 0; k < todo.size(); k++) {
+            const size_t i = todo[k];
+            ops[k] = RemoteOp{RemoteOp::kCas, gaddr_offset(a[i]), nullptr, 0, make_lock_word(base[i], 0, false),
+                              make_lock_word(base[i], cid, true), 0};
+        }
+        t.batch(ops.data(), ops.size());
+        std::vector<size_t> again;
+        for (size_t k = 0; k < todo.size(); k++) {
+            const size_t i = todo[k];
+            const uint64_t w = ops[k].result;
+            if (w == ops[k].compare) {
+                locked[i] = true;
+            } else if (round == 0 && !lock_held(w)) {
+                // Published since the frame's version (by write_back_node):
+                // the full version from the word's low bits, never behind.
+                uint64_t v = (base[i] & ~kLockVersionMask) | lock_version(w);
+                if (v < base[i]) v += kLockVersionMask + 1;
+                base[i] = v;
+                again.push_back(i);
+            }
+        }
+        todo = std::move(again);
+    }
+    std::vector<size_t> won;
+    for (size_t i = 0; i < n; i++)
+        if (locked[i]) won.push_back(i);
+    if (won.empty()) return done;
+    try {
+        if (t.connected_client_id() != cid)  // the locks are a dead connection's: left to the takeover
+            throw Error(ErrorCode::kUnreachable, "write-back: connection lost while holding locks");
+        std::vector<uint64_t> words(won.size());
+        std::vector<RemoteOp> ops;
+        ops.reserve(2 * won.size());
+        for (size_t j = 0; j < won.size(); j++) {
+            Node& im = *img[won[j]];
+            seal_node(im, base[won[j]] + 1);
+            words[j] = im.lock;
+            ops.push_back(RemoteOp{RemoteOp::kWrite, gaddr_offset(a[won[j]]) + 8, reinterpret_cast<uint8_t*>(&im) + 8,
+                                   static_cast<uint32_t>(used_bytes(im) - 8), 0, 0, 0});
+        }
+        for (size_t j = 0; j < won.size(); j++)
+            ops.push_back(RemoteOp{RemoteOp::kWrite, gaddr_offset(a[won[j]]), &words[j], 8, 0, 0, 0});
+        t.batch(ops.data(), ops.size());
+    } catch (...) {
+        for (size_t i : won) {
+            try {
+                t.cas(gaddr_offset(a[i]), make_lock_word(base[i], cid, true), make_lock_word(base[i], 0, false));
+            } catch (...) {
+            }
+        }
+        throw;
+    }
+    for (size_t i : won) {
+        done[i] = true;
+        Stats::add(stats().write_backs);
+    }
+    return done;
+}
+
 // ---- the leaf's frame -----------------------------------------------------------
 
 template <class L>
