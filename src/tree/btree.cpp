@@ -290,13 +290,28 @@ bool BTreeT<L>::insert_reserved(KeyRef key, uint64_t lsn, bool journal, bool may
             Key tmp;
             int r = wb_modify(a, as_array(key, tmp), 1, true, nullptr, nullptr);
             if (r != 0) return r > 0;
-            wb_acquire(a, guard, dl);  // frame locked (clean) or I/O marker held
+            wb_acquire(a, guard, dl, true);  // frame locked (maybe dirty) or I/O marker held
         }
         Locks locks(io_);
         LockAssist assist;
         const bool fresh = !wb_ && a == d.addr && !d.cached;
         if (fresh) prepare_leaf_lock(assist, spare.s, a, snap, descent_at, key, full == nullptr);
-        LockedNode* ln = lock_covering(a, 0, key, locks, dl, fresh ? &assist : nullptr);
+        // Write-back mode, the leaf's frame held: the frame is the newest
+        // image (W2, W3) and remote memory is at its version or, after a
+        // write-back that did not move it, unlocked at a newer one (see
+        // write_back_nodes). Lock with the frame as the snapshot -- no read,
+        // no write-back of a dirty frame first -- and publish the frame's
+        // image with the change: its dirty changes go out with it.
+        Node frame_img;
+        const bool from_frame = wb_ && guard.frame != cache::kNoFrame;
+        if (from_frame) {
+            cache_->region().copy_unswizzled(guard.frame, frame_img);
+            // (a full leaf: the split's node allocated now, its version read
+            // in the lock's batch, as for a freshly read leaf)
+            prepare_leaf_lock(assist, spare.s, a, frame_img, std::chrono::steady_clock::now(), key, full == nullptr);
+        }
+        LockedNode* ln = lock_covering(a, 0, key, locks, dl, fresh || from_frame ? &assist : nullptr);
+        if (ln && from_frame && ln->addr == a) std::memcpy(static_cast<void*>(&ln->node), &frame_img, kNodeSize);
         if (assist.n_also && assist.also_done) spare.s.version = fresh_version_from(spare.s.w);
         if (!ln) {
             Stats::add(stats().restarts);

@@ -445,7 +445,9 @@ private:
         // Install `published` (if given) into the frame, then let go.
         void release(const Node* published);
     };
-    void wb_acquire(GAddr a, WbGuard& g, const Deadline& dl);
+    // keep_dirty: a dirty frame is not written back first; the caller locks
+    // the remote leaf and publishes the frame's image (wb_lock_from_frame).
+    void wb_acquire(GAddr a, WbGuard& g, const Deadline& dl, bool keep_dirty = false);
 
     // ---- writes and structure modifications (btree.cpp, split_merge.cpp) ----
     // Lock the node at `level` covering k starting at `a` (moving right).

@@ -50,11 +50,13 @@ void BTreeT<L>::split_leaf(Locks& locks, LockedNode* ln, size_t pos, KeyRef key,
     FrameHold hold(*this);
     hold.hold(ln->addr, guard ? guard->frame : cache::kNoFrame);
     // The parent step 3 locks, read at the end of the same batch when it
-    // lives on the leaf's memory node: a round trip fewer per split.
+    // lives on the leaf's memory node: a round trip fewer per split. (Only a
+    // snapshot for the parent's lock CAS, which fails if it is not current;
+    // in write-back mode too: inner nodes are never dirty.)
     const GAddr parent = path[1];
     Node pre;
     RemoteOp pread{RemoteOp::kRead, gaddr_offset(parent), &pre, static_cast<uint32_t>(kNodeSize), 0, 0, 0};
-    const bool read_parent = parent && !guard && gaddr_node(parent) == gaddr_node(ln->addr);
+    const bool read_parent = parent && gaddr_node(parent) == gaddr_node(ln->addr);
     const auto pre_at = std::chrono::steady_clock::now();
     locks.publish({ln}, before, {na}, read_parent ? &pread : nullptr, parent);
     test_point("split:published");

@@ -187,7 +187,7 @@ int BTreeT<L>::wb_modify(GAddr a, const Key* keys, size_t n, bool insert, size_t
 }
 
 template <class L>
-void BTreeT<L>::wb_acquire(GAddr a, WbGuard& g, const Deadline& dl) {
+void BTreeT<L>::wb_acquire(GAddr a, WbGuard& g, const Deadline& dl, bool keep_dirty) {
     cache::CacheRegion& R = cache_->region();
     int attempt = 0;
     for (;;) {
@@ -224,7 +224,7 @@ void BTreeT<L>::wb_acquire(GAddr a, WbGuard& g, const Deadline& dl) {
         g.t = this;
         g.a = a;
         g.frame = f;  // from here on the guard unlocks it
-        if (h.dirty.load(std::memory_order_relaxed)) {
+        if (h.dirty.load(std::memory_order_relaxed) && !keep_dirty) {
             Node img;
             R.copy_unswizzled(f, img);
             write_back_node(io_, a, img, dl);
@@ -256,7 +256,11 @@ void BTreeT<L>::WbGuard::release(const Node* published) {
     if (frame != cache::kNoFrame) {
         cache::FrameHeader& h = R.header(frame);
         if (published) {
+            // Built from the frame's image (dirty changes included) or after
+            // they were written back: remote memory now holds all of it.
             std::memcpy(static_cast<void*>(R.node(frame)), published, kNodeSize);
+            h.dirty.store(0, std::memory_order_relaxed);
+            h.lsn.store(0, std::memory_order_relaxed);
             h.unlock();
         } else {
             h.unlock_unchanged();
