@@ -9,7 +9,8 @@
 #
 # CHECKOUT (default: this one, built) is installed into a private copy of the
 # system PostgreSQL tree (scripts/lib.sh private_pg_install): no install lock.
-# Writes bench/results/<date>-<host>-pgbench-writes.md.
+# DEX_WITH="write_back = on" builds the dex index with those options.
+# Writes bench/results/<date>-<host>-pgbench-writes[-<options>].md.
 set -euo pipefail
 CO=$(cd "${1:-$(dirname "$0")/..}" && pwd); ROWS=${2:-300000}; SECS=${3:-6}; ROUNDS=${4:-3}
 shift $(( $# < 4 ? $# : 4 )); CLIENTS=${*:-2 8}
@@ -30,7 +31,7 @@ P -q -c "CREATE EXTENSION dex"
 for t in dex btree; do
     P -q -c "CREATE TABLE kv_$t (k bigint, v bigint)" \
         -c "INSERT INTO kv_$t SELECT g, g FROM generate_series(1, $ROWS) g" \
-        -c "CREATE INDEX kv_${t}_k ON kv_$t USING $t (k)" -c "VACUUM ANALYZE kv_$t"
+        -c "CREATE INDEX kv_${t}_k ON kv_$t USING $t (k) $([ "$t" = dex ] && [ -n "${DEX_WITH:-}" ] && echo "WITH (${DEX_WITH})")" -c "VACUUM ANALYZE kv_$t"
     printf '\\set k random(1, %s)\nSELECT v FROM kv_%s WHERE k = :k;\n' "$ROWS" "$t" >"$DEX_WORK/warm_$t.sql"
     printf '\\set k random(%s, %s)\nINSERT INTO kv_%s VALUES (:k, :client_id);\n' \
         "$((ROWS + 1))" "$((ROWS * 1000))" "$t" >"$DEX_WORK/ins_$t.sql"
@@ -64,9 +65,10 @@ for t in dex btree; do  # every answer: index scan = seqscan
     [ "$a" = "$b" ] || die "kv_$t: index scan $a, seqscan $b"
 done
 P -c "SELECT dex_check('kv_dex_k')" >/dev/null
-out="$CO/bench/results/$(date +%Y-%m-%d)-$(hostname)-pgbench-writes.md"
+suffix=$(tr -c 'a-z0-9\n' '-' <<<"${DEX_WITH:-}" | tr -s '-' | sed 's/^-//; s/-$//')
+out="$CO/bench/results/$(date +%Y-%m-%d)-$(hostname)-pgbench-writes${suffix:+-$suffix}.md"
 python3 - "$raw" "$out" "bash bench/pgbench_writes.sh $CO $ROWS $SECS $ROUNDS $CLIENTS" \
-    "$(nproc --all) cores, $(free -g | awk '/Mem:/{print $2}') GiB, $(uname -r), PostgreSQL $(pg_config --version | awk '{print $2}'), tcp loopback, memnode --threads 2, fsync = off, dex.cache_size 256MB (> index), $ROWS rows, checkout $(git -C "$CO" rev-parse --short HEAD)" <<'PY'
+    "dex index options: ${DEX_WITH:-none}; $(nproc --all) cores, $(free -g | awk '/Mem:/{print $2}') GiB, $(uname -r), PostgreSQL $(pg_config --version | awk '{print $2}'), tcp loopback, memnode --threads 2, fsync = off, dex.cache_size 256MB (> index), $ROWS rows, checkout $(git -C "$CO" rev-parse --short HEAD)" <<'PY'
 import sys, statistics as st, collections
 raw, out, cmd, machine = sys.argv[1:]
 tps = collections.defaultdict(list); rts = collections.defaultdict(list); lines = []
