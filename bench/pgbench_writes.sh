@@ -67,7 +67,7 @@ done
 P -c "SELECT dex_check('kv_dex_k')" >/dev/null
 suffix=$(tr -c 'a-z0-9\n' '-' <<<"${DEX_WITH:-}" | tr -s '-' | sed 's/^-//; s/-$//')
 out="$CO/bench/results/$(date +%Y-%m-%d)-$(hostname)-pgbench-writes${suffix:+-$suffix}.md"
-python3 - "$raw" "$out" "bash bench/pgbench_writes.sh $CO $ROWS $SECS $ROUNDS $CLIENTS" \
+python3 - "$raw" "$out" "${DEX_WITH:+DEX_WITH=\"$DEX_WITH\" }bash bench/pgbench_writes.sh $CO $ROWS $SECS $ROUNDS $CLIENTS" \
     "dex index options: ${DEX_WITH:-none}; $(nproc --all) cores, $(free -g | awk '/Mem:/{print $2}') GiB, $(uname -r), PostgreSQL $(pg_config --version | awk '{print $2}'), tcp loopback, memnode --threads 2, fsync = off, dex.cache_size 256MB (> index), $ROWS rows, checkout $(git -C "$CO" rev-parse --short HEAD)" <<'PY'
 import sys, statistics as st, collections
 raw, out, cmd, machine = sys.argv[1:]

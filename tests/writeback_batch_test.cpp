@@ -65,6 +65,15 @@ struct Fixture {
             for (size_t i = 0; i < n; i++) ok[i] = d[i];
         });
     }
+    // An empty tree in write-back mode over the cache.
+    std::unique_ptr<tree::BTree> write_back_tree() {
+        tree::TreeOptions o;
+        o.cache = &handle;
+        auto t = std::make_unique<tree::BTree>(*mem, 0, ns, o);
+        t->init_empty();
+        t->set_write_back(true, [] { return true; });
+        return t;
+    }
     std::vector<uint32_t> dirty_frames() {
         std::vector<uint32_t> v;
         reg.region->for_each_frame([&](const cache::FrameInfo& i) {
@@ -85,11 +94,8 @@ void fill(Fixture& x, tree::BTree& t, std::set<EntryKey>& model, int n, uint64_t
 
 TEST(WriteBackBatch, FlushOfManyLeavesTakesTwoRoundTripsPerBatch) {
     Fixture x;
-    tree::TreeOptions o;
-    o.cache = &x.handle;
-    tree::BTree t(*x.mem, 0, x.ns, o);
-    t.init_empty();
-    t.set_write_back(true, [] { return true; });
+    std::unique_ptr<tree::BTree> tp = x.write_back_tree();
+    tree::BTree& t = *tp;
     std::set<EntryKey> model;
     fill(x, t, model, 20000, 3);
     // dirty every leaf once more (in place), so all of them need a write-back
@@ -117,11 +123,8 @@ TEST(WriteBackBatch, FlushOfManyLeavesTakesTwoRoundTripsPerBatch) {
 // holds is not written by the batch but by the single path after it.
 TEST(WriteBackBatch, StaleFrameVersionAndLockedLeaf) {
     Fixture x;
-    tree::TreeOptions o;
-    o.cache = &x.handle;
-    tree::BTree t(*x.mem, 0, x.ns, o);
-    t.init_empty();
-    t.set_write_back(true, [] { return true; });
+    std::unique_ptr<tree::BTree> tp = x.write_back_tree();
+    tree::BTree& t = *tp;
     std::set<EntryKey> model;
     fill(x, t, model, 3000, 5);
     std::vector<uint32_t> frames = x.dirty_frames();
@@ -184,11 +187,8 @@ TEST(WriteBackBatch, StaleFrameVersionAndLockedLeaf) {
 // sibling, which reads it (it is not cached yet).
 TEST(WriteBackBatch, SplitOfADirtyLeafPublishesItsFrame) {
     Fixture x;
-    tree::TreeOptions o;
-    o.cache = &x.handle;
-    tree::BTree t(*x.mem, 0, x.ns, o);
-    t.init_empty();
-    t.set_write_back(true, [] { return true; });
+    std::unique_ptr<tree::BTree> tp = x.write_back_tree();
+    tree::BTree& t = *tp;
     std::set<EntryKey> model;
     for (int i = 0; i < 2000; i++) {  // a tree with inner levels, every leaf cached
         EntryKey k = K(i * 100, static_cast<uint32_t>(i), 1);
