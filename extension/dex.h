@@ -35,6 +35,8 @@
  *   dexclusterns.c which namespaces on the memory nodes are this cluster's
  *   dexcluster.c   primary and hot standbys: the cluster registry, this life
  *   dexwal.c       dex's WAL resource manager
+ *   dexwbredo.c    write-back mode after a crash: entry changes logged, collected
+ *                  by crash recovery, replayed at the index's first use
  *   dexbounds.c    scan keys of a byte-string index as byte bounds
  *   dexentry.c     index entries as byte strings: an index tuple's entry, the
  *                  key columns a metapage records

@@ -448,7 +448,7 @@ dex_open_tree(Relation index)
 		/* a crash took dirty frames: replay their logged changes, or refuse */
 		dex_wb_redo_gate(index, e->tree, meta.owner_word, (uint64) e->node, meta.ns, &e->wb_checked);
 		/* before anything of this life can be dirty: its flushed position */
-		if (wb && meta.owner_word != 0 && dex_cache_bytes() > 0 && !RecoveryInProgress())
+		if (wb && meta.owner_word != 0 && dex_cache_generation() != 0 && !RecoveryInProgress())
 			dex_wb_announce_life();
 		rc = dex_tree_set_write_back(e->tree, wb ? 1 : 0, meta.owner_word, &err);
 		while (rc == DEX_ERR_NEED_WAL_FLUSH)
