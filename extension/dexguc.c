@@ -179,12 +179,6 @@ dex_define_gucs(void)
 							GUC_UNIT_MS,
 							NULL, dex_guc_assign_int, NULL);
 
-#if PG_VERSION_NUM >= 150000
-	MarkGUCPrefixReserved("dex");
-#else
-	EmitWarningsOnPlaceholders("dex");
-#endif
-
 	DefineCustomIntVariable("dex.standby_wait_timeout",
 							"How long a primary waits for its hot standbys: VACUUM for their replay "
 							"before removing index entries, an insert for a journal slot that "
@@ -205,6 +199,17 @@ dex_define_gucs(void)
 							PGC_SIGHUP,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
+
+	/*
+	 * Last: reserving the prefix removes every dex.* placeholder not defined
+	 * yet, and with it the value postgresql.conf gave it (a variable defined
+	 * after this starts at its default until the next reload).
+	 */
+#if PG_VERSION_NUM >= 150000
+	MarkGUCPrefixReserved("dex");
+#else
+	EmitWarningsOnPlaceholders("dex");
+#endif
 }
 
 /*

@@ -15,8 +15,18 @@ expect_error "create index on t using dex (k)" \
     'dex must be loaded via shared_preload_libraries' 'HINT: .*shared_preload_libraries'
 stop_cluster pg
 
-echo "with the right token"
-start_cluster pg "$PPORT" "$MEMNODE_URL" "dex.token_file = '$DEX_WORK/token'"
+echo "with the right token (and dex settings in postgresql.conf)"
+log_from=$(($(cat "$DEX_WORK/pg-server.log" 2>/dev/null | wc -l) + 1))
+start_cluster pg "$PPORT" "$MEMNODE_URL" "dex.token_file = '$DEX_WORK/token'" \
+    "dex.writeback_interval = '1h'" "dex.standby_wait_timeout = '7s'" "dex.op_timeout = '12s'"
+# every dex.* variable keeps the value the file gives it from the start (the
+# prefix is reserved only after all are defined)
+for s in "dex.writeback_interval=1h" "dex.standby_wait_timeout=7s" "dex.op_timeout=12s"; do
+    got=$(q -c "show ${s%%=*}")
+    [ "$got" = "${s#*=}" ] || fail "${s%%=*} is '$got' after the server start, postgresql.conf says ${s#*=}"
+done
+dropped=$(tail -n +"$log_from" "$DEX_WORK/pg-server.log" | grep 'invalid configuration parameter name "dex\.' || true)
+[ -z "$dropped" ] || fail "the server dropped dex settings: $dropped"
 q -c "create extension dex"
 q -c "create table t(k int); insert into t select generate_series(1, 1000); create index t_k on t using dex (k)"
 [ "$(q -c "set enable_seqscan = off; select count(*) from t where k between 10 and 19")" = 10 ] || fail "token: query"

@@ -91,6 +91,9 @@ run_mix "$DEX_WORK/mix.sql"   # and it keeps working in write-back mode
 compare_with_btree d d_k; compare_with_btree s s_kv
 
 echo "== phase 4: crash after a checkpoint that began after the last write-back"
+# (the restart must have kept the 1 h interval: a worker flush between the
+# inserts and the crash would leave nothing to refuse)
+[ "$(q -c "show dex.writeback_interval")" = 1h ] || fail "dex.writeback_interval after the restart: $(q -c "show dex.writeback_interval")"
 all4 "insert into @ select g, -3 * g from generate_series(8000, 9000, 5) g"
 q -c "checkpoint"   # (dex has no checkpoint hook: it writes nothing back)
 # (the small cache may have evicted them since -- written back, but the
