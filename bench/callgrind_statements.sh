@@ -4,9 +4,12 @@
 # btree, free of machine noise (instruction counts repeat exactly whatever
 # else runs). A 100k-row table per index type; 2000 statements of each kind
 # in one session; counted inside PortalRun and pg_plan_queries (parsing,
-# which no index changes, is left out).
+# which no index changes, is left out). A third session runs key-changing
+# UPDATEs (SET k = -k, each row once): a point lookup plus an insert.
 #
-#   bash bench/callgrind_statements.sh [CHECKOUT] [STATEMENTS]
+#   [DEX_WITH="write_back = on"] bash bench/callgrind_statements.sh [CHECKOUT] [STATEMENTS]
+#
+# DEX_WITH builds the dex index with those options.
 #
 # CHECKOUT (default: this one) must be built (make). It is installed into a
 # private copy of the system PostgreSQL tree, so it needs no install lock and
@@ -30,7 +33,7 @@ P -q -c "CREATE EXTENSION dex"
 for t in dex btree; do
     P -q -c "CREATE TABLE t_$t (k bigint, v bigint)" -c "INSERT INTO t_$t SELECT g, g FROM generate_series(1, 100000) g"
 done
-P -q -c "CREATE INDEX ON t_dex USING dex (k)" -c "CREATE INDEX ON t_btree (k)"
+P -q -c "CREATE INDEX ON t_dex USING dex (k) ${DEX_WITH:+WITH ($DEX_WITH)}" -c "CREATE INDEX ON t_btree (k)"
 as_user "$PG_BIN/pg_ctl" -D "$DEX_WORK/cg" -m fast -w stop >/dev/null
 as_user bash -c "valgrind --tool=callgrind --callgrind-out-file=$DEX_WORK/cg.%p --collect-atstart=no \
     --toggle-collect=PortalRun --toggle-collect=pg_plan_queries $PG_BIN/postgres -D $DEX_WORK/cg \
@@ -40,8 +43,9 @@ for t in dex btree; do
     P -c "SELECT count(*) FROM t_$t WHERE k > 0" >/dev/null   # every node admitted
     for i in $(seq 1 "$N"); do echo "SELECT v FROM t_$t WHERE k = $(( (i * 7919) % 100000 + 1 ));"; done >"$DEX_WORK/sel_$t.sql"
     for i in $(seq 1 "$N"); do echo "INSERT INTO t_$t VALUES ($(( 200000 + i * 104729 % 9000000 )), 1);"; done >"$DEX_WORK/ins_$t.sql"
+    for i in $(seq 1 "$N"); do echo "UPDATE t_$t SET k = -k WHERE k = $(( (i * 7919) % 100000 + 1 ));"; done >"$DEX_WORK/upd_$t.sql"
     chmod a+r "$DEX_WORK"/*.sql
-    for w in sel ins; do
+    for w in sel ins upd; do
         pid=$(P -c "SELECT 'PID', pg_backend_pid()" -f "$DEX_WORK/${w}_$t.sql" | sed -n 's/^PID|//p')
         echo "$t $w $pid" >>"$DEX_WORK/sessions"
     done
