@@ -4,7 +4,9 @@
 # pgbench inserting fresh keys from 2 clients, INSERTS rows each (after a 3 s
 # warm-up): a fixed count, so that splits (which cost more) are comparable.
 #
-#   bash bench/insert_round_trips.sh [CHECKOUT] [INSERTS]
+#   [DEX_WITH="write_back = on"] bash bench/insert_round_trips.sh [CHECKOUT] [INSERTS]
+#
+# DEX_WITH builds the dex index with those options.
 #
 # CHECKOUT (default: this one) must be built (make). It is installed into a
 # private copy of the system PostgreSQL tree (as bench/evaluate.sh does), so it
@@ -23,7 +25,7 @@ start_memnode rt-mem "$mport" 512MB --threads 2
 start_cluster rt "$pport" "tcp://127.0.0.1:$mport" "dex.cache_size = '64MB'" "autovacuum = off"
 P() { dpsql "$pport" -d postgres -At "$@"; }
 P -q -c "CREATE EXTENSION dex" -c "CREATE TABLE t (k bigint, v bigint)" \
-    -c "INSERT INTO t SELECT g, g FROM generate_series(1, 100000) g" -c "CREATE INDEX t_k ON t USING dex (k)"
+    -c "INSERT INTO t SELECT g, g FROM generate_series(1, 100000) g" -c "CREATE INDEX t_k ON t USING dex (k) ${DEX_WITH:+WITH ($DEX_WITH)}"
 printf '\\set k random(200000, 100000000)\nINSERT INTO t VALUES (:k, 1);\n' >"$DEX_WORK/ins.sql"
 chmod a+r "$DEX_WORK/ins.sql"
 pgb() { "$PG_BIN/pgbench" -n -h "$DEX_WORK" -p "$pport" -U postgres -c 2 -j 2 -f "$DEX_WORK/ins.sql" "$@" postgres; }

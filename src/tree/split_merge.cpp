@@ -57,14 +57,29 @@ void BTreeT<L>::split_leaf(Locks& locks, LockedNode* ln, size_t pos, KeyRef key,
     Node pre;
     RemoteOp pread{RemoteOp::kRead, gaddr_offset(parent), &pre, static_cast<uint32_t>(kNodeSize), 0, 0, 0};
     const bool read_parent = parent && gaddr_node(parent) == gaddr_node(ln->addr);
+    // The new sibling is admitted as published (a clean frame: remote memory
+    // holds exactly r), so the next insert into its half of the range finds
+    // it cached instead of reading it. Its I/O marker goes in before the
+    // publish: a writer that changes it after the publish turns the
+    // admission stale (cache_update) rather than being hidden by r.
+    const bool admit_sibling = cache_ && (wb_ || cache_->should_admit(0)) &&
+                               cache_->try_begin_io(na) == cache::MappingTable::Begin::kOwner;
     const auto pre_at = std::chrono::steady_clock::now();
-    locks.publish({ln}, before, {na}, read_parent ? &pread : nullptr, parent);
+    try {
+        locks.publish({ln}, before, {na}, read_parent ? &pread : nullptr, parent);
+    } catch (...) {
+        if (admit_sibling) cache_->abort_io(na);
+        throw;
+    }
     test_point("split:published");
     if (guard)
         guard->release(&n);  // write-back mode: we hold the frame (or marker) of ln
     else
         hold.install(ln->addr, n);
-    cache_update(na, r);  // only matters if a copy of na's previous life is still cached
+    if (admit_sibling)
+        cache_->admit(na, r);  // (gives the marker up; refused if it went stale)
+    else
+        cache_update(na, r);  // only matters if a copy of na's previous life is still cached
     // Step 3.
     insert_parent(1, sep, na, path, dl, read_parent ? &pre : nullptr, pre_at);
 }
