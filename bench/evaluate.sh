@@ -4,7 +4,10 @@
 # ablation and cache-size sweep (DEX Figures 8 and 12), and a report with
 # tables and gnuplot PNGs. See bench/README.md ("evaluate.sh").
 #
-#   bash bench/evaluate.sh [--smoke|--quick|--full] [--out DIR] [--no-deps] [--keep-logs]
+#   [DEX_WITH="write_back = on"] bash bench/evaluate.sh [--smoke|--quick|--full] [--out DIR] [--no-deps] [--keep-logs]
+#
+# DEX_WITH builds the dex index with those options (and names the output
+# directory after them).
 #
 # Output: bench/results/<date>-<host>[-profile]/report.md, runs.jsonl/.csv,
 # ablation.jsonl/.csv, *.png, scripts/ (the pgbench scripts) and raw/ (every
@@ -33,6 +36,7 @@ done
 CMDLINE="bash bench/evaluate.sh --$PROFILE${OUT:+ --out $OUT}"
 [ $NO_DEPS = 1 ] && CMDLINE="$CMDLINE --no-deps"
 [ $KEEP_LOGS = 1 ] && CMDLINE="$CMDLINE --keep-logs"
+[ -n "${DEX_WITH:-}" ] && CMDLINE="DEX_WITH=\\\"$DEX_WITH\\\" $CMDLINE"
 
 ALL_WL="read-only read-intensive write-intensive insert-intensive scan-intensive"
 ZIPF_S=1.01          # pgbench's random_zipfian exponent (PostgreSQL >= 13 accepts [1.001, 1000])
@@ -65,6 +69,7 @@ esac
 # ---- setup -------------------------------------------------------------------------
 STAMP="$(date -u +%Y-%m-%d)-$(hostname)"
 [ "$PROFILE" = full ] || STAMP="$STAMP-$PROFILE"
+[ -z "${DEX_WITH:-}" ] || STAMP="$STAMP-$(tr -c 'a-z0-9\n' '-' <<<"$DEX_WITH" | tr -s '-' | sed 's/^-//; s/-$//')"
 OUT=${OUT:-$HERE/results/$STAMP}
 mkdir -p "$OUT"; OUT=$(cd "$OUT" && pwd)
 RAW=$OUT/raw; SCRIPTS=$OUT/scripts
@@ -127,7 +132,7 @@ INSERT INTO ycsb_dex SELECT 4 * g, substr(repeat(md5(g::text), 4), 1, 100) FROM 
 CREATE TABLE ycsb_btree AS SELECT * FROM ycsb_dex;
 VACUUM ANALYZE ycsb_dex; VACUUM ANALYZE ycsb_btree;
 SQL
-t0=$(date +%s%N); P -c "CREATE INDEX ycsb_dex_k ON ycsb_dex USING dex (k)"; build_dex_ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+t0=$(date +%s%N); P -c "CREATE INDEX ycsb_dex_k ON ycsb_dex USING dex (k) ${DEX_WITH:+WITH ($DEX_WITH)}"; build_dex_ms=$(( ($(date +%s%N) - t0) / 1000000 ))
 t0=$(date +%s%N); P -c "CREATE INDEX ycsb_btree_k ON ycsb_btree (k)"; build_bt_ms=$(( ($(date +%s%N) - t0) / 1000000 ))
 P -c "ANALYZE ycsb_dex; ANALYZE ycsb_btree"
 used1=$(PQ "select sum(used_bytes) from dex_memnodes()")
