@@ -6,6 +6,7 @@
 // refuses kills while a standby holds a slot and raises removal_lsn first.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <set>
 #include <vector>
 
@@ -35,12 +36,14 @@ protected:
         model.insert(k);
     }
     // First batch of a scan over value v, with its stamp.
-    std::vector<EntryKey> first_batch(int64_t v, GAddr* leaf, uint64_t* version) {
+    std::vector<EntryKey> first_batch(int64_t v, GAddr* leaf, uint64_t* version,
+                                      std::chrono::steady_clock::time_point* seen_at = nullptr) {
         std::vector<EntryKey> b;
         auto s = t->scan(KMin(v), KMax(v));
         EXPECT_TRUE(s->next(b));
         *leaf = s->leaf();
         *version = s->leaf_version();
+        if (seen_at) *seen_at = s->leaf_seen_at();
         return b;
     }
 
@@ -126,6 +129,56 @@ TEST_P(KillTest, EmptiedLeafStaysUntilCompact) {
     EXPECT_GE(t->compact(), 1u);
 }
 
+// A stamp seen current within the last second: the lock is tried at its
+// version straight away, the image read in the same batch -- two round trips
+// (lock + read, publish), not three.
+TEST_P(KillTest, FreshStampLocksWithoutReadingFirst) {
+    for (uint16_t i = 1; i <= 20; i++) add(K(7, 1, i));
+    GAddr leaf;
+    uint64_t ver;
+    std::chrono::steady_clock::time_point seen;
+    auto b = first_batch(7, &leaf, &ver, &seen);
+    ASSERT_NE(seen, std::chrono::steady_clock::time_point{});
+    const uint64_t rt0 = stats().round_trips.load();
+    EXPECT_EQ(t->remove_if_unchanged(leaf, ver, b.data(), 5, false, seen), 5u);
+    EXPECT_EQ(stats().round_trips.load() - rt0, 2u);
+    for (size_t i = 0; i < 5; i++) model.erase(b[i]);
+    // the same stamp again: the CAS fails (our own publish moved the version),
+    // the read-first way finds the new version and removes nothing
+    EXPECT_EQ(t->remove_if_unchanged(leaf, ver, b.data() + 5, 1, false, seen), 0u);
+    EXPECT_EQ(scan_all(*other, KMin(7), KMax(7), false).size(), 15u);
+    EXPECT_EQ(scan_all(*t, KMin(7), KMax(7), false).size(), 15u);
+}
+
+TEST_P(KillTest, FreshStampSkippedAfterAReuseOfTheSameEntry) {
+    for (uint16_t i = 1; i <= 10; i++) add(K(7, 1, i));
+    GAddr leaf;
+    uint64_t ver;
+    std::chrono::steady_clock::time_point seen;
+    auto b = first_batch(7, &leaf, &ver, &seen);
+    EntryKey e = b[3];
+    ASSERT_EQ(other->remove(&e, 1), 1u);  // VACUUM
+    ASSERT_TRUE(other->insert(e));        // the same TID reused, same key
+    EXPECT_EQ(t->remove_if_unchanged(leaf, ver, &e, 1, false, seen), 0u);
+    EXPECT_TRUE(t->contains(e));
+    EXPECT_TRUE(other->contains(e));
+}
+
+// Older than a second: 2^24 publishes could have wrapped the lock word's
+// version bits since; the leaf is read first, as without a time.
+TEST_P(KillTest, OldStampReadsFirst) {
+    for (uint16_t i = 1; i <= 20; i++) add(K(7, 1, i));
+    GAddr leaf;
+    uint64_t ver;
+    auto b = first_batch(7, &leaf, &ver);
+    const uint64_t rt0 = stats().round_trips.load();
+    EXPECT_EQ(t->remove_if_unchanged(leaf, ver, b.data(), 3, false,
+                                     std::chrono::steady_clock::now() - std::chrono::seconds(2)),
+              3u);
+    EXPECT_EQ(stats().round_trips.load() - rt0, 3u);
+    for (size_t i = 0; i < 3; i++) model.erase(b[i]);
+}
+
 INSTANTIATE_TEST_SUITE_P(Configs, KillTest,
                          ::testing::Values(CacheConfig{"uncached", 0}, CacheConfig{"cached", 1u << 12}),
                          cache_config_name);
@@ -181,6 +234,28 @@ TEST(KillRegistry, RefusedWhileALiveStandbyHoldsASlot) {
     ASSERT_EQ(p.cas_writer(0, 99), 0u);
     EXPECT_TRUE(p.kill_allowed(99, 0x200));
     EXPECT_FALSE(p.kill_allowed(42, 0x200)) << "not the writer";
+}
+
+// The gate is one round trip (the raise and the read in one batch) once this
+// process knows removal_lsn's value, also when another writer raised it past
+// the kill's position meanwhile; never lowers it.
+TEST(KillRegistry, GateIsOneRoundTrip) {
+    auto engine = make_engine(64ull << 20);
+    auto mem = make_mem(*engine);
+    cluster::Registry r(*mem, cluster::Registry::open(*mem, 0, ns_create(mem->node(0)), true, 0x100));
+    ASSERT_EQ(r.cas_writer(0, 42), 0u);
+    EXPECT_TRUE(r.kill_allowed(42, 0x1000));  // (the guess may be another registry's value)
+    for (uint64_t lsn = 0x1100; lsn < 0x1600; lsn += 0x100) {
+        const uint64_t rt0 = stats().round_trips.load();
+        EXPECT_TRUE(r.kill_allowed(42, lsn));
+        EXPECT_EQ(stats().round_trips.load() - rt0, 1u) << std::hex << lsn;
+        EXPECT_EQ(r.read().removal_lsn, lsn);
+    }
+    r.set_removal_lsn(0x9000);  // a VACUUM raised it further
+    const uint64_t rt0 = stats().round_trips.load();
+    EXPECT_TRUE(r.kill_allowed(42, 0x1700));
+    EXPECT_EQ(stats().round_trips.load() - rt0, 1u) << "a failed CAS that found it high enough";
+    EXPECT_EQ(r.read().removal_lsn, 0x9000u);
 }
 
 }  // namespace

@@ -62,7 +62,7 @@ int dex_tree_insert_bytes(DexTree* tree, const uint8_t* entry, uint32_t len, uin
 
 int dex_tree_insert_nosplit_bytes(DexTree* tree, const uint8_t* entry, uint32_t len, uint64_t lsn, uint64_t durable,
                                   DexLeafStamp* full, DexError* err) {
-    if (full) *full = DexLeafStamp{0, 0};
+    if (full) *full = DexLeafStamp{0, 0, 0};
     SlottedTree::LeafFull lf;
     int rc = guarded(err, [&] {
         if (!tree || !entry || !full) throw Error(ErrorCode::kInvalid, "dex_tree_insert_nosplit_bytes: NULL argument");
@@ -72,6 +72,8 @@ int dex_tree_insert_nosplit_bytes(DexTree* tree, const uint8_t* entry, uint32_t 
     if (rc != DEX_OK || lf.leaf == 0) return rc;
     full->leaf = lf.leaf;
     full->version = lf.version;
+    // the insert held the leaf locked at that version a moment ago
+    full->seen_at_ns = dex::capi::stamp_now();
     return DEX_LEAF_FULL;
 }
 
@@ -125,7 +127,8 @@ int dex_tree_kill_bytes(DexTree* tree, const DexLeafStamp* stamp, const DexBytes
         std::vector<std::string> v = entries_of(entries, n);
         uint64_t d = 0;
         tree->run_bytes([&](SlottedTree& t) {
-            d = t.remove_if_unchanged(stamp->leaf, stamp->version, v.data(), v.size(), bottom_up != 0);
+            d = t.remove_if_unchanged(stamp->leaf, stamp->version, v.data(), v.size(), bottom_up != 0,
+                                      dex::capi::stamp_time(stamp->seen_at_ns));
         });
         if (removed) *removed = d;
     });

@@ -3,6 +3,7 @@
 // and the process's ComputeProcess (src/cluster/compute_process.h), which
 // holds every piece of process state the C API works with.
 #pragma once
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -85,6 +86,19 @@ T* malloc_array(size_t n) {
     auto* arr = static_cast<T*>(std::malloc((n == 0 ? 1 : n) * sizeof(T)));
     if (!arr) throw std::bad_alloc();
     return arr;
+}
+
+// DexLeafStamp::seen_at_ns <-> steady_clock (0: unknown). The clock is the
+// same in every process of the machine, and a stamp never leaves its backend.
+inline uint64_t stamp_ns(std::chrono::steady_clock::time_point t) {
+    if (t == std::chrono::steady_clock::time_point{}) return 0;
+    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count());
+}
+inline uint64_t stamp_now() { return stamp_ns(std::chrono::steady_clock::now()); }
+inline std::chrono::steady_clock::time_point stamp_time(uint64_t ns) {
+    if (ns == 0) return {};
+    return std::chrono::steady_clock::time_point(
+        std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::nanoseconds(ns)));
 }
 
 }  // namespace dex::capi

@@ -262,7 +262,7 @@ int dex_tree_insert(DexTree* tree, const DexKey* key, uint64_t lsn, uint64_t dur
 
 int dex_tree_insert_nosplit(DexTree* tree, const DexKey* key, uint64_t lsn, uint64_t durable, DexLeafStamp* full,
                             DexError* err) {
-    if (full) *full = DexLeafStamp{0, 0};
+    if (full) *full = DexLeafStamp{0, 0, 0};
     dex::tree::BTree::LeafFull lf;
     int rc = guarded(err, [&] {
         if (!tree || !key || !full) throw Error(ErrorCode::kInvalid, "dex_tree_insert_nosplit: NULL argument");
@@ -272,6 +272,8 @@ int dex_tree_insert_nosplit(DexTree* tree, const DexKey* key, uint64_t lsn, uint
     if (rc != DEX_OK || lf.leaf == 0) return rc;
     full->leaf = lf.leaf;
     full->version = lf.version;
+    // the insert held the leaf locked at that version a moment ago
+    full->seen_at_ns = dex::capi::stamp_now();
     return DEX_LEAF_FULL;
 }
 
@@ -348,12 +350,15 @@ void dex_scan_stamp(const DexScan* scan, DexLeafStamp* out) {
     if (!out) return;
     out->leaf = 0;
     out->version = 0;
+    out->seen_at_ns = 0;
     if (scan && scan->scan) {
         out->leaf = scan->scan->leaf();
         out->version = scan->scan->leaf_version();
+        out->seen_at_ns = dex::capi::stamp_ns(scan->scan->leaf_seen_at());
     } else if (scan && scan->sscan) {
         out->leaf = scan->sscan->leaf();
         out->version = scan->sscan->leaf_version();
+        out->seen_at_ns = dex::capi::stamp_ns(scan->sscan->leaf_seen_at());
     }
 }
 
@@ -367,7 +372,8 @@ int dex_tree_kill(DexTree* tree, const DexLeafStamp* stamp, const DexKey* keys, 
         std::memcpy(v.data(), keys, v.size() * sizeof(dex::EntryKey));
         uint64_t d = 0;
         tree->run([&](dex::tree::BTree& b) {
-            d = b.remove_if_unchanged(stamp->leaf, stamp->version, v.data(), v.size(), bottom_up != 0);
+            d = b.remove_if_unchanged(stamp->leaf, stamp->version, v.data(), v.size(), bottom_up != 0,
+                                      dex::capi::stamp_time(stamp->seen_at_ns));
         });
         if (removed) *removed = d;
     });

@@ -289,6 +289,9 @@ typedef struct DexLeafStamp
 {
 	uint64_t	leaf;
 	uint64_t	version;
+	/* steady-clock ns at which `version` was current (0: unknown); a kill
+	 * within a second of it locks without reading the leaf first */
+	uint64_t	seen_at_ns;
 } DexLeafStamp;
 int			dex_tree_insert_nosplit(DexTree *tree, const DexKey *key, uint64_t lsn,
 									uint64_t durable, DexLeafStamp *full, DexError *err);

@@ -1,5 +1,8 @@
 #include "cluster/registry.h"
 
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
 #include <cstring>
 
 #include "common/error.h"
@@ -90,10 +93,32 @@ void Registry::set_removal_lsn(uint64_t lsn) {
 bool Registry::kill_allowed(uint64_t life, uint64_t lsn) {
     // First the removal position, then the slots: a standby that claims a slot
     // after our read of the slots reads removal_lsn after our raise (one
-    // memory node executes both in order) and replays past it first.
-    set_removal_lsn(lsn);
-    RegistryHeader h = read();
-    if (h.magic != kRegistryMagic || h.writer_life != life || life == 0) return false;
+    // memory node executes both in order) and replays past it first. The
+    // raise and the read travel in one batch: a CAS from the value this
+    // process saw last (a guess: usually right, as only this server raises
+    // it), then the READ. A failed CAS that found removal_lsn >= lsn already
+    // raised it before the read just as well; one below lsn is tried again
+    // from the value it reported.
+    static std::atomic<uint64_t> guess{0};  // per process; any value is safe
+    const GAddr w = addr_ + offsetof(RegistryHeader, removal_lsn);
+    RegistryHeader h;
+    uint64_t cur = guess.load(std::memory_order_relaxed);
+    for (;;) {
+        RemoteOp ops[2] = {
+            RemoteOp{RemoteOp::kCas, gaddr_offset(w), nullptr, 0, cur, std::max(cur, lsn), 0},
+            RemoteOp{RemoteOp::kRead, gaddr_offset(addr_), &h, static_cast<uint32_t>(sizeof h), 0, 0, 0}};
+        mem_.batch(gaddr_node(addr_), ops, 2);
+        const uint64_t seen = ops[0].result;
+        if (seen == cur || seen >= lsn) {
+            guess.store(seen == cur ? std::max(cur, lsn) : seen, std::memory_order_relaxed);
+            break;
+        }
+        cur = seen;
+    }
+    if (h.magic != kRegistryMagic)
+        throw Error(ErrorCode::kCorrupt, "the dex cluster registry on memory node " +
+                                             std::to_string(gaddr_node(addr_)) + " is damaged");
+    if (h.writer_life != life || life == 0) return false;
     // A live slot refuses. An expired one does not: its standby stopped
     // answering when its lease ran out, and must claim a slot again and then
     // read removal_lsn -- after our raise -- and replay past it before it

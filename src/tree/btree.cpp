@@ -505,6 +505,36 @@ bool BTreeT<L>::read_leaf(GAddr leaf, uint64_t version, std::vector<Key>& out) {
     return true;
 }
 
+// The lock CAS from "unlocked at `version`" needs no image first: it
+// succeeds only if the lock word still carries version's low 24 bits,
+// unlocked. `seen_at` (when `version` was current) bounds the ABA exactly as
+// try_lock's one-second rule bounds a read snapshot's: 2^24 publishes of one
+// leaf cannot fit in a second. The image comes from a READ right after the
+// CAS in the same batch, so it is the locked node itself. nullptr: not
+// locked (age unknown or over the bound, changed, locked by someone, or the
+// image not a live leaf at `version` -- then unlocked again); the caller
+// takes the read-first way.
+template <class L>
+LockedNode* BTreeT<L>::lock_at_version(Locks& locks, GAddr leaf, uint64_t version,
+                                       std::chrono::steady_clock::time_point seen_at) {
+    if (seen_at == std::chrono::steady_clock::time_point{}) return nullptr;
+    Node fake;
+    std::memset(static_cast<void*>(&fake), 0, kNodeSize);
+    fake.body_version = version;
+    fake.lock = make_lock_word(version, 0, false);
+    Node img;
+    RemoteOp rd{RemoteOp::kRead, gaddr_offset(leaf), &img, static_cast<uint32_t>(kNodeSize), 0, 0, 0};
+    LockedNode* ln = locks.try_lock(leaf, fake, seen_at, &rd, 1);
+    if (!ln) return nullptr;
+    if (!valid_node(img, 0) || img.is_deleted() || img.body_version != version) {
+        locks.unlock(ln);  // (cannot happen while the lock word says `version`)
+        return nullptr;
+    }
+    img.lock = ln->node.lock;  // the image shows our lock; keep what try_lock recorded
+    std::memcpy(static_cast<void*>(&ln->node), &img, kNodeSize);
+    return ln;
+}
+
 template <class L>
 bool BTreeT<L>::read_leaf_at(GAddr leaf, uint64_t version, Node& out, const Deadline& dl) {
     return io_.read(leaf, out, dl) == NodeIO::Read::kOk && valid_node(out, 0) && !out.is_deleted() &&
@@ -512,7 +542,8 @@ bool BTreeT<L>::read_leaf_at(GAddr leaf, uint64_t version, Node& out, const Dead
 }
 
 template <class L>
-uint64_t BTreeT<L>::remove_if_unchanged(GAddr leaf, uint64_t version, const Key* keys, size_t n, bool bottom_up) {
+uint64_t BTreeT<L>::remove_if_unchanged(GAddr leaf, uint64_t version, const Key* keys, size_t n, bool bottom_up,
+                                        std::chrono::steady_clock::time_point seen_at) {
     Stats::add(stats().index_ops);
     if (n == 0) return 0;
     if (wb_ || leaf == kNullGAddr || version == 0) {
@@ -523,19 +554,23 @@ uint64_t BTreeT<L>::remove_if_unchanged(GAddr leaf, uint64_t version, const Key*
     int attempt = 0;
     for (;;) {
         dl.check("removing dead entries");
-        Node snap;
-        auto t0 = std::chrono::steady_clock::now();
-        if (!read_leaf_at(leaf, version, snap, dl)) {
-            Stats::add(stats().kills_skipped, n);
-            return 0;
-        }
         Locks locks(io_);
-        LockedNode* ln = locks.try_lock(leaf, snap, t0);
+        LockedNode* ln = attempt == 0 ? lock_at_version(locks, leaf, version, seen_at) : nullptr;
+        if (!ln) {
+            Node snap;
+            auto t0 = std::chrono::steady_clock::now();
+            if (!read_leaf_at(leaf, version, snap, dl)) {
+                Stats::add(stats().kills_skipped, n);
+                return 0;
+            }
+            ln = locks.try_lock(leaf, snap, t0);
+        }
         if (!ln) {  // locked meanwhile, or changed: the next read tells which
             Stats::add(stats().restarts);
             backoff(attempt++);
             continue;
         }
+        attempt = std::max(attempt, 1);
         // Locked at `version`: the node is exactly the image the scan read.
         Node& nd = ln->node;
         uint64_t removed = 0;
@@ -574,6 +609,8 @@ bool BTreeT<L>::Scan::next(std::vector<Key>& out) {
     Deadline dl = t_.deadline();
     Node n;
     while (!done_) {
+        // (before the read: the image was current at some moment after this)
+        const auto seen_at = std::chrono::steady_clock::now();
         if (!backward_) {
             bool ok = false;
             GAddr at = next_addr_;
@@ -585,6 +622,7 @@ bool BTreeT<L>::Scan::next(std::vector<Key>& out) {
             if (!ok) at = t_.descend_leaf(cursor_, net::kOffloadLeaf, n, nullptr, dl).addr;
             leaf_ = at;
             leaf_version_ = n.body_version;
+            leaf_seen_at_ = seen_at;
             for (size_t i = L::lower_bound(n, cursor_); i < n.count; i++) {
                 if (L::compare(L::entry(n, i), hi_) > 0) break;
                 out.emplace_back(L::entry(n, i));
@@ -598,6 +636,7 @@ bool BTreeT<L>::Scan::next(std::vector<Key>& out) {
         } else {
             leaf_ = t_.descend(cursor_, 0, n, nullptr, dl, exclusive_).addr;
             leaf_version_ = n.body_version;
+            leaf_seen_at_ = seen_at;
             for (size_t i = n.count; i-- > 0;) {
                 KeyRef k = L::entry(n, i);
                 int c = L::compare(k, cursor_);

@@ -139,8 +139,13 @@ public:
     // compact()). Write-back trees remove nothing: their in-place changes do
     // not advance body_version.
     // `bottom_up`: a bottom-up deletion pass's removal (counted apart).
+    // `seen_at`: a moment at which `version` was the leaf's current one
+    // (Scan::leaf_seen_at(); default: unknown). Within a second of it the
+    // lock is tried at `version` straight away, the image read in the same
+    // batch: two round trips (lock + read, publish) instead of three.
     uint64_t remove_if_unchanged(GAddr leaf, uint64_t version, const Key* keys, size_t n,
-                                 bool bottom_up = false);
+                                 bool bottom_up = false,
+                                 std::chrono::steady_clock::time_point seen_at = {});
     // The entries of the leaf at `leaf` (one remote read) if it is still at
     // body_version `version` (what insert() reported in LeafFull); false
     // (out empty) if it changed, was freed or reused.
@@ -159,6 +164,8 @@ public:
         // image it was copied from (for remove_if_unchanged; 0: none).
         GAddr leaf() const { return leaf_; }
         uint64_t leaf_version() const { return leaf_version_; }
+        // A moment before that image was read (it was current after it).
+        std::chrono::steady_clock::time_point leaf_seen_at() const { return leaf_seen_at_; }
 
     private:
         BTreeT& t_;
@@ -170,6 +177,7 @@ public:
         GAddr next_addr_ = 0;     // forward: right sibling to try first
         GAddr leaf_ = 0;          // the last batch's leaf
         uint64_t leaf_version_ = 0;
+        std::chrono::steady_clock::time_point leaf_seen_at_{};
     };
     std::unique_ptr<Scan> scan(KeyRef lo, KeyRef hi, bool backward = false) {
         return std::make_unique<Scan>(*this, lo, hi, backward);
@@ -360,6 +368,10 @@ private:
     // body_version `version` (read_leaf, remove_if_unchanged): a version means
     // nothing on a node of another tree or level, or a freed one.
     bool read_leaf_at(GAddr leaf, uint64_t version, Node& out, const Deadline& dl);
+    // remove_if_unchanged's first attempt: the lock at `version` without a
+    // read first, the image read in the lock's batch (btree.cpp).
+    LockedNode* lock_at_version(Locks& locks, GAddr leaf, uint64_t version,
+                                std::chrono::steady_clock::time_point seen_at);
 
     // ---- cached copies of changed nodes (cache_sync.cpp) ----
     // After a remote publish of `fresh` at `a`: bring a cached copy up to date
