@@ -47,6 +47,22 @@ protected:
         return b;
     }
 
+    // add() entries (7, 1, 1..count), then the first batch over 7 with its
+    // full stamp (seen_at included).
+    struct Stamped {
+        std::vector<EntryKey> b;
+        GAddr leaf = 0;
+        uint64_t ver = 0;
+        std::chrono::steady_clock::time_point seen{};
+    };
+    Stamped fill_and_scan(uint16_t count) {
+        for (uint16_t i = 1; i <= count; i++) add(K(7, 1, i));
+        Stamped st;
+        st.b = first_batch(7, &st.leaf, &st.ver, &st.seen);
+        EXPECT_NE(st.seen, std::chrono::steady_clock::time_point{});
+        return st;
+    }
+
     std::unique_ptr<BTree> other;
 };
 
@@ -133,33 +149,24 @@ TEST_P(KillTest, EmptiedLeafStaysUntilCompact) {
 // version straight away, the image read in the same batch -- two round trips
 // (lock + read, publish), not three.
 TEST_P(KillTest, FreshStampLocksWithoutReadingFirst) {
-    for (uint16_t i = 1; i <= 20; i++) add(K(7, 1, i));
-    GAddr leaf;
-    uint64_t ver;
-    std::chrono::steady_clock::time_point seen;
-    auto b = first_batch(7, &leaf, &ver, &seen);
-    ASSERT_NE(seen, std::chrono::steady_clock::time_point{});
+    Stamped st = fill_and_scan(20);
     const uint64_t rt0 = stats().round_trips.load();
-    EXPECT_EQ(t->remove_if_unchanged(leaf, ver, b.data(), 5, false, seen), 5u);
+    EXPECT_EQ(t->remove_if_unchanged(st.leaf, st.ver, st.b.data(), 5, false, st.seen), 5u);
     EXPECT_EQ(stats().round_trips.load() - rt0, 2u);
-    for (size_t i = 0; i < 5; i++) model.erase(b[i]);
+    for (size_t i = 0; i < 5; i++) model.erase(st.b[i]);
     // the same stamp again: the CAS fails (our own publish moved the version),
     // the read-first way finds the new version and removes nothing
-    EXPECT_EQ(t->remove_if_unchanged(leaf, ver, b.data() + 5, 1, false, seen), 0u);
+    EXPECT_EQ(t->remove_if_unchanged(st.leaf, st.ver, st.b.data() + 5, 1, false, st.seen), 0u);
     EXPECT_EQ(scan_all(*other, KMin(7), KMax(7), false).size(), 15u);
     EXPECT_EQ(scan_all(*t, KMin(7), KMax(7), false).size(), 15u);
 }
 
 TEST_P(KillTest, FreshStampSkippedAfterAReuseOfTheSameEntry) {
-    for (uint16_t i = 1; i <= 10; i++) add(K(7, 1, i));
-    GAddr leaf;
-    uint64_t ver;
-    std::chrono::steady_clock::time_point seen;
-    auto b = first_batch(7, &leaf, &ver, &seen);
-    EntryKey e = b[3];
+    Stamped st = fill_and_scan(10);
+    EntryKey e = st.b[3];
     ASSERT_EQ(other->remove(&e, 1), 1u);  // VACUUM
     ASSERT_TRUE(other->insert(e));        // the same TID reused, same key
-    EXPECT_EQ(t->remove_if_unchanged(leaf, ver, &e, 1, false, seen), 0u);
+    EXPECT_EQ(t->remove_if_unchanged(st.leaf, st.ver, &e, 1, false, st.seen), 0u);
     EXPECT_TRUE(t->contains(e));
     EXPECT_TRUE(other->contains(e));
 }
