@@ -48,6 +48,7 @@ dex_shmem_request(void)
 	RequestAddinShmemSpace(dex_cluster_shmem_size());
 	RequestAddinShmemSpace(dex_ios_shmem_size());
 	RequestAddinShmemSpace(dex_wbredo_shmem_size());
+	RequestAddinShmemSpace(dex_wbstandby_shmem_size());
 	/* dex.cache_size = 0: no cache, trees run uncached */
 	if (dex_cache_bytes() > 0)
 		RequestAddinShmemSpace(MAXALIGN(dex_cache_shmem_size(dex_cache_bytes())));
@@ -77,6 +78,10 @@ dex_shmem_startup(void)
 	/* write-back redo: this life's flushed position (dexwbredo.c) */
 	mem = ShmemInitStruct("dex write-back redo", dex_wbredo_shmem_size(), &found);
 	dex_wbredo_shmem_init(mem, found);
+
+	/* write-back indexes on hot standbys: replayed positions (dexwbstandby.c) */
+	mem = ShmemInitStruct("dex write-back standby", dex_wbstandby_shmem_size(), &found);
+	dex_wbstandby_shmem_init(mem, found);
 
 	/*
 	 * The node cache, in the main segment so every backend (forked from the

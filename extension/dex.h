@@ -37,6 +37,8 @@
  *   dexwal.c       dex's WAL resource manager
  *   dexwbredo.c    write-back mode after a crash: entry changes logged, collected
  *                  by crash recovery, replayed at the index's first use
+ *   dexwbstandby.c write-back indexes on hot standbys: the primary's flushed
+ *                  position in WAL, a scan's wait for it
  *   dexbounds.c    scan keys of a byte-string index as byte bounds
  *   dexentry.c     index entries as byte strings: an index tuple's entry, the
  *                  key columns a metapage records
@@ -593,6 +595,20 @@ extern void dex_wal_init(void);
 #define DEX_RMGR_ID			141
 #define XLOG_DEX_NODES		0x10	/* nodes a write changes (standbys' caches) */
 #define XLOG_DEX_ENTRIES	0x20	/* entry changes of a write-back tree (crash redo) */
+#define XLOG_DEX_WB_FLUSHED	0x30	/* the primary's flushed position (standbys' scans) */
+
+/* dexwbstandby.c: write-back indexes on hot standbys */
+extern Size dex_wbstandby_shmem_size(void);
+extern void dex_wbstandby_shmem_init(void *mem, bool found);
+extern void dex_wb_standby_wait(Relation index, DexTree *tree, uint64 owner_word, uint32 node, uint64 ns,
+								int timeout_ms);
+extern void dex_wbs_log_flushed(uint64 gen, uint64 l);
+#if PG_VERSION_NUM >= 150000
+struct XLogReaderState;
+extern void dex_wbs_redo_startup(void);
+extern void dex_wbs_redo_entries(uint32 node, uint64 ns, uint64 lsn);
+extern void dex_wbs_redo_flushed(struct XLogReaderState *record);
+#endif
 
 /* dexwbredo.c: write-back mode survives a crash */
 extern Size dex_wbredo_shmem_size(void);
@@ -615,6 +631,7 @@ extern void dex_wb_redo_cleanup(void);
 extern void dex_journal_init(void);
 extern void dex_wal_flush_all(void);
 extern void dex_wal_flush_dirty(void);
+extern uint64 dex_wal_flush_dirty_nowait(void);
 extern void dex_wal_flush_for_retry(const DexError *err, Relation index);
 extern uint64 dex_row_lsn(Relation heap);
 extern uint32 dex_journal_lane(void);

@@ -602,8 +602,8 @@ dex_cluster_beat_once(bool standby, const DexError *config_err)
  * Before any use of a dex index. On a primary: this server must hold the
  * writer role (waits a few seconds for the worker after a restart or a
  * promotion). On a hot standby: a valid lease, and replay past every removal
- * the primary made without waiting for this standby. Write-back indexes are
- * not readable on a standby (their newest leaves live in the primary's cache).
+ * the primary made without waiting for this standby. (A write-back index then
+ * waits for the primary's write-backs: dexwbstandby.c.)
  */
 /*
  * The test dex_cluster_check() makes on every use of an index, without
@@ -634,19 +634,6 @@ dex_cluster_check(Relation index)
 	char		problem[256];
 
 	dex_require_preload();
-	if (standby)
-	{
-		DexOptions *opts = (DexOptions *) index->rd_options;
-
-		if (opts && opts->write_back)
-			ereport(ERROR,
-					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("index \"%s\" uses write_back = on and cannot be read on a standby",
-							RelationGetRelationName(index)),
-					 errdetail("Its newest leaves live in the primary's node cache."),
-					 errhint("ALTER INDEX %s SET (write_back = off) on the primary.",
-							 quote_identifier(RelationGetRelationName(index)))));
-	}
 	start = GetCurrentTimestamp();
 	if (dex_cluster_usable(standby, start))
 		return;

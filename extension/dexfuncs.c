@@ -691,13 +691,18 @@ dex_sql_flush(PG_FUNCTION_ARGS)
 	DexError	err;
 	uint64_t	written = 0;
 	int			rc;
+	XLogRecPtr	before;
 
 	dex_ensure_configured();
 	memset(&err, 0, sizeof(err));
+	before = RecoveryInProgress() ? InvalidXLogRecPtr : GetXLogInsertRecPtr();
 	dex_wal_flush_dirty();		/* dirty leaves wait for their entries' heap WAL */
 	rc = dex_cache_flush(&written, &err);
 	if (rc != DEX_OK)
 		dex_report_error(rc, &err, NULL);
+	/* as after the worker's flushes: crash redo's and standbys' position */
+	if (before != InvalidXLogRecPtr)
+		dex_wb_publish_flushed(before);
 	PG_RETURN_INT64((int64) written);
 }
 

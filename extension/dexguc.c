@@ -266,8 +266,13 @@ dex_wb_flush_once(bool quiet)
 	memset(&err, 0, sizeof(err));
 	rc = dex_try_configure(&err);
 
-	/* dirty leaves carry entries whose heap WAL must be durable first */
-	dex_wal_flush_dirty();
+	/*
+	 * Dirty leaves carry entries whose heap WAL must be durable (and replayed
+	 * by every live standby) first; the ones not covered yet stay dirty for
+	 * the next round -- this worker must keep beating to learn the standbys'
+	 * replay, so it never waits for it here.
+	 */
+	(void) dex_wal_flush_dirty_nowait();
 	if (rc == DEX_OK)
 		rc = dex_cache_flush(&written, &err);
 	/* all that was logged before `before` and is not dirty now is remote */
@@ -318,10 +323,13 @@ dex_writeback_main(Datum arg)
 			break;
 		/* the cluster registry: writer role / standby lease (dexcluster.c) */
 		dex_worker_beat();
-		if (!RecoveryInProgress() && dex_cache_size_kb > 0 &&
+		if (!RecoveryInProgress() &&
 			TimestampDifferenceExceeds(last_flush, GetCurrentTimestamp(), dex_writeback_interval_ms))
 		{
-			(void) dex_wb_flush_once(false);
+			if (dex_cache_size_kb > 0)
+				(void) dex_wb_flush_once(false);
+			else				/* no cache: nothing is ever dirty (standbys' scans) */
+				dex_wbs_log_flushed(0, GetXLogInsertRecPtr());
 			last_flush = GetCurrentTimestamp();
 		}
 	}
@@ -333,11 +341,13 @@ dex_writeback_main(Datum arg)
 	 */
 	if (!RecoveryInProgress() && dex_cache_size_kb > 0)
 	{
-		for (int round = 0; round < 20; round++)
+		for (int round = 0; round < 100; round++)
 		{
-			if (dex_wb_flush_once(round > 0) == 0 && round > 0)
+			/* (frames whose rows a standby has not replayed yet stay dirty) */
+			if (dex_wb_flush_once(round > 0) == 0 && round > 0 && dex_cache_dirty_lsn() == 0)
 				break;
 			pg_usleep(100 * 1000L);
+			dex_worker_beat();	/* learn how far the standbys replayed */
 		}
 		ereport(LOG, (errmsg("dex write-back worker: final flush done")));
 		dex_wb_forget_life();

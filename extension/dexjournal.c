@@ -79,14 +79,29 @@ dex_wal_flush_all(void)
 void
 dex_wal_flush_dirty(void)
 {
+	uint64		need = dex_wal_flush_dirty_nowait();
+
+	/* and published as the trees' high-water mark (standbys replayed it) */
+	if (need != 0)
+		dex_cluster_wait_retention(need, NULL);
+}
+
+/*
+ * The dex worker's variant: WAL flushed, no wait for the standbys -- the
+ * worker itself reads their replay positions at its beats, so it must not
+ * wait for them to advance (frames not covered yet stay dirty for its next
+ * round). Returns the position the dirtiest frame needs (0: none).
+ */
+uint64
+dex_wal_flush_dirty_nowait(void)
+{
 	uint64		need = dex_cache_dirty_lsn();
 
 	if (need == 0 || RecoveryInProgress())
-		return;
+		return 0;
 	if (need > dex_wal_durable())
 		XLogFlush((XLogRecPtr) need);
-	/* and published as the trees' high-water mark (standbys replayed it) */
-	dex_cluster_wait_retention(need, NULL);
+	return need;
 }
 
 /*

@@ -294,6 +294,42 @@ dex_resolve_node(Relation index, const DexMetaPageData *meta)
 }
 
 /*
+ * The primary's side of write-back mode for a handle being opened: a crash
+ * that took dirty frames is replayed (or the index refused), this life's
+ * flushed position exists, then the mode is set (which checks the
+ * dirty-owner word once per handle).
+ */
+static void
+dex_open_write_back(Relation index, DexTreeCacheEntry *e, DexTreeCacheKey *key, DexMetaPageData *meta, bool wb)
+{
+	DexError	err;
+	int			rc;
+
+	memset(&err, 0, sizeof(err));
+	/* a crash took dirty frames: replay their logged changes, or refuse */
+	dex_wb_redo_gate(index, e->tree, meta->owner_word, (uint64) e->node, meta->ns, &e->wb_checked);
+	/* before anything of this life can be dirty: its flushed position */
+	if (wb && meta->owner_word != 0 && dex_cache_generation() != 0 && !RecoveryInProgress())
+		dex_wb_announce_life();
+	rc = dex_tree_set_write_back(e->tree, wb ? 1 : 0, meta->owner_word, &err);
+	while (rc == DEX_ERR_NEED_WAL_FLUSH)
+	{
+		/* dirty leaves left by write-back mode wait for their WAL */
+		dex_wal_flush_for_retry(&err, index);
+		rc = dex_tree_set_write_back(e->tree, wb ? 1 : 0, meta->owner_word, &err);
+	}
+	if (rc != DEX_OK)
+	{
+		if (rc == DEX_ERR_LOST_MEMORY)
+		{
+			dex_tree_close(e->tree);
+			hash_search(dex_tree_cache, key, HASH_REMOVE, NULL);
+		}
+		dex_report_error(rc, &err, index);
+	}
+}
+
+/*
  * Open (or find in the cache) the remote tree of a dex index. Reads the
  * metapage every time (a shared buffer), so REINDEX/TRUNCATE (new
  * relfilenode, new namespace) are noticed.
@@ -445,27 +481,21 @@ dex_open_tree(Relation index)
 		DexOptions *opts = (DexOptions *) index->rd_options;
 		bool		wb = opts ? opts->write_back : false;
 
-		/* a crash took dirty frames: replay their logged changes, or refuse */
-		dex_wb_redo_gate(index, e->tree, meta.owner_word, (uint64) e->node, meta.ns, &e->wb_checked);
-		/* before anything of this life can be dirty: its flushed position */
-		if (wb && meta.owner_word != 0 && dex_cache_generation() != 0 && !RecoveryInProgress())
-			dex_wb_announce_life();
-		rc = dex_tree_set_write_back(e->tree, wb ? 1 : 0, meta.owner_word, &err);
-		while (rc == DEX_ERR_NEED_WAL_FLUSH)
+		if (wb && RecoveryInProgress())
 		{
-			/* dirty leaves left by write-back mode wait for their WAL */
-			dex_wal_flush_for_retry(&err, index);
-			rc = dex_tree_set_write_back(e->tree, wb ? 1 : 0, meta.owner_word, &err);
+			/*
+			 * A hot standby reads a write-back index like any other (its
+			 * handle writes nothing, so it checks no owner word), once the
+			 * primary wrote back what this snapshot can need.
+			 */
+			rc = dex_tree_set_write_back(e->tree, 0, 0, &err);
+			if (rc != DEX_OK)
+				dex_report_error(rc, &err, index);
+			dex_wb_standby_wait(index, e->tree, meta.owner_word, (uint32) e->node, meta.ns,
+								dex_standby_wait_timeout_ms);
 		}
-		if (rc != DEX_OK)
-		{
-			if (rc == DEX_ERR_LOST_MEMORY)
-			{
-				dex_tree_close(e->tree);
-				hash_search(dex_tree_cache, &key, HASH_REMOVE, NULL);
-			}
-			dex_report_error(rc, &err, index);
-		}
+		else
+			dex_open_write_back(index, e, &key, &meta, wb);
 	}
 
 	/*

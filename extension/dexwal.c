@@ -55,6 +55,11 @@ dex_redo(XLogReaderState *record)
 		dex_wb_redo_entries(record);
 		return;
 	}
+	if (info == XLOG_DEX_WB_FLUSHED)
+	{
+		dex_wbs_redo_flushed(record);
+		return;
+	}
 	if (info != XLOG_DEX_NODES)
 		elog(PANIC, "dex_redo: unknown op code %u", info);
 	if (XLogRecGetDataLen(record) < sizeof(hdr))
@@ -91,6 +96,14 @@ dex_desc(StringInfo buf, XLogReaderState *record)
 						 (unsigned long long) w[0], (uint32) w[2], w[1]);
 		return;
 	}
+	if (info == XLOG_DEX_WB_FLUSHED && XLogRecGetDataLen(record) == sizeof(uint64))
+	{
+		uint64		l;
+
+		memcpy(&l, data, sizeof(l));
+		appendStringInfo(buf, "write-backs reached %X/%X", LSN_FORMAT_ARGS(l));
+		return;
+	}
 	if (info != XLOG_DEX_NODES || XLogRecGetDataLen(record) < sizeof(hdr))
 		return;
 	memcpy(&hdr, data, sizeof(hdr));
@@ -112,6 +125,8 @@ dex_identify(uint8 info)
 {
 	if ((info & ~XLR_INFO_MASK) == XLOG_DEX_NODES)
 		return "NODES";
+	if ((info & ~XLR_INFO_MASK) == XLOG_DEX_WB_FLUSHED)
+		return "WB_FLUSHED";
 	if ((info & ~XLR_INFO_MASK) == XLOG_DEX_ENTRIES)
 		return "ENTRIES";
 	return NULL;

@@ -274,18 +274,23 @@ dex_wb_announce_life(void)
 void
 dex_wb_publish_flushed(XLogRecPtr before)
 {
+	/* (per process: the worker's, or a dex_flush() caller's; a lower L
+	 * written by another process is only more careful) */
 	static XLogRecPtr published = InvalidXLogRecPtr;
 	uint64		oldest;
 	XLogRecPtr	l;
 
-	if (wbs == NULL || pg_atomic_read_u32(&wbs->state) != WB_WRITTEN)
-		return;					/* no write-back tree was opened in this life */
+	if (wbs == NULL)
+		return;
 	oldest = dex_cache_dirty_since_min();
 	l = Min(before, (XLogRecPtr) oldest);
-	if (l <= published)
-		return;
-	wb_write_lsn(wb_path(dex_cache_generation(), "flushed"), l);
-	published = l;
+	/* (no write-back tree opened in this life: nothing of it can be dirty) */
+	if (pg_atomic_read_u32(&wbs->state) == WB_WRITTEN && l > published)
+	{
+		wb_write_lsn(wb_path(dex_cache_generation(), "flushed"), l);
+		published = l;
+	}
+	dex_wbs_log_flushed(dex_cache_generation(), l);	/* hot standbys' scans (dexwbstandby.c) */
 }
 
 /* Clean shutdown, nothing dirty: no later crash can concern this life. */
@@ -314,6 +319,7 @@ dex_wb_redo_startup(void)
 	DIR		   *dir;
 	struct dirent *de;
 
+	dex_wbs_redo_startup();
 	/* crash recovery only: a standby or an archive recovery never replays */
 	collecting = !ArchiveRecoveryRequested && !StandbyMode;
 	if (!collecting)
@@ -377,9 +383,11 @@ dex_wb_redo_entries(XLogReaderState *record)
 
 	if (len < sizeof(hdr))
 		elog(PANIC, "dex_redo: short entries record");
+	memcpy(&hdr, data, sizeof(hdr));
+	/* a hot standby's scans wait until the primary wrote this back */
+	dex_wbs_redo_entries(hdr.node, hdr.ns, lsn);
 	if (!collecting)
 		return;
-	memcpy(&hdr, data, sizeof(hdr));
 	path = wb_ops_path(hdr.gen, hdr.node, hdr.ns);
 	if (collect_fd < 0 || strcmp(path, collect_path) != 0)
 	{

@@ -34,6 +34,13 @@ public:
     uint64_t trips = 0;
 };
 
+// The change log (TreeOptions::log_changes) a write-back calls.
+std::vector<GAddr>& logged_nodes() {
+    static std::vector<GAddr> v;
+    return v;
+}
+void log_nodes(const GAddr* a, size_t n) { logged_nodes().insert(logged_nodes().end(), a, a + n); }
+
 struct Fixture {
     std::unique_ptr<memnode::Engine> engine = make_engine(64ull << 20);
     CountingTransport* t = nullptr;
@@ -156,12 +163,15 @@ TEST(WriteBackBatch, StaleFrameVersionAndLockedLeaf) {
     x.reg.region->header(f1).lock();
     x.reg.region->copy_unswizzled(f0, imgs[0]);
     x.reg.region->copy_unswizzled(f1, imgs[1]);
-    std::vector<bool> done = tree::write_back_nodes(*x.mem, 0, {x.reg.region->header(f0).gaddr.load(), g1},
-                                                    {&imgs[0], &imgs[1]});
+    logged_nodes().clear();
+    const GAddr g0 = x.reg.region->header(f0).gaddr.load();
+    std::vector<bool> done = tree::write_back_nodes(*x.mem, 0, {g0, g1}, {&imgs[0], &imgs[1]}, log_nodes);
     x.reg.region->header(f0).unlock_unchanged();
     x.reg.region->header(f1).unlock_unchanged();
     EXPECT_TRUE(done[0]);
     EXPECT_FALSE(done[1]);
+    // hot standbys' caches: the leaf it published is named, the one it did not, not
+    EXPECT_EQ(logged_nodes(), std::vector<GAddr>{g0});
     uint64_t w1_after = 0;
     x.mem->read(g1, &w1_after, 8);
     EXPECT_EQ(w1_after, locked) << "the batch touched a leaf it did not lock";

@@ -68,3 +68,42 @@ compare_with_btree() {
     plan=$(q -c "set enable_seqscan = off; set enable_bitmapscan = off; explain (costs off) select k, v from $1 where k >= 0 order by k")
     grep -q "$2" <<<"$plan" || fail "comparison did not use $2: $plan"
 }
+
+# Streaming hot standbys of the cluster on $PPORT (pg_basebackup -R).
+make_standby() {  # make_standby NAME PORT [conf lines...]
+    local name=$1 port=$2; shift 2
+    rm -rf "$DEX_WORK/$name"
+    as_user "$PG_BIN/pg_basebackup" -h "$DEX_WORK" -p "$PPORT" -U postgres -D "$DEX_WORK/$name" -R -X stream -c fast \
+        >/dev/null || fail "pg_basebackup for $name"
+    { echo "port = $port"; echo "hot_standby = on"; echo "max_standby_streaming_delay = '3s'";
+      for l in "$@"; do echo "$l"; done; } | as_user tee -a "$DEX_WORK/$name/postgresql.conf" >/dev/null
+    as_user "$PG_BIN/pg_ctl" -D "$DEX_WORK/$name" -l "$DEX_WORK/$name-server.log" -w -t 60 start >/dev/null \
+        || { tail -20 "$DEX_WORK/$name-server.log"; fail "standby $name did not start"; }
+}
+# wait_replay PORT: the standby on PORT has replayed everything the primary wrote so far
+wait_replay() {
+    local lsn; lsn=$(dpsql "$PPORT" -d postgres -At -c "select pg_current_wal_lsn()")
+    for _ in $(seq 1 300); do
+        [ "$(dpsql "$1" -d postgres -At -c "select pg_last_wal_replay_lsn() >= '$lsn'")" = t ] && return 0
+        sleep 0.1
+    done
+    fail "standby on port $1 did not replay up to $lsn"
+}
+compare_loop() {  # compare_loop PORT NAME PID TABLE: index vs seqscan inside one snapshot until PID ends
+    local p=$1 name=$2 pid=$3 tab=$4 ok=0 conflicts=0 bad=0 lo out a b
+    while kill -0 "$pid" 2>/dev/null; do
+        lo=$((RANDOM % 900))
+        if out=$(dpsql "$p" -d postgres -At -c "begin isolation level repeatable read;
+                set local enable_seqscan = off; set local enable_bitmapscan = off;
+                select count(*), coalesce(sum(v), 0) from $tab where k between $lo and $lo + 60;
+                set local enable_indexscan = off; set local enable_seqscan = on;
+                select count(*), coalesce(sum(v), 0) from $tab where k between $lo and $lo + 60;
+                commit;" 2>&1); then
+            a=$(sed -n 1p <<<"$out"); b=$(sed -n 2p <<<"$out")
+            if [ "$a" = "$b" ]; then ok=$((ok + 1)); else bad=$((bad + 1)); echo "$name MISMATCH k>=$lo: index $a seqscan $b"; fi
+        elif grep -q "conflict with recovery" <<<"$out"; then conflicts=$((conflicts + 1))
+        else echo "$name error: $out"; bad=$((bad + 1)); fi
+    done
+    echo "$name: $ok snapshots compared equal, $conflicts cancelled by recovery conflicts, $bad wrong"
+    [ "$bad" = 0 ] && [ "$ok" -ge 5 ]
+}

@@ -38,25 +38,6 @@ qp() { dpsql "$PPORT" -d postgres -At "$@"; }
 q1() { dpsql "$SB1" -d postgres -At "$@"; }
 q2() { dpsql "$SB2" -d postgres -At "$@"; }
 
-make_standby() {  # make_standby NAME PORT [conf lines...]
-    local name=$1 port=$2; shift 2
-    rm -rf "$DEX_WORK/$name"
-    as_user "$PG_BIN/pg_basebackup" -h "$DEX_WORK" -p "$PPORT" -U postgres -D "$DEX_WORK/$name" -R -X stream -c fast \
-        >/dev/null || fail "pg_basebackup for $name"
-    { echo "port = $port"; echo "hot_standby = on"; echo "max_standby_streaming_delay = '3s'";
-      for l in "$@"; do echo "$l"; done; } | as_user tee -a "$DEX_WORK/$name/postgresql.conf" >/dev/null
-    as_user "$PG_BIN/pg_ctl" -D "$DEX_WORK/$name" -l "$DEX_WORK/$name-server.log" -w -t 60 start >/dev/null \
-        || { tail -20 "$DEX_WORK/$name-server.log"; fail "standby $name did not start"; }
-}
-# wait_replay PORT: the standby on PORT has replayed everything the primary wrote so far
-wait_replay() {
-    local lsn; lsn=$(qp -c "select pg_current_wal_lsn()")
-    for _ in $(seq 1 300); do
-        [ "$(dpsql "$1" -d postgres -At -c "select pg_last_wal_replay_lsn() >= '$lsn'")" = t ] && return 0
-        sleep 0.1
-    done
-    fail "standby on port $1 did not replay up to $lsn"
-}
 # counts PORT QUERY-SUFFIX: "index|bitmap|seqscan" counts for `select count(*) from t where ...`
 counts() {
     local p=$1 w=$2
@@ -136,26 +117,8 @@ SQL
 pgb=$!
 ( for _ in 1 2 3 4 5 6; do sleep 3; qp -c "vacuum t" >/dev/null 2>&1 || echo "vacuum failed"; done ) &
 vac=$!
-compare_loop() {  # compare_loop PORT NAME: index vs seqscan inside one snapshot until pgbench ends
-    local p=$1 name=$2 ok=0 conflicts=0 bad=0 lo out
-    while kill -0 "$pgb" 2>/dev/null; do
-        lo=$((RANDOM % 900))
-        if out=$(dpsql "$p" -d postgres -At -c "begin isolation level repeatable read;
-                set local enable_seqscan = off; set local enable_bitmapscan = off;
-                select count(*), coalesce(sum(v), 0) from t where k between $lo and $lo + 60;
-                set local enable_indexscan = off; set local enable_seqscan = on;
-                select count(*), coalesce(sum(v), 0) from t where k between $lo and $lo + 60;
-                commit;" 2>&1); then
-            a=$(sed -n 1p <<<"$out"); b=$(sed -n 2p <<<"$out")
-            if [ "$a" = "$b" ]; then ok=$((ok + 1)); else bad=$((bad + 1)); echo "$name MISMATCH k>=$lo: index $a seqscan $b"; fi
-        elif grep -q "conflict with recovery" <<<"$out"; then conflicts=$((conflicts + 1))
-        else echo "$name error: $out"; bad=$((bad + 1)); fi
-    done
-    echo "$name: $ok snapshots compared equal, $conflicts cancelled by recovery conflicts, $bad wrong"
-    [ "$bad" = 0 ] && [ "$ok" -ge 5 ]
-}
-compare_loop "$SB1" sb1 >"$DEX_WORK/c1.out" & c1=$!
-compare_loop "$SB2" sb2 >"$DEX_WORK/c2.out" & c2=$!
+compare_loop "$SB1" sb1 "$pgb" t >"$DEX_WORK/c1.out" & c1=$!
+compare_loop "$SB2" sb2 "$pgb" t >"$DEX_WORK/c2.out" & c2=$!
 wait $pgb || true
 r1=0; r2=0; wait $c1 || r1=1; wait $c2 || r2=1; wait $vac || true
 cat "$DEX_WORK/c1.out" "$DEX_WORK/c2.out"

@@ -101,7 +101,8 @@ void ComputeProcess::write_back_frames(const uint32_t* frames, Node* imgs, size_
                 a[k] = addr[idx[k]];
                 img[k] = &imgs[idx[k]];
             }
-            std::vector<bool> done = tree::write_back_nodes(mem(), node, a, img);
+            std::vector<bool> done =
+                tree::write_back_nodes(mem(), node, a, img, change_log_.load(std::memory_order_acquire));
             for (size_t k = 0; k < idx.size(); k++) ok[idx[k]] = done[k];
         }
     } catch (...) {
@@ -122,6 +123,7 @@ bool ComputeProcess::write_back_frame(uint32_t f, const Node& img) {
         if (region->header(f).lsn.load(std::memory_order_relaxed) > tree::durable_lsn()) return false;
         tree::TreeOptions o;
         o.op_timeout_ms = op_timeout_ms() > 0 ? op_timeout_ms() : 30000;
+        o.log_changes = change_log_.load(std::memory_order_acquire);  // standbys' caches (Locks::publish)
         tree::NodeIO io(mem(), gaddr_node(g), o);
         tree::write_back_node(io, g, img, tree::Deadline(o.op_timeout_ms));
         return true;

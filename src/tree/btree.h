@@ -709,8 +709,11 @@ uint64_t write_back_node(NodeIO& io, GAddr a, const Node& img, const Deadline& d
 // A leaf found locked is left to write_back_node. done[i]: leaf i published,
 // *imgs[i] now sealed at its new version. Throws on transport errors (what
 // was not published stays dirty; locks taken are given back where possible).
+// `log` (TreeOptions::log_changes) names the leaves it is about to publish,
+// while it holds their locks, as Locks::publish does: a hot standby's cache
+// drops them (src/README.md "Write-back mode", standbys).
 std::vector<bool> write_back_nodes(RemoteMemory& mem, uint32_t node, const std::vector<GAddr>& addrs,
-                                   const std::vector<Node*>& imgs);
+                                   const std::vector<Node*>& imgs, TreeOptions::ChangeLog log = nullptr);
 
 // Drop node `a` from a compute server's cache through handle `c` (frames of
 // inner nodes unswizzled first; an admission in progress marked stale; a

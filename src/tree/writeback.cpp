@@ -42,7 +42,7 @@ uint64_t write_back_node(NodeIO& io, GAddr a, const Node& img, const Deadline& d
 }
 
 std::vector<bool> write_back_nodes(RemoteMemory& mem, uint32_t node, const std::vector<GAddr>& a,
-                                   const std::vector<Node*>& img) {
+                                   const std::vector<Node*>& img, TreeOptions::ChangeLog log) {
     const size_t n = a.size();
     std::vector<bool> done(n, false);
     if (n == 0) return done;
@@ -88,6 +88,11 @@ std::vector<bool> write_back_nodes(RemoteMemory& mem, uint32_t node, const std::
     try {
         if (t.connected_client_id() != cid)  // the locks are a dead connection's: left to the takeover
             throw Error(ErrorCode::kUnreachable, "write-back: connection lost while holding locks");
+        if (log) {
+            std::vector<GAddr> changed(won.size());
+            for (size_t j = 0; j < won.size(); j++) changed[j] = a[won[j]];
+            log(changed.data(), changed.size());
+        }
         std::vector<uint64_t> words(won.size());
         std::vector<RemoteOp> ops;
         ops.reserve(2 * won.size());

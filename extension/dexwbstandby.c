@@ -1,0 +1,288 @@
+/*
+ * dexwbstandby.c — write-back indexes on hot standbys (src/README.md
+ * "Write-back mode", "Hot standbys").
+ *
+ * A standby reads the index from the memory nodes, but the newest entries of
+ * a write-back index live in the primary's dirty frames until a write-back.
+ * A standby scan may only start once every entry change its snapshot can
+ * need is in remote memory, and its own node cache holds no leaf older than
+ * that:
+ *
+ *   - Every write-back names the leaves it publishes in an XLOG_DEX_NODES
+ *     record, while it holds their locks (the core's change log, as every
+ *     write-through does): replaying it drops them from the standby's cache.
+ *   - After a complete flush, the primary's dex worker logs XLOG_DEX_WB_FLUSHED
+ *     with the flushed position L of dexwbredo.c: every entry change logged
+ *     before L is in remote memory, and the NODES records of the write-backs
+ *     that put it there come before this record.
+ *   - The standby remembers, per tree, the position of the last
+ *     XLOG_DEX_ENTRIES record it replayed, and the highest L it replayed.
+ *     A scan of a write-back index first reads E = that tree's last entries
+ *     position (its snapshot was taken before: every change the snapshot can
+ *     need was replayed, so is at or before E) and waits until the replayed
+ *     L exceeds both E and S, the position this standby's replay began at
+ *     (changes logged before S it never saw). A primary that keeps writing
+ *     the index makes such a scan wait up to about one dex.writeback_interval
+ *     plus the replication delay; one that does not, not at all.
+ *
+ * FLUSHED is logged when L moved and important WAL was written at or after
+ * the L logged last, and is itself marked unimportant: an idle primary stays
+ * idle (its checkpoints are still skipped), while a standby that starts from
+ * any checkpoint finds one after its start. A wait longer than dex.standby_wait_timeout is
+ * an ERROR with a HINT, never a wrong answer (the primary is gone, or its
+ * worker does not flush).
+ */
+#include "dex.h"
+
+#include "access/xlog.h"
+#include "access/xloginsert.h"
+#include "access/xlogreader.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "storage/latch.h"
+#include "storage/spin.h"
+#include "utils/rel.h"
+#include "utils/timestamp.h"
+
+/* trees whose entry positions a standby keeps; beyond that, one for all */
+#define DEX_WBS_TREES	256
+
+typedef struct DexWbsTree
+{
+	uint64		ns;
+	uint32		node;
+	uint32		used;
+	uint64		last_entries;	/* position of the last XLOG_DEX_ENTRIES replayed */
+} DexWbsTree;
+
+typedef struct DexWbsShared
+{
+	slock_t		mutex;
+	uint64		flushed;		/* highest L of a replayed XLOG_DEX_WB_FLUSHED */
+	uint64		flushed_gen;	/* the primary life (cache generation) of the last one */
+	uint64		replay_start;	/* where this server's replay began */
+	uint64		overflow;		/* last entries position of trees not in trees[] */
+	DexWbsTree	trees[DEX_WBS_TREES];
+	/* primary: the L of the last XLOG_DEX_WB_FLUSHED logged */
+	uint64		logged_l;
+} DexWbsShared;
+
+static DexWbsShared *wbss = NULL;
+
+Size
+dex_wbstandby_shmem_size(void)
+{
+	return MAXALIGN(sizeof(DexWbsShared));
+}
+
+void
+dex_wbstandby_shmem_init(void *mem, bool found)
+{
+	wbss = (DexWbsShared *) mem;
+	if (!found)
+	{
+		memset(wbss, 0, sizeof(*wbss));
+		SpinLockInit(&wbss->mutex);
+	}
+}
+
+#if PG_VERSION_NUM >= 150000
+
+/*
+ * Primary, dex worker, after a complete flush that published L: log it if
+ * it moved and important WAL was written since the previous record.
+ */
+void
+dex_wbs_log_flushed(uint64 gen, XLogRecPtr l)
+{
+	uint64		payload[2] = {gen, (uint64) l};
+	XLogRecPtr	important;
+
+	if (wbss == NULL || !XLogStandbyInfoActive() || RecoveryInProgress())
+		return;
+	important = GetLastImportantRecPtr();	/* (takes LWLocks: not under the spinlock) */
+	SpinLockAcquire(&wbss->mutex);
+	/*
+	 * Only if L moved and something important was written at or after the
+	 * L logged last (entries it did not cover, a checkpoint a standby may
+	 * start from): an idle primary stops after one more record.
+	 */
+	if (l <= wbss->logged_l || important < wbss->logged_l)
+	{
+		SpinLockRelease(&wbss->mutex);
+		return;
+	}
+	wbss->logged_l = l;
+	SpinLockRelease(&wbss->mutex);
+	XLogBeginInsert();
+	XLogSetRecordFlags(XLOG_MARK_UNIMPORTANT);
+	XLogRegisterData((char *) payload, sizeof(payload));
+	(void) XLogInsert(DEX_RMGR_ID, XLOG_DEX_WB_FLUSHED);
+}
+
+/* Startup process, beginning of any recovery: where this replay begins. */
+void
+dex_wbs_redo_startup(void)
+{
+	SpinLockAcquire(&wbss->mutex);
+	wbss->replay_start = GetRedoRecPtr();
+	SpinLockRelease(&wbss->mutex);
+}
+
+/* Replay of XLOG_DEX_ENTRIES for tree (node, ns) at `lsn`. */
+void
+dex_wbs_redo_entries(uint32 node, uint64 ns, XLogRecPtr lsn)
+{
+	int			free_slot = -1;
+
+	SpinLockAcquire(&wbss->mutex);
+	for (int i = 0; i < DEX_WBS_TREES; i++)
+	{
+		DexWbsTree *t = &wbss->trees[i];
+
+		if (t->used && t->node == node && t->ns == ns)
+		{
+			t->last_entries = lsn;
+			SpinLockRelease(&wbss->mutex);
+			return;
+		}
+		if (!t->used && free_slot < 0)
+			free_slot = i;
+	}
+	if (free_slot >= 0)
+	{
+		wbss->trees[free_slot].node = node;
+		wbss->trees[free_slot].ns = ns;
+		wbss->trees[free_slot].used = 1;
+		wbss->trees[free_slot].last_entries = lsn;
+	}
+	else
+		wbss->overflow = lsn;
+	SpinLockRelease(&wbss->mutex);
+}
+
+/* Replay of XLOG_DEX_WB_FLUSHED. */
+void
+dex_wbs_redo_flushed(XLogReaderState *record)
+{
+	uint64		p[2];			/* life, L */
+
+	if (XLogRecGetDataLen(record) != sizeof(p))
+		elog(PANIC, "dex_redo: flushed-position record of %u bytes", XLogRecGetDataLen(record));
+	memcpy(p, XLogRecGetData(record), sizeof(p));
+	SpinLockAcquire(&wbss->mutex);
+	wbss->flushed_gen = p[0];
+	if (p[1] > wbss->flushed)
+		wbss->flushed = p[1];
+	SpinLockRelease(&wbss->mutex);
+}
+
+/* The position a scan of tree (node, ns) must see flushed: max(E, S). */
+static uint64
+wbs_needed(uint32 node, uint64 ns, uint64 *flushed)
+{
+	uint64		need;
+	bool		found = false;
+
+	SpinLockAcquire(&wbss->mutex);
+	need = wbss->replay_start;
+	for (int i = 0; i < DEX_WBS_TREES; i++)
+	{
+		DexWbsTree *t = &wbss->trees[i];
+
+		if (t->used && t->node == node && t->ns == ns)
+		{
+			need = Max(need, t->last_entries);
+			found = true;
+			break;
+		}
+	}
+	if (!found)
+		need = Max(need, wbss->overflow);
+	*flushed = wbss->flushed;
+	SpinLockRelease(&wbss->mutex);
+	return need;
+}
+
+/*
+ * Hot standby, before a scan of write-back index `index` (tree node/ns,
+ * dirty-owner word `owner_word`): wait until the primary's write-backs
+ * covered what this snapshot can need. An owner word naming another life
+ * than the one whose flushed position we replayed is a primary that crashed
+ * with dirty frames of this tree: its changes come back only when the
+ * primary replays them at the index's first use there (dexwbredo.c), which
+ * releases the word -- wait for that too. Honours cancel and
+ * statement_timeout; ERROR after timeout_ms (dex.standby_wait_timeout).
+ */
+void
+dex_wb_standby_wait(Relation index, DexTree *tree, uint64 owner_word, uint32 node, uint64 ns, int timeout_ms)
+{
+	uint64		flushed = 0;
+	uint64		gen = 0;
+	uint64		need;
+	uint64		word = 0;
+	TimestampTz start = 0;
+	DexError	err;
+
+	if (wbss == NULL || !RecoveryInProgress())
+		return;
+	need = wbs_needed(node, ns, &flushed);
+	for (;;)
+	{
+		SpinLockAcquire(&wbss->mutex);
+		flushed = wbss->flushed;
+		gen = wbss->flushed_gen;
+		SpinLockRelease(&wbss->mutex);
+		if (flushed > need && owner_word != 0)
+		{
+			int			rc;
+
+			memset(&err, 0, sizeof(err));
+			rc = dex_tree_owner_word_read(tree, owner_word, &word, &err);
+			if (rc != DEX_OK)
+				dex_report_error(rc, &err, index);
+			if (word == 0 || word == gen)
+				break;
+		}
+		else if (flushed > need)
+			break;
+		if (start == 0)
+			start = GetCurrentTimestamp();
+		CHECK_FOR_INTERRUPTS();
+		if (TimestampDifferenceExceeds(start, GetCurrentTimestamp(), timeout_ms))
+			ereport(ERROR,
+					(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+					 errmsg("index \"%s\": the primary has not written back the changes this standby's snapshot needs",
+							RelationGetRelationName(index)),
+					 flushed > need ?
+					 errdetail("A primary that crashed with dirty nodes of the index has not replayed its changes yet.") :
+					 errdetail("Entry changes up to %X/%X must be in remote memory; the replayed write-backs reach %X/%X.",
+							   LSN_FORMAT_ARGS(need), LSN_FORMAT_ARGS(flushed)),
+					 errhint("Check that the primary runs, uses the index, and that its dex worker flushes "
+							 "(dex.writeback_interval); or query the table without this index.")));
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 10L, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+	}
+	if (start != 0)
+		elog(DEBUG1, "dex: index \"%s\": waited %ld ms for the primary's write-backs to reach %X/%X",
+			 RelationGetRelationName(index), (long) ((GetCurrentTimestamp() - start) / 1000),
+			 LSN_FORMAT_ARGS(need));
+}
+
+#else							/* PG < 15: no custom WAL: no write-back on standbys */
+
+void
+dex_wbs_log_flushed(uint64 gen, uint64 l)
+{
+}
+
+void
+dex_wb_standby_wait(Relation index, DexTree *tree, uint64 owner_word, uint32 node, uint64 ns, int timeout_ms)
+{
+	if (RecoveryInProgress())
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("write-back index \"%s\" cannot be read on a standby before PostgreSQL 15",
+						RelationGetRelationName(index))));
+}
+#endif

@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# Write-back indexes on a hot standby (extension/dexwbstandby.c, src/README.md
+# "Write-back mode", standbys): a real streaming replica (pg_basebackup -R)
+# reads a write_back = on index whose newest entries live in the primary's
+# dirty frames.
+# 1. Differential under load: the primary runs random DML + VACUUM with a
+#    small node cache (write-backs on eviction and every 250 ms); the standby
+#    compares index scans with seqscans inside one snapshot: 0 differences.
+# 2. A primary that does not write back (dex.writeback_interval = 1h): the
+#    standby's scan of the freshly inserted rows waits and fails with a clear
+#    ERROR (dex.standby_wait_timeout) instead of answering without them; after
+#    dex_flush() on the primary it answers with them.
+# 3. The primary crashes with dirty frames: until its first use of the index
+#    replays the lost changes, the standby refuses the same way; then it
+#    answers exactly.
+source "$(dirname "$0")/common.sh"
+start_memnode mem "$MPORT" 512MB
+SB1=$(free_port)
+trap 'test_cleanup; stop_cluster sb1' EXIT
+start_cluster pg "$PPORT" "$MEMNODE_URL" "wal_level = replica" "max_wal_senders = 4" "wal_keep_size = '512MB'" \
+    "dex.cache_size = '1MB'" "dex.writeback_interval = '250ms'" "dex.standby_wait_timeout = '30s'"
+qp() { dpsql "$PPORT" -d postgres -At "$@"; }
+q1() { dpsql "$SB1" -d postgres -At "$@"; }
+
+qp -c "create extension dex"
+# (autovacuum off: its VACUUM would write the index back, or replay it after
+# the crash, at a moment of its choosing -- phases 2 and 3 need it not to)
+qp -c "create table t(k int, v bigint) with (autovacuum_enabled = off)" \
+   -c "insert into t select g % 1000, g from generate_series(1, 30000) g"
+qp -c "create index t_k on t using dex (k) with (write_back = on)" -c "analyze t"
+# (hot_standby_feedback: a scan that waits for a write-back must not be
+# cancelled by the replay of the VACUUMs meanwhile)
+make_standby sb1 "$SB1" "dex.cache_size = '1MB'" "dex.standby_wait_timeout = '30s'" "hot_standby_feedback = on"
+wait_replay "$SB1"
+plan=$(q1 -c "set enable_seqscan = off; set enable_bitmapscan = off; explain (costs off) select count(*) from t where k = 5")
+grep -q "Index Scan using t_k" <<<"$plan" || fail "the standby does not use the write-back index: $plan"
+
+echo "== 1. differential under primary DML + VACUUM"
+cat >"$DEX_WORK/dml.sql" <<'SQL'
+\set k random(0, 999)
+\set op random(1, 10)
+INSERT INTO t(k, v) SELECT :k, :op FROM generate_series(1, 3) WHERE :op <= 5;
+DELETE FROM t WHERE k = :k AND v % 7 = :op % 7 AND :op BETWEEN 6 AND 8;
+UPDATE t SET k = (k + 1) % 1000 WHERE k = :k AND v % 13 = 0 AND :op = 9;
+SQL
+"$PG_BIN/pgbench" -n -h "$DEX_WORK" -p "$PPORT" -U postgres -c 3 -j 2 -T 20 -f "$DEX_WORK/dml.sql" postgres >/dev/null 2>&1 &
+pgb=$!
+( for _ in 1 2 3 4 5; do sleep 3; qp -c "vacuum t" >/dev/null 2>&1 || echo "vacuum failed"; done ) &
+vac=$!
+compare_loop "$SB1" sb1 "$pgb" t >"$DEX_WORK/c1.out" & c1=$!
+wait $pgb || true
+r1=0; wait $c1 || r1=1; wait $vac || true
+cat "$DEX_WORK/c1.out"
+[ $r1 = 0 ] || fail "the standby answered differently from its own seqscan"
+wb=$(qp -c "select write_backs from dex_stats()")
+echo "primary: $wb dirty frames written back"
+[ "$wb" -gt 0 ] || fail "expected write-backs on the primary"
+wait_replay "$SB1"
+a=$(q1 -c "set enable_seqscan = off; set enable_bitmapscan = off; select count(*), sum(v) from t where k >= 0")
+b=$(qp -c "select count(*), sum(v) from t")
+[ "$a" = "$b" ] || fail "standby index scan after the load: $a, primary $b"
+
+echo "== 2. a primary that does not write back: the standby waits, then refuses"
+qp -c "alter system set dex.writeback_interval = '1h'" -c "select pg_reload_conf()" >/dev/null
+qp -c "select dex_flush()" >/dev/null
+sleep 1.5   # the worker picks up the new interval
+qp -c "insert into t select 5000 + g, g from generate_series(1, 200) g"
+wait_replay "$SB1"
+dirty=$(qp -c "select coalesce(sum(dirty), 0) from dex_cache_stats() where index = 't_k'::regclass")
+echo "dirty t_k frames on the primary: $dirty"
+[ "$dirty" -gt 0 ] || fail "expected dirty frames on the primary"
+out=$(q1 -c "set dex.standby_wait_timeout = '2s'; set enable_seqscan = off; set enable_bitmapscan = off;
+             select count(*) from t where k between 5001 and 5200" 2>&1) && fail "expected the standby to refuse, got: $out"
+grep -q 'has not written back the changes' <<<"$out" || fail "unexpected error: $out"
+grep -q 'HINT:' <<<"$out" || fail "no HINT: $out"
+echo "refused: $(head -1 <<<"$out")"
+qp -c "select dex_flush()" >/dev/null
+# the flush's position reaches the standby with the worker's next record
+for _ in $(seq 1 50); do
+    n=$(q1 -c "set dex.standby_wait_timeout = '2s'; set enable_seqscan = off; set enable_bitmapscan = off;
+               select count(*) from t where k between 5001 and 5200" 2>/dev/null) && break
+    sleep 0.2
+done
+[ "${n:-}" = 200 ] || fail "after dex_flush() the standby counts ${n:-an error}, expected 200"
+echo "after dex_flush(): 200 rows"
+
+echo "== 3. the primary crashes with dirty frames"
+qp -c "insert into t select 6000 + g, g from generate_series(1, 100) g"
+wait_replay "$SB1"
+as_user "$PG_BIN/pg_ctl" -D "$DEX_WORK/pg" -m immediate stop >/dev/null
+as_user "$PG_BIN/pg_ctl" -D "$DEX_WORK/pg" -l "$DEX_WORK/pg-server.log" -w start >/dev/null || fail "primary restart"
+# the new life's worker flushes (and logs its position) every 250 ms again
+qp -c "alter system reset dex.writeback_interval" -c "select pg_reload_conf()" >/dev/null
+for _ in $(seq 1 100); do
+    [ "$(q1 -c "select status from pg_stat_wal_receiver" 2>/dev/null)" = streaming ] && break
+    sleep 0.1
+done
+wait_replay "$SB1"
+out=$(q1 -c "set dex.standby_wait_timeout = '2s'; set enable_seqscan = off; set enable_bitmapscan = off;
+             select count(*) from t where k between 6001 and 6100" 2>&1) && fail "expected a refusal before the primary's replay, got: $out"
+grep -q 'has not written back the changes' <<<"$out" || fail "unexpected error: $out"
+echo "refused before the primary's replay: $(sed -n 2p <<<"$out")"
+# the primary's first use replays what the crash took, then its worker flushes
+[ "$(qp -c "set enable_seqscan = off; set enable_bitmapscan = off; select count(*) from t where k between 6001 and 6100")" = 100 ] \
+    || fail "the primary lost rows"
+for _ in $(seq 1 50); do
+    n=$(q1 -c "set dex.standby_wait_timeout = '2s'; set enable_seqscan = off; set enable_bitmapscan = off;
+               select count(*) from t where k between 6001 and 6100" 2>/dev/null) && break
+    sleep 0.2
+done
+[ "${n:-}" = 100 ] || fail "after the primary's replay the standby counts ${n:-an error}, expected 100"
+a=$(q1 -c "set enable_seqscan = off; set enable_bitmapscan = off; select count(*), sum(v) from t where k >= 0")
+b=$(qp -c "select count(*), sum(v) from t")
+[ "$a" = "$b" ] || fail "standby index scan after the crash: $a, primary $b"
+echo "write-back standby: ok"
