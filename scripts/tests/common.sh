@@ -107,3 +107,24 @@ compare_loop() {  # compare_loop PORT NAME PID TABLE: index vs seqscan inside on
     echo "$name: $ok snapshots compared equal, $conflicts cancelled by recovery conflicts, $bad wrong"
     [ "$bad" = 0 ] && [ "$ok" -ge 5 ]
 }
+
+# start_dml_load TABLE SECONDS VACUUMS: random inserts, deletes and key
+# updates of TABLE(k int, v) from 3 pgbench clients for SECONDS, and a VACUUM
+# of it every 3 s (VACUUMS times). Sets $pgb and $vac (background pids).
+start_dml_load() {
+    local tab=$1 secs=$2 n=$3
+    cat >"$DEX_WORK/dml.sql" <<SQL
+\\set k random(0, 999)
+\\set op random(1, 10)
+INSERT INTO $tab(k, v) SELECT :k, :op FROM generate_series(1, 3) WHERE :op <= 5;
+DELETE FROM $tab WHERE k = :k AND v % 7 = :op % 7 AND :op BETWEEN 6 AND 8;
+UPDATE $tab SET k = (k + 1) % 1000 WHERE k = :k AND v % 13 = 0 AND :op = 9;
+SQL
+    "$PG_BIN/pgbench" -n -h "$DEX_WORK" -p "$PPORT" -U postgres -c 3 -j 2 -T "$secs" -f "$DEX_WORK/dml.sql" postgres \
+        >/dev/null 2>&1 &
+    pgb=$!
+    ( for _ in $(seq 1 "$n"); do
+          sleep 3; dpsql "$PPORT" -d postgres -At -c "vacuum $tab" >/dev/null 2>&1 || echo "vacuum failed"
+      done ) &
+    vac=$!
+}

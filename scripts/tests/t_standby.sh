@@ -106,17 +106,7 @@ wait_replay "$SB1"
 [ "$(counts "$SB1" "k between 8000 and 8010")" = "20000|20000|20000" ] || fail "sb1 after replay"
 
 echo "== 4. differential under primary DML + VACUUM"
-cat >"$DEX_WORK/dml.sql" <<'SQL'
-\set k random(0, 999)
-\set op random(1, 10)
-INSERT INTO t(k, v) SELECT :k, :op FROM generate_series(1, 3) WHERE :op <= 5;
-DELETE FROM t WHERE k = :k AND v % 7 = :op % 7 AND :op BETWEEN 6 AND 8;
-UPDATE t SET k = (k + 1) % 1000 WHERE k = :k AND v % 13 = 0 AND :op = 9;
-SQL
-"$PG_BIN/pgbench" -n -h "$DEX_WORK" -p "$PPORT" -U postgres -c 3 -j 2 -T 20 -f "$DEX_WORK/dml.sql" postgres >/dev/null 2>&1 &
-pgb=$!
-( for _ in 1 2 3 4 5 6; do sleep 3; qp -c "vacuum t" >/dev/null 2>&1 || echo "vacuum failed"; done ) &
-vac=$!
+start_dml_load t 20 6
 compare_loop "$SB1" sb1 "$pgb" t >"$DEX_WORK/c1.out" & c1=$!
 compare_loop "$SB2" sb2 "$pgb" t >"$DEX_WORK/c2.out" & c2=$!
 wait $pgb || true

@@ -22,6 +22,21 @@ start_cluster pg "$PPORT" "$MEMNODE_URL" "wal_level = replica" "max_wal_senders 
 qp() { dpsql "$PPORT" -d postgres -At "$@"; }
 q1() { dpsql "$SB1" -d postgres -At "$@"; }
 
+# count_on_standby LO HI: the standby's index count of k in [LO, HI] (2 s wait bound)
+count_on_standby() {
+    q1 -c "set dex.standby_wait_timeout = '2s'; set enable_seqscan = off; set enable_bitmapscan = off;
+           select count(*) from t where k between $1 and $2"
+}
+# standby_counts_eventually LO HI N WHEN: within 10 s the standby counts N
+standby_counts_eventually() {
+    local n=""
+    for _ in $(seq 1 50); do
+        n=$(count_on_standby "$1" "$2" 2>/dev/null) && break
+        sleep 0.2
+    done
+    [ "$n" = "$3" ] || fail "$4 the standby counts ${n:-an error}, expected $3"
+}
+
 qp -c "create extension dex"
 # (autovacuum off: its VACUUM would write the index back, or replay it after
 # the crash, at a moment of its choosing -- phases 2 and 3 need it not to)
@@ -36,17 +51,7 @@ plan=$(q1 -c "set enable_seqscan = off; set enable_bitmapscan = off; explain (co
 grep -q "Index Scan using t_k" <<<"$plan" || fail "the standby does not use the write-back index: $plan"
 
 echo "== 1. differential under primary DML + VACUUM"
-cat >"$DEX_WORK/dml.sql" <<'SQL'
-\set k random(0, 999)
-\set op random(1, 10)
-INSERT INTO t(k, v) SELECT :k, :op FROM generate_series(1, 3) WHERE :op <= 5;
-DELETE FROM t WHERE k = :k AND v % 7 = :op % 7 AND :op BETWEEN 6 AND 8;
-UPDATE t SET k = (k + 1) % 1000 WHERE k = :k AND v % 13 = 0 AND :op = 9;
-SQL
-"$PG_BIN/pgbench" -n -h "$DEX_WORK" -p "$PPORT" -U postgres -c 3 -j 2 -T 20 -f "$DEX_WORK/dml.sql" postgres >/dev/null 2>&1 &
-pgb=$!
-( for _ in 1 2 3 4 5; do sleep 3; qp -c "vacuum t" >/dev/null 2>&1 || echo "vacuum failed"; done ) &
-vac=$!
+start_dml_load t 20 5
 compare_loop "$SB1" sb1 "$pgb" t >"$DEX_WORK/c1.out" & c1=$!
 wait $pgb || true
 r1=0; wait $c1 || r1=1; wait $vac || true
@@ -69,19 +74,13 @@ wait_replay "$SB1"
 dirty=$(qp -c "select coalesce(sum(dirty), 0) from dex_cache_stats() where index = 't_k'::regclass")
 echo "dirty t_k frames on the primary: $dirty"
 [ "$dirty" -gt 0 ] || fail "expected dirty frames on the primary"
-out=$(q1 -c "set dex.standby_wait_timeout = '2s'; set enable_seqscan = off; set enable_bitmapscan = off;
-             select count(*) from t where k between 5001 and 5200" 2>&1) && fail "expected the standby to refuse, got: $out"
+out=$(count_on_standby 5001 5200 2>&1) && fail "expected the standby to refuse, got: $out"
 grep -q 'has not written back the changes' <<<"$out" || fail "unexpected error: $out"
 grep -q 'HINT:' <<<"$out" || fail "no HINT: $out"
 echo "refused: $(head -1 <<<"$out")"
 qp -c "select dex_flush()" >/dev/null
 # the flush's position reaches the standby with the worker's next record
-for _ in $(seq 1 50); do
-    n=$(q1 -c "set dex.standby_wait_timeout = '2s'; set enable_seqscan = off; set enable_bitmapscan = off;
-               select count(*) from t where k between 5001 and 5200" 2>/dev/null) && break
-    sleep 0.2
-done
-[ "${n:-}" = 200 ] || fail "after dex_flush() the standby counts ${n:-an error}, expected 200"
+standby_counts_eventually 5001 5200 200 "after dex_flush()"
 echo "after dex_flush(): 200 rows"
 
 echo "== 3. the primary crashes with dirty frames"
@@ -96,19 +95,13 @@ for _ in $(seq 1 100); do
     sleep 0.1
 done
 wait_replay "$SB1"
-out=$(q1 -c "set dex.standby_wait_timeout = '2s'; set enable_seqscan = off; set enable_bitmapscan = off;
-             select count(*) from t where k between 6001 and 6100" 2>&1) && fail "expected a refusal before the primary's replay, got: $out"
+out=$(count_on_standby 6001 6100 2>&1) && fail "expected a refusal before the primary's replay, got: $out"
 grep -q 'has not written back the changes' <<<"$out" || fail "unexpected error: $out"
 echo "refused before the primary's replay: $(sed -n 2p <<<"$out")"
 # the primary's first use replays what the crash took, then its worker flushes
 [ "$(qp -c "set enable_seqscan = off; set enable_bitmapscan = off; select count(*) from t where k between 6001 and 6100")" = 100 ] \
     || fail "the primary lost rows"
-for _ in $(seq 1 50); do
-    n=$(q1 -c "set dex.standby_wait_timeout = '2s'; set enable_seqscan = off; set enable_bitmapscan = off;
-               select count(*) from t where k between 6001 and 6100" 2>/dev/null) && break
-    sleep 0.2
-done
-[ "${n:-}" = 100 ] || fail "after the primary's replay the standby counts ${n:-an error}, expected 100"
+standby_counts_eventually 6001 6100 100 "after the primary's replay"
 a=$(q1 -c "set enable_seqscan = off; set enable_bitmapscan = off; select count(*), sum(v) from t where k >= 0")
 b=$(qp -c "select count(*), sum(v) from t")
 [ "$a" = "$b" ] || fail "standby index scan after the crash: $a, primary $b"
