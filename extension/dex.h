@@ -601,7 +601,7 @@ extern void dex_wal_init(void);
 extern Size dex_wbstandby_shmem_size(void);
 extern void dex_wbstandby_shmem_init(void *mem, bool found);
 extern void dex_wb_standby_wait(Relation index, DexTree *tree, uint64 owner_word, uint32 node, uint64 ns,
-								int timeout_ms);
+								int timeout_ms, uint64 *checked_life);
 extern void dex_wbs_log_flushed(uint64 gen, uint64 l);
 #if PG_VERSION_NUM >= 150000
 struct XLogReaderState;

@@ -207,6 +207,7 @@ typedef struct DexTreeCacheEntry
 	DexTree    *tree;
 	uint64		verified_life;	/* journal found recovered in this life (dexjournal.c) */
 	bool		wb_checked;		/* owner word found ours or free (dexwbredo.c) */
+	uint64		wbs_life;		/* standby: owner word found free or that life's (dexwbstandby.c) */
 } DexTreeCacheEntry;
 
 static HTAB *dex_tree_cache = NULL;
@@ -457,6 +458,7 @@ dex_open_tree(Relation index)
 		e->tree = tree;
 		e->verified_life = 0;
 		e->wb_checked = false;
+		e->wbs_life = 0;
 	}
 	else
 	{
@@ -492,7 +494,7 @@ dex_open_tree(Relation index)
 			if (rc != DEX_OK)
 				dex_report_error(rc, &err, index);
 			dex_wb_standby_wait(index, e->tree, meta.owner_word, (uint32) e->node, meta.ns,
-								dex_standby_wait_timeout_ms);
+								dex_standby_wait_timeout_ms, &e->wbs_life);
 		}
 		else
 			dex_open_write_back(index, e, &key, &meta, wb);

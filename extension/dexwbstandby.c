@@ -179,7 +179,7 @@ dex_wbs_redo_flushed(XLogReaderState *record)
 
 /* The position a scan of tree (node, ns) must see flushed: max(E, S). */
 static uint64
-wbs_needed(uint32 node, uint64 ns, uint64 *flushed)
+wbs_needed(uint32 node, uint64 ns)
 {
 	uint64		need;
 	bool		found = false;
@@ -199,7 +199,6 @@ wbs_needed(uint32 node, uint64 ns, uint64 *flushed)
 	}
 	if (!found)
 		need = Max(need, wbss->overflow);
-	*flushed = wbss->flushed;
 	SpinLockRelease(&wbss->mutex);
 	return need;
 }
@@ -215,7 +214,8 @@ wbs_needed(uint32 node, uint64 ns, uint64 *flushed)
  * statement_timeout; ERROR after timeout_ms (dex.standby_wait_timeout).
  */
 void
-dex_wb_standby_wait(Relation index, DexTree *tree, uint64 owner_word, uint32 node, uint64 ns, int timeout_ms)
+dex_wb_standby_wait(Relation index, DexTree *tree, uint64 owner_word, uint32 node, uint64 ns, int timeout_ms,
+					uint64 *checked_life)
 {
 	uint64		flushed = 0;
 	uint64		gen = 0;
@@ -226,14 +226,20 @@ dex_wb_standby_wait(Relation index, DexTree *tree, uint64 owner_word, uint32 nod
 
 	if (wbss == NULL || !RecoveryInProgress())
 		return;
-	need = wbs_needed(node, ns, &flushed);
+	need = wbs_needed(node, ns);
 	for (;;)
 	{
 		SpinLockAcquire(&wbss->mutex);
 		flushed = wbss->flushed;
 		gen = wbss->flushed_gen;
 		SpinLockRelease(&wbss->mutex);
-		if (flushed > need && owner_word != 0)
+		/*
+		 * The word is read once per handle and life: while the replayed
+		 * flushed position is that life's, the word can only hold 0 or
+		 * that life (a crash of it shows as another life's position first).
+		 * Life 0 (a primary without a cache) is never taken as checked.
+		 */
+		if (flushed > need && owner_word != 0 && (gen == 0 || *checked_life != gen))
 		{
 			int			rc;
 
@@ -242,7 +248,10 @@ dex_wb_standby_wait(Relation index, DexTree *tree, uint64 owner_word, uint32 nod
 			if (rc != DEX_OK)
 				dex_report_error(rc, &err, index);
 			if (word == 0 || word == gen)
+			{
+				*checked_life = gen;
 				break;
+			}
 		}
 		else if (flushed > need)
 			break;
@@ -277,7 +286,8 @@ dex_wbs_log_flushed(uint64 gen, uint64 l)
 }
 
 void
-dex_wb_standby_wait(Relation index, DexTree *tree, uint64 owner_word, uint32 node, uint64 ns, int timeout_ms)
+dex_wb_standby_wait(Relation index, DexTree *tree, uint64 owner_word, uint32 node, uint64 ns, int timeout_ms,
+					uint64 *checked_life)
 {
 	if (RecoveryInProgress())
 		ereport(ERROR,

@@ -570,7 +570,6 @@ uint64_t BTreeT<L>::remove_if_unchanged(GAddr leaf, uint64_t version, const Key*
             backoff(attempt++);
             continue;
         }
-        attempt = std::max(attempt, 1);
         // Locked at `version`: the node is exactly the image the scan read.
         Node& nd = ln->node;
         uint64_t removed = 0;
