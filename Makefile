@@ -15,7 +15,7 @@ DATA = extension/dex.control $(wildcard extension/dex--*.sql)
 MODULEDIR = extension
 PGFILEDESC = "dex - B+-tree index on disaggregated memory"
 
-REGRESS = dex_build dex_cache dex_writeback dex_dml dex_lifecycle dex_errors dex_differential dex_placement dex_types dex_unique dex_batch dex_key_bytes dex_entry dex_text dex_differential_bytes dex_bytes_any dex_bytes_unique dex_journal_bytes dex_ios dex_include dex_cost dex_kill dex_bottomup dex_narrow dex_bytes_batch
+REGRESS = dex_build dex_cache dex_writeback dex_dml dex_lifecycle dex_errors dex_differential dex_placement dex_types dex_unique dex_batch dex_key_bytes dex_entry dex_text dex_differential_bytes dex_bytes_any dex_bytes_unique dex_journal_bytes dex_ios dex_include dex_cost dex_kill dex_kill_wb dex_bottomup dex_narrow dex_bytes_batch
 REGRESS_OPTS =
 
 DEX_BUILD_DIR ?= build

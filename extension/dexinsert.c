@@ -155,11 +155,10 @@ dexinsert(Relation index, Datum *values, bool *isnull,
 	DexKey		key;
 	/*
 	 * As nbtree: a bottom-up pass only for an UPDATE's version of an
-	 * unchanged key -- the churn it is for. Not on write-back trees, which
-	 * never remove dead entries (K5).
+	 * unchanged key -- the churn it is for. (Write-back trees too: their
+	 * pass reads and removes in the leaf's cache frame, K5.)
 	 */
-	bool		bottom_up = indexUnchanged && dex_bottom_up &&
-		!(index->rd_options && ((DexOptions *) index->rd_options)->write_back);
+	bool		bottom_up = indexUnchanged && dex_bottom_up;
 
 	/* opened even for a held-back entry: a lost tree fails this row's statement */
 	tree = dex_open_tree(index);

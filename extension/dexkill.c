@@ -8,7 +8,8 @@
  * nbtree's killedItems. When it leaves the batch
  * (next batch, direction change, rescan, end of scan) the remembered entries
  * are removed -- only if the leaf is still at the version the batch was read
- * at (dex_tree_kill), only on the writer, and only while no hot standby holds
+ * at (dex_tree_kill; a write-back tree: its cache frame still at the version
+ * word the batch was copied at, K5), only on the writer, and only while no hot standby holds
  * a slot in the cluster registry (dex_registry_kill_allowed, which first
  * raises the registry's removal_lsn). Kills are hints: anything that goes
  * wrong drops them (DEBUG1), never the query. No latch, frame or remote
@@ -74,10 +75,6 @@ dex_kill_remember(IndexScanDesc scan)
 	 * SnapshotAny) are left alone -- rare, and not worth an argument.
 	 */
 	if (RecoveryInProgress() || scan->xs_snapshot == NULL || !IsMVCCSnapshot(scan->xs_snapshot))
-		return;
-	/* write-back trees never kill (K5): spare them the WAL flush and the gate */
-	if (scan->indexRelation->rd_options &&
-		((DexOptions *) scan->indexRelation->rd_options)->write_back)
 		return;
 	if (so->bytes)
 	{

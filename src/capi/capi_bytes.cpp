@@ -62,7 +62,7 @@ int dex_tree_insert_bytes(DexTree* tree, const uint8_t* entry, uint32_t len, uin
 
 int dex_tree_insert_nosplit_bytes(DexTree* tree, const uint8_t* entry, uint32_t len, uint64_t lsn, uint64_t durable,
                                   DexLeafStamp* full, DexError* err) {
-    if (full) *full = DexLeafStamp{0, 0, 0};
+    if (full) *full = DexLeafStamp{0, 0, 0, 0xFFFFFFFFu, 0};
     SlottedTree::LeafFull lf;
     int rc = guarded(err, [&] {
         if (!tree || !entry || !full) throw Error(ErrorCode::kInvalid, "dex_tree_insert_nosplit_bytes: NULL argument");
@@ -72,6 +72,8 @@ int dex_tree_insert_nosplit_bytes(DexTree* tree, const uint8_t* entry, uint32_t 
     if (rc != DEX_OK || lf.leaf == 0) return rc;
     full->leaf = lf.leaf;
     full->version = lf.version;
+    full->frame = lf.frame;
+    full->frame_version = lf.frame_version;
     // the insert held the leaf locked at that version a moment ago
     full->seen_at_ns = dex::capi::stamp_now();
     return DEX_LEAF_FULL;
@@ -98,7 +100,9 @@ int dex_tree_read_leaf_bytes(DexTree* tree, const DexLeafStamp* stamp, const Dex
     if (n) *n = 0;
     return guarded(err, [&] {
         if (!tree || !stamp || !out || !n) throw Error(ErrorCode::kInvalid, "dex_tree_read_leaf_bytes: NULL argument");
-        tree->run_bytes([&](SlottedTree& t) { t.read_leaf(stamp->leaf, stamp->version, tree->leaf_buf); });
+        tree->run_bytes([&](SlottedTree& t) {
+            t.read_leaf(stamp->leaf, stamp->version, tree->leaf_buf, stamp->frame, stamp->frame_version);
+        });
         views_of(tree->leaf_buf, tree->leaf_views);
         *out = tree->leaf_views.data();
         *n = static_cast<int>(tree->leaf_views.size());
@@ -128,7 +132,8 @@ int dex_tree_kill_bytes(DexTree* tree, const DexLeafStamp* stamp, const DexBytes
         uint64_t d = 0;
         tree->run_bytes([&](SlottedTree& t) {
             d = t.remove_if_unchanged(stamp->leaf, stamp->version, v.data(), v.size(), bottom_up != 0,
-                                      dex::capi::stamp_time(stamp->seen_at_ns));
+                                      dex::capi::stamp_time(stamp->seen_at_ns), stamp->frame,
+                                      stamp->frame_version);
         });
         if (removed) *removed = d;
     });

@@ -262,7 +262,7 @@ int dex_tree_insert(DexTree* tree, const DexKey* key, uint64_t lsn, uint64_t dur
 
 int dex_tree_insert_nosplit(DexTree* tree, const DexKey* key, uint64_t lsn, uint64_t durable, DexLeafStamp* full,
                             DexError* err) {
-    if (full) *full = DexLeafStamp{0, 0, 0};
+    if (full) *full = DexLeafStamp{0, 0, 0, 0xFFFFFFFFu, 0};
     dex::tree::BTree::LeafFull lf;
     int rc = guarded(err, [&] {
         if (!tree || !key || !full) throw Error(ErrorCode::kInvalid, "dex_tree_insert_nosplit: NULL argument");
@@ -272,6 +272,8 @@ int dex_tree_insert_nosplit(DexTree* tree, const DexKey* key, uint64_t lsn, uint
     if (rc != DEX_OK || lf.leaf == 0) return rc;
     full->leaf = lf.leaf;
     full->version = lf.version;
+    full->frame = lf.frame;
+    full->frame_version = lf.frame_version;
     // the insert held the leaf locked at that version a moment ago
     full->seen_at_ns = dex::capi::stamp_now();
     return DEX_LEAF_FULL;
@@ -282,7 +284,9 @@ int dex_tree_read_leaf(DexTree* tree, const DexLeafStamp* stamp, DexKey* out, in
     return guarded(err, [&] {
         if (!tree || !stamp || !out || !n) throw Error(ErrorCode::kInvalid, "dex_tree_read_leaf: NULL argument");
         std::vector<dex::EntryKey> v;
-        tree->run([&](dex::tree::BTree& b) { b.read_leaf(stamp->leaf, stamp->version, v); });
+        tree->run([&](dex::tree::BTree& b) {
+            b.read_leaf(stamp->leaf, stamp->version, v, stamp->frame, stamp->frame_version);
+        });
         static_assert(sizeof(dex::EntryKey) == sizeof(DexKey), "DexKey is EntryKey's C image");
         size_t m = std::min<size_t>(v.size(), DEX_LEAF_CAPACITY);
         if (m) std::memcpy(out, v.data(), m * sizeof(DexKey));
@@ -351,15 +355,19 @@ void dex_scan_stamp(const DexScan* scan, DexLeafStamp* out) {
     out->leaf = 0;
     out->version = 0;
     out->seen_at_ns = 0;
-    if (scan && scan->scan) {
-        out->leaf = scan->scan->leaf();
-        out->version = scan->scan->leaf_version();
-        out->seen_at_ns = dex::capi::stamp_ns(scan->scan->leaf_seen_at());
-    } else if (scan && scan->sscan) {
-        out->leaf = scan->sscan->leaf();
-        out->version = scan->sscan->leaf_version();
-        out->seen_at_ns = dex::capi::stamp_ns(scan->sscan->leaf_seen_at());
-    }
+    out->frame = 0xFFFFFFFFu;
+    out->frame_version = 0;
+    auto fill = [out](const auto& s) {
+        out->leaf = s.leaf();
+        out->version = s.leaf_version();
+        out->seen_at_ns = dex::capi::stamp_ns(s.leaf_seen_at());
+        out->frame = s.leaf_frame();
+        out->frame_version = s.leaf_frame_version();
+    };
+    if (scan && scan->scan)
+        fill(*scan->scan);
+    else if (scan && scan->sscan)
+        fill(*scan->sscan);
 }
 
 int dex_tree_kill(DexTree* tree, const DexLeafStamp* stamp, const DexKey* keys, int n, int bottom_up,
@@ -373,7 +381,8 @@ int dex_tree_kill(DexTree* tree, const DexLeafStamp* stamp, const DexKey* keys, 
         uint64_t d = 0;
         tree->run([&](dex::tree::BTree& b) {
             d = b.remove_if_unchanged(stamp->leaf, stamp->version, v.data(), v.size(), bottom_up != 0,
-                                      dex::capi::stamp_time(stamp->seen_at_ns));
+                                      dex::capi::stamp_time(stamp->seen_at_ns), stamp->frame,
+                                      stamp->frame_version);
         });
         if (removed) *removed = d;
     });

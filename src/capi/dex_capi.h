@@ -292,6 +292,11 @@ typedef struct DexLeafStamp
 	/* steady-clock ns at which `version` was current (0: unknown); a kill
 	 * within a second of it locks without reading the leaf first */
 	uint64_t	seen_at_ns;
+	/* write-back trees: the cache frame the image was copied from and that
+	 * frame's version word then (0: not from a frame); a kill goes in place
+	 * only while the frame is still at it */
+	uint32_t	frame;
+	uint64_t	frame_version;
 } DexLeafStamp;
 int			dex_tree_insert_nosplit(DexTree *tree, const DexKey *key, uint64_t lsn,
 									uint64_t durable, DexLeafStamp *full, DexError *err);

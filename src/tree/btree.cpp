@@ -288,8 +288,14 @@ bool BTreeT<L>::insert_reserved(KeyRef key, uint64_t lsn, bool journal, bool may
         WbGuard guard;
         if (wb_) {
             Key tmp;
-            int r = wb_modify(a, as_array(key, tmp), 1, true, nullptr, nullptr);
+            LeafFull at;
+            int r = wb_modify(a, as_array(key, tmp), 1, true, nullptr, nullptr, full ? &at : nullptr);
             if (r != 0) return r > 0;
+            if (full && at.leaf) {  // bottom-up deletion first: nothing changed
+                *full = at;
+                Stats::add(stats().bottomup_passes);
+                return false;
+            }
             wb_acquire(a, guard, dl, true);  // frame locked (maybe dirty) or I/O marker held
         }
         Locks locks(io_);
@@ -494,9 +500,11 @@ uint64_t BTreeT<L>::remove_entries(const Key* keys, size_t n) {
 // ---- dead-entry hints -----------------------------------------------------------
 
 template <class L>
-bool BTreeT<L>::read_leaf(GAddr leaf, uint64_t version, std::vector<Key>& out) {
+bool BTreeT<L>::read_leaf(GAddr leaf, uint64_t version, std::vector<Key>& out, uint32_t frame,
+                          uint64_t frame_version) {
     Stats::add(stats().index_ops);
     out.clear();
+    if (wb_) return leaf != kNullGAddr && frame_version != 0 && wb_read_leaf(leaf, frame, frame_version, out);
     if (leaf == kNullGAddr || version == 0) return false;
     Node snap;
     if (!read_leaf_at(leaf, version, snap, deadline())) return false;
@@ -543,9 +551,11 @@ bool BTreeT<L>::read_leaf_at(GAddr leaf, uint64_t version, Node& out, const Dead
 
 template <class L>
 uint64_t BTreeT<L>::remove_if_unchanged(GAddr leaf, uint64_t version, const Key* keys, size_t n, bool bottom_up,
-                                        std::chrono::steady_clock::time_point seen_at) {
+                                        std::chrono::steady_clock::time_point seen_at, uint32_t frame,
+                                        uint64_t frame_version) {
     Stats::add(stats().index_ops);
     if (n == 0) return 0;
+    if (wb_ && leaf != kNullGAddr && frame_version != 0) return wb_kill(leaf, frame, frame_version, keys, n, bottom_up);
     if (wb_ || leaf == kNullGAddr || version == 0) {
         Stats::add(stats().kills_skipped, n);
         return 0;
@@ -614,11 +624,16 @@ bool BTreeT<L>::Scan::next(std::vector<Key>& out) {
             bool ok = false;
             GAddr at = next_addr_;
             if (next_addr_) {
-                ok = t_.read_node(next_addr_, n, dl) && t_.valid_node(n, 0) &&
-                     !n.is_deleted() && L::equal(L::low(n), cursor_);
+                ok = t_.read_node(next_addr_, n, dl, &leaf_frame_, &leaf_frame_version_) &&
+                     t_.valid_node(n, 0) && !n.is_deleted() && L::equal(L::low(n), cursor_);
                 next_addr_ = 0;
             }
-            if (!ok) at = t_.descend_leaf(cursor_, net::kOffloadLeaf, n, nullptr, dl).addr;
+            if (!ok) {
+                Descent d = t_.descend_leaf(cursor_, net::kOffloadLeaf, n, nullptr, dl);
+                at = d.addr;
+                leaf_frame_ = d.frame;
+                leaf_frame_version_ = d.frame_version;
+            }
             leaf_ = at;
             leaf_version_ = n.body_version;
             leaf_seen_at_ = seen_at;
@@ -633,7 +648,10 @@ bool BTreeT<L>::Scan::next(std::vector<Key>& out) {
                 next_addr_ = n.right;
             }
         } else {
-            leaf_ = t_.descend(cursor_, 0, n, nullptr, dl, exclusive_).addr;
+            Descent d = t_.descend(cursor_, 0, n, nullptr, dl, exclusive_);
+            leaf_ = d.addr;
+            leaf_frame_ = d.frame;
+            leaf_frame_version_ = d.frame_version;
             leaf_version_ = n.body_version;
             leaf_seen_at_ = seen_at;
             for (size_t i = n.count; i-- > 0;) {

@@ -107,11 +107,15 @@ public:
     // included) and released every lock; the caller may remove dead entries
     // there (read_leaf, remove_if_unchanged) and insert again. full->leaf
     // stays 0 whenever anything else happened. It still splits (as without
-    // `full`) in write-back mode (remove_if_unchanged removes nothing there)
-    // and when an offloaded attempt already wrote the entry's journal record.
+    // `full`) when an offloaded attempt already wrote the entry's journal
+    // record. Write-back mode: a cached leaf found full under its frame lock
+    // gives up with full->frame / frame_version, the frame's version word
+    // then (read_leaf and remove_if_unchanged go to the frame, K5).
     struct LeafFull {
         GAddr leaf = 0;
         uint64_t version = 0;
+        uint32_t frame = 0xFFFFFFFFu;
+        uint64_t frame_version = 0;
     };
     bool insert(KeyRef key, uint64_t lsn = 0, uint64_t durable = UINT64_MAX, LeafFull* full = nullptr);
     // insert() of keys[0..n) (meant ascending and distinct; order is not
@@ -136,8 +140,11 @@ public:
     // the scan's judgement was about that image, and an equal (key, TID)
     // inserted after a VACUUM cycle freed and reused the TID must not go.
     // Returns how many were removed. Never merges (an emptied leaf waits for
-    // compact()). Write-back trees remove nothing: their in-place changes do
-    // not advance body_version.
+    // compact()). Write-back trees: their in-place changes do not advance
+    // body_version, so the identity of the image is the cache frame it was
+    // copied from at that frame's version word (`frame`, `frame_version`:
+    // Scan::leaf_frame(), leaf_frame_version()); the entries go in place
+    // (wb_kill), and without a frame stamp nothing is removed.
     // `bottom_up`: a bottom-up deletion pass's removal (counted apart).
     // `seen_at`: a moment at which `version` was the leaf's current one
     // (Scan::leaf_seen_at(); default: unknown). Within a second of it the
@@ -145,11 +152,15 @@ public:
     // batch: two round trips (lock + read, publish) instead of three.
     uint64_t remove_if_unchanged(GAddr leaf, uint64_t version, const Key* keys, size_t n,
                                  bool bottom_up = false,
-                                 std::chrono::steady_clock::time_point seen_at = {});
+                                 std::chrono::steady_clock::time_point seen_at = {},
+                                 uint32_t frame = 0xFFFFFFFFu, uint64_t frame_version = 0);
     // The entries of the leaf at `leaf` (one remote read) if it is still at
     // body_version `version` (what insert() reported in LeafFull); false
     // (out empty) if it changed, was freed or reused.
-    bool read_leaf(GAddr leaf, uint64_t version, std::vector<Key>& out);
+    // Write-back mode with `frame_version` != 0: from cache frame `frame`,
+    // only while its version word is `frame_version` (no round trip).
+    bool read_leaf(GAddr leaf, uint64_t version, std::vector<Key>& out, uint32_t frame = 0xFFFFFFFFu,
+                   uint64_t frame_version = 0);
     // Merge away leaves that a delete left empty (a merge skipped under lock
     // contention is retried here; VACUUM calls it). Returns nodes freed.
     uint64_t compact();
@@ -166,6 +177,10 @@ public:
         uint64_t leaf_version() const { return leaf_version_; }
         // A moment before that image was read (it was current after it).
         std::chrono::steady_clock::time_point leaf_seen_at() const { return leaf_seen_at_; }
+        // The cache frame the last batch was copied from and its version word
+        // then (0xFFFFFFFF / 0: not copied from a frame).
+        uint32_t leaf_frame() const { return leaf_frame_; }
+        uint64_t leaf_frame_version() const { return leaf_frame_version_; }
 
     private:
         BTreeT& t_;
@@ -178,6 +193,8 @@ public:
         GAddr leaf_ = 0;          // the last batch's leaf
         uint64_t leaf_version_ = 0;
         std::chrono::steady_clock::time_point leaf_seen_at_{};
+        uint32_t leaf_frame_ = 0xFFFFFFFFu;
+        uint64_t leaf_frame_version_ = 0;
     };
     std::unique_ptr<Scan> scan(KeyRef lo, KeyRef hi, bool backward = false) {
         return std::make_unique<Scan>(*this, lo, hi, backward);
@@ -271,6 +288,10 @@ private:
         // The level of `addr`: the requested level, except for a
         // kFindOffloadStart descent, which stops at a missed node.
         int level = 0;
+        // `cached`: the frame `out` was copied from and its version word,
+        // validated after the copy (a write-back kill's identity of the image).
+        uint32_t frame = 0xFFFFFFFFu;
+        uint64_t frame_version = 0;
     };
     // descend_leaf() kind of a batched insert's descent (insert_batch.cpp):
     // through cached nodes only, stopping at the first node at or below the
@@ -362,7 +383,10 @@ private:
     // one, else a remote read, admitted like a leaf reached by descent).
     // False: no valid image. Only used for leaves (a scan walking right):
     // with cache_leaves = false it always reads remotely.
-    bool read_node(GAddr a, Node& out, const Deadline& dl);
+    // `frame` / `frame_version` (optional): the frame the copy came from and
+    // its validated version word, or kNoFrame / 0.
+    bool read_node(GAddr a, Node& out, const Deadline& dl, uint32_t* frame = nullptr,
+                   uint64_t* frame_version = nullptr);
     bool valid_node(const Node& n, int level) const;
     // A validated image of `leaf`, still a live leaf of this tree at exactly
     // body_version `version` (read_leaf, remove_if_unchanged): a version means
@@ -442,7 +466,20 @@ private:
     // keys[0..n) to the cached frame of leaf `a` under its lock, marking it
     // dirty. 1: done (*used keys consumed); -1: insert found the entry; 0: not
     // possible (no frame, not covering, full leaf): write through instead.
-    int wb_modify(GAddr a, const Key* keys, size_t n, bool insert, size_t* used, uint64_t* deleted);
+    // `full_at` (insert only): when it answers 0 because the leaf is full,
+    // the frame and its version word then (a bottom-up pass's stamp).
+    int wb_modify(GAddr a, const Key* keys, size_t n, bool insert, size_t* used, uint64_t* deleted,
+                  LeafFull* full_at = nullptr);
+    // read_leaf() from frame `f` while its version word is `fv`.
+    bool wb_read_leaf(GAddr a, uint32_t f, uint64_t fv, std::vector<Key>& out);
+    // Write-back kill: keys[0..n) out of frame `f` of leaf `a` in place, only
+    // if the frame's version word is still `fv` (the image a scan copied).
+    // Returns how many were removed (logged like any delete).
+    uint64_t wb_kill(GAddr a, uint32_t f, uint64_t fv, const Key* keys, size_t n, bool bottom_up);
+    // Under frame h's exclusive lock, before the first change of a clean
+    // frame: register the tree dirty and note dirty_since. False: the tree
+    // cannot be dirtied (registry full); the caller writes through or skips.
+    bool wb_begin_change(cache::FrameHeader& h);
     // Write-back mode, slow path: exclusive right to change leaf `a` while
     // writing through: its frame locked (written back first if dirty), or, if
     // not cached, its I/O marker held (nobody admits and dirties it meanwhile).

@@ -197,6 +197,10 @@ typename BTreeT<L>::CachedDescent::Walk BTreeT<L>::CachedDescent::walk(Descent& 
             }
             d.addr = cur.g;
             d.cached = cur.f != kNoFrame;
+            if (d.cached) {
+                d.frame = cur.f;
+                d.frame_version = cur.v;
+            }
             return Walk::kFound;
         }
         if (path_) (*path_)[hdr.level] = cur.g;
@@ -317,7 +321,9 @@ typename BTreeT<L>::CachedDescent::Fetch BTreeT<L>::CachedDescent::read_remote(G
 // ---- single leaves (scans walking right) -----------------------------------------
 
 template <class L>
-bool BTreeT<L>::read_node(GAddr a, Node& out, const Deadline& dl) {
+bool BTreeT<L>::read_node(GAddr a, Node& out, const Deadline& dl, uint32_t* frame, uint64_t* frame_version) {
+    if (frame) *frame = cache::kNoFrame;
+    if (frame_version) *frame_version = 0;
     if (cache_ && (wb_ || cache_->policy().cache_leaves)) {  // (only used for leaves)
         cache::CacheRegion& R = cache_->region();
         uint32_t f = R.lookup(a);
@@ -326,7 +332,11 @@ bool BTreeT<L>::read_node(GAddr a, Node& out, const Deadline& dl) {
             uint64_t v = R.begin_read(f, a);
             if (v != cache::FrameHeader::kRestart) {
                 R.copy_unswizzled(f, out);
-                if (R.validate(f, v)) return true;
+                if (R.validate(f, v)) {
+                    if (frame) *frame = f;
+                    if (frame_version) *frame_version = v;
+                    return true;
+                }
             }
         }
         // Write-back mode: a frame we could not use may be dirty; the caller

@@ -20,6 +20,7 @@
 
 namespace dex::cache {
 class Cache;
+struct FrameHeader;
 }
 
 namespace dex::tree {

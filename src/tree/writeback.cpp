@@ -125,7 +125,8 @@ std::vector<bool> write_back_nodes(RemoteMemory& mem, uint32_t node, const std::
 // ---- the leaf's frame -----------------------------------------------------------
 
 template <class L>
-int BTreeT<L>::wb_modify(GAddr a, const Key* keys, size_t n, bool insert, size_t* used, uint64_t* deleted) {
+int BTreeT<L>::wb_modify(GAddr a, const Key* keys, size_t n, bool insert, size_t* used, uint64_t* deleted,
+                         LeafFull* full_at) {
     cache::CacheRegion& R = cache_->region();
     uint32_t f = R.table().lookup(a);
     if (f == cache::kNoFrame || f == cache::MappingTable::kIoInProgress) return 0;
@@ -148,24 +149,19 @@ int BTreeT<L>::wb_modify(GAddr a, const Key* keys, size_t n, bool insert, size_t
             return -1;
         }
         if (!L::leaf_fits(*nd, keys[0])) {  // needs a split: write through
+            if (full_at) {  // (the word unlock_unchanged() restores)
+                full_at->leaf = a;
+                full_at->version = nd->body_version;
+                full_at->frame = f;
+                full_at->frame_version = h.version.load(std::memory_order_relaxed) & ~cache::kVerLocked;
+            }
             h.unlock_unchanged();
             return 0;
         }
     }
-    if (!h.dirty.load(std::memory_order_relaxed)) {
-        bool ok;
-        try {
-            ok = opts_.register_dirty ? opts_.register_dirty() : false;
-        } catch (...) {
-            h.unlock_unchanged();
-            throw;
-        }
-        if (!ok) {
-            h.unlock_unchanged();
-            return 0;
-        }
-        // Before the change: the change's log record comes after this position.
-        h.dirty_since.store(opts_.log_position ? opts_.log_position() : 0, std::memory_order_relaxed);
+    if (!wb_begin_change(h)) {
+        h.unlock_unchanged();
+        return 0;
     }
     if (insert) {
         L::insert_entry(*nd, L::lower_bound(*nd, keys[0]), keys[0]);  // fits (checked above)
@@ -189,6 +185,88 @@ int BTreeT<L>::wb_modify(GAddr a, const Key* keys, size_t n, bool insert, size_t
     h.unlock();
     Stats::add(stats().dirty_updates);
     return 1;
+}
+
+template <class L>
+bool BTreeT<L>::wb_begin_change(cache::FrameHeader& h) {
+    if (h.dirty.load(std::memory_order_relaxed)) return true;
+    bool ok;
+    try {
+        ok = opts_.register_dirty ? opts_.register_dirty() : false;
+    } catch (...) {
+        h.unlock_unchanged();
+        throw;
+    }
+    if (!ok) return false;
+    // Before the change: the change's log record comes after this position.
+    h.dirty_since.store(opts_.log_position ? opts_.log_position() : 0, std::memory_order_relaxed);
+    return true;
+}
+
+// A kill of a write-back tree (src/README.md "Dead-entry hints", K5). The
+// frame's version word is bumped by every change of its image -- an in-place
+// insert or delete, an installed publish, an eviction or a reuse of the frame
+// -- so holding it at `fv` means the frame holds exactly the image the scan
+// judged (K1), which in write-back mode is the newest copy of the leaf (W2).
+// The removal then is an in-place delete like VACUUM's: the frame turns
+// dirty and the change is logged for redo. The caller passed the kills' gate
+// (WAL flushed, no standby slot), so nothing removed belongs to a row a crash
+// could bring back.
+template <class L>
+uint64_t BTreeT<L>::wb_kill(GAddr a, uint32_t f, uint64_t fv, const Key* keys, size_t n, bool bottom_up) {
+    cache::CacheRegion& R = cache_->region();
+    uint64_t removed = 0;
+    std::vector<Key> gone;
+    if (f < R.frame_count()) {
+        cache::FrameHeader& h = R.header(f);
+        if (h.try_upgrade(fv)) {
+            Node* nd = R.node(f);
+            const bool same = h.gaddr.load(std::memory_order_relaxed) == a &&
+                              h.get_state() != cache::FrameState::kFree && nd->tree_id == tree_id_ &&
+                              nd->level == 0 && !nd->is_deleted() && L::layout_ok(*nd);
+            if (same) {
+                for (size_t i = 0; i < n; i++)
+                    if (has_entry(*nd, L::lower_bound(*nd, keys[i]), keys[i])) gone.push_back(keys[i]);
+            }
+            if (gone.empty() || !wb_begin_change(h)) {
+                gone.clear();
+                h.unlock_unchanged();
+            } else {
+                for (const Key& k : gone) {  // (keys come sorted and distinct; re-checked anyway)
+                    const size_t pos = L::lower_bound(*nd, k);
+                    if (has_entry(*nd, pos, k)) {
+                        L::erase(*nd, pos);
+                        removed++;
+                    }
+                }
+                R.mark_dirty(f);
+                h.unlock();
+                Stats::add(stats().dirty_updates);
+            }
+        }
+    }
+    // Logged after the frame lock is released, as every in-place change
+    // (W10: dirty_since was taken before the change).
+    log_entry_changes(false, gone.data(), gone.size());
+    Stats::add(bottom_up ? stats().bottomup_removed : stats().kills, removed);
+    if (removed < n) Stats::add(stats().kills_skipped, n - removed);
+    return removed;
+}
+
+template <class L>
+bool BTreeT<L>::wb_read_leaf(GAddr a, uint32_t f, uint64_t fv, std::vector<Key>& out) {
+    cache::CacheRegion& R = cache_->region();
+    out.clear();
+    if (f >= R.frame_count()) return false;
+    cache::FrameHeader& h = R.header(f);
+    if (h.begin_read() != fv || h.gaddr.load(std::memory_order_acquire) != a) return false;
+    Node img;
+    R.copy_unswizzled(f, img);
+    if (!R.validate(f, fv) || img.tree_id != tree_id_ || img.level != 0 || img.is_deleted() || !L::layout_ok(img))
+        return false;
+    out.reserve(img.count);
+    for (size_t i = 0; i < img.count; i++) out.emplace_back(L::entry(img, i));
+    return true;
 }
 
 template <class L>

@@ -1,0 +1,162 @@
+-- Dead-entry hints on write-back indexes (src/README.md "Dead-entry hints",
+-- K5): a scan's batch is identified by the cache frame it was copied from
+-- and that frame's version word, and the dead entries go out of the frame in
+-- place (logged for redo like VACUUM's deletes). Answers always match a
+-- sequential scan; a repeatable-read snapshot that still sees the old
+-- versions keeps them; what went is gone from remote memory after the
+-- write-back too (dex_check writes the index's dirty frames back first and
+-- counts the remote entries).
+--
+-- A kill is a hint: a batch copied from remote memory (a leaf admitted by
+-- that very read) or a frame written back meanwhile is skipped. So that the
+-- counts below are exact, the worker does not flush behind our back, and
+-- every leaf is admitted by a scan under an old snapshot first (which keeps
+-- every version, so it kills nothing).
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS dex;
+CREATE EXTENSION IF NOT EXISTS dblink;
+RESET client_min_messages;
+ALTER SYSTEM SET dex.writeback_interval = '1h';
+SELECT pg_reload_conf();
+SELECT pg_sleep(0.5);
+SET dex.bottom_up = off;
+
+CREATE FUNCTION killwb_quiet() RETURNS bool LANGUAGE plpgsql AS $$
+BEGIN
+  FOR i IN 1..100 LOOP
+    IF NOT EXISTS (SELECT 1 FROM pg_stat_activity
+                   WHERE backend_xmin IS NOT NULL AND pid <> pg_backend_pid()) THEN
+      RETURN true;
+    END IF;
+    PERFORM pg_sleep(0.1);
+  END LOOP;
+  RETURN false;
+END $$;
+-- n non-HOT updates (v has a btree index) of the 10 rows of key `key`,
+-- found by a sequential scan: no dex scan sees the old versions.
+CREATE FUNCTION killwb_churn(key int, n int) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+  SET LOCAL enable_seqscan = on;
+  SET LOCAL enable_indexscan = off;
+  SET LOCAL enable_bitmapscan = off;
+  FOR i IN 1..n LOOP
+    UPDATE killwb SET v = v + 1000 WHERE v % 10 = key;
+  END LOOP;
+END $$;
+
+CREATE TABLE killwb (k int, s text COLLATE "C", v int) WITH (autovacuum_enabled = off);
+CREATE INDEX killwb_v ON killwb (v);
+INSERT INTO killwb SELECT g % 10, 'key' || (g % 10), g FROM generate_series(1, 100) g;
+CREATE INDEX killwb_k ON killwb USING dex (k) WITH (write_back = on);
+CREATE INDEX killwb_s ON killwb USING dex (s) INCLUDE (k) WITH (write_back = on);
+SET enable_seqscan = off;
+SET enable_bitmapscan = off;
+
+-- An old snapshot in another session, taken before the updates.
+SELECT dblink_connect('old', format('dbname=%s port=%s host=%s user=%s', current_database(),
+    current_setting('port'), split_part(current_setting('unix_socket_directories'), ',', 1), current_user));
+SELECT dblink_exec('old', 'BEGIN ISOLATION LEVEL REPEATABLE READ');
+SELECT dblink_exec('old', 'SET enable_seqscan = off');
+SELECT dblink_exec('old', 'SET enable_bitmapscan = off');
+SELECT * FROM dblink('old', 'SELECT count(*), sum(v) FROM killwb WHERE k = 5') AS t(n bigint, s bigint);
+
+-- each update of key 5 in its own transaction (3 x 10 versions)
+SELECT killwb_churn(5, 1) FROM generate_series(1, 30);
+SELECT (dex_check('killwb_k')).entries AS k_entries, (dex_check('killwb_s')).entries AS s_entries;
+
+-- 1. While the old snapshot may still see them, index scans remove nothing
+-- (and admit every leaf); the old snapshot finds its rows through both.
+SELECT dex_stats_reset();
+SELECT count(*), sum(v) FROM killwb WHERE k >= 0;
+SELECT count(*), sum(v) FROM killwb WHERE s >= '';
+SELECT count(*), sum(v) FROM killwb WHERE k = 5;
+SELECT kills FROM dex_stats();
+SELECT * FROM dblink('old', 'SELECT count(*), sum(v) FROM killwb WHERE k = 5') AS t(n bigint, s bigint);
+SELECT * FROM dblink('old', 'SELECT count(*), sum(v) FROM killwb WHERE s = ''key5''') AS t(n bigint, s bigint);
+SELECT dblink_exec('old', 'COMMIT');
+SELECT dblink_disconnect('old');
+-- a transaction with an xid moves this session's xmin, which makes it
+-- recompute the global horizon (GlobalVisTestShouldUpdate) without 'old'
+SELECT txid_current() > 0 AS xid_assigned;
+SELECT killwb_quiet();
+
+-- 2. Now one index scan of each index removes the 300 dead entries of key 5,
+-- in place: no remote write until the write-back.
+SELECT dex_stats_reset();
+EXPLAIN (COSTS OFF) SELECT count(*), sum(v) FROM killwb WHERE k = 5;
+SELECT count(*), sum(v) FROM killwb WHERE k = 5;
+SELECT count(*), sum(v) FROM killwb WHERE s = 'key5';
+SELECT kills, kills_skipped, remote_writes, dirty_updates > 0 AS in_place FROM dex_stats();
+SELECT (dex_check('killwb_k')).entries AS k_entries, (dex_check('killwb_s')).entries AS s_entries;
+-- the next scans walk only live entries and remove nothing
+SELECT dex_stats_reset();
+SELECT count(*), sum(v) FROM killwb WHERE k = 5;
+SELECT count(*), sum(v) FROM killwb WHERE s = 'key5';
+SELECT kills FROM dex_stats();
+
+-- 3. Backward scans kill too; every answer equals a sequential scan's.
+SELECT killwb_churn(7, 1) FROM generate_series(1, 8);
+SELECT killwb_quiet();
+SELECT dex_stats_reset();
+SELECT array_agg(v ORDER BY v) = (SELECT array_agg(v ORDER BY v) FROM killwb WHERE k + 0 = 7) AS same
+  FROM (SELECT v FROM killwb WHERE k = 7 ORDER BY k DESC) q;
+SELECT array_agg(v ORDER BY v) = (SELECT array_agg(v ORDER BY v) FROM killwb WHERE k + 0 = 7) AS same
+  FROM (SELECT v FROM killwb WHERE s = 'key7' ORDER BY s DESC) q;
+SELECT kills, kills_skipped FROM dex_stats();
+SELECT (dex_check('killwb_k')).entries AS k_entries, (dex_check('killwb_s')).entries AS s_entries;
+SELECT count(*) AS differing FROM
+    (SELECT k, count(*) AS n, sum(v) AS s FROM killwb WHERE k BETWEEN 0 AND 9 GROUP BY k) q
+    FULL JOIN (SELECT k, count(*) AS n, sum(v) AS s FROM killwb WHERE k + 0 BETWEEN 0 AND 9 GROUP BY k) r USING (k)
+    WHERE q.n IS DISTINCT FROM r.n OR q.s IS DISTINCT FROM r.s;
+SELECT count(*) AS differing FROM
+    (SELECT s, count(*) AS n, sum(v) AS v FROM killwb WHERE s >= 'key' GROUP BY s) q
+    FULL JOIN (SELECT s, count(*) AS n, sum(v) AS v FROM killwb WHERE s || '' >= 'key' GROUP BY s) r USING (s)
+    WHERE q.n IS DISTINCT FROM r.n OR q.v IS DISTINCT FROM r.v;
+SELECT (dex_check('killwb_k')).leaves > 0 AS k_ok, (dex_check('killwb_s')).leaves > 0 AS s_ok;
+
+-- 4. Bottom-up deletion (src/README.md "Bottom-up deletion"): an UPDATE that
+-- leaves the key alone and finds its cached leaf full removes the versions
+-- there dead to everyone first, in the frame. 20 rounds of single-row
+-- updates of 200 rows by sequential scans (no index scan kills): with
+-- dex.bottom_up = off the index holds every version.
+CREATE TABLE bwb_on (k int, v int) WITH (autovacuum_enabled = off);
+CREATE TABLE bwb_off (k int, v int) WITH (autovacuum_enabled = off);
+CREATE INDEX bwb_on_v ON bwb_on (v);
+CREATE INDEX bwb_off_v ON bwb_off (v);
+INSERT INTO bwb_on SELECT g, g FROM generate_series(1, 200) g;
+INSERT INTO bwb_off SELECT g, g FROM generate_series(1, 200) g;
+CREATE INDEX bwb_on_k ON bwb_on USING dex (k) WITH (write_back = on);
+CREATE INDEX bwb_off_k ON bwb_off USING dex (k) WITH (write_back = on);
+CREATE PROCEDURE bwb_rounds(tab regclass, rounds int) LANGUAGE plpgsql AS $$
+BEGIN
+  FOR r IN 1..rounds LOOP
+    FOR i IN 1..200 LOOP
+      EXECUTE format('UPDATE %s SET v = v + 1 WHERE k::text = $1', tab) USING i::text;
+    END LOOP;
+    COMMIT;
+  END LOOP;
+END $$;
+RESET enable_seqscan;
+SET enable_indexscan = off;
+SELECT killwb_quiet();
+SET dex.bottom_up = off;
+CALL bwb_rounds('bwb_off', 20);
+SET dex.bottom_up = on;
+SELECT dex_stats_reset();
+CALL bwb_rounds('bwb_on', 20);
+SELECT bottomup_passes > 0 AS passes, bottomup_removed > 0 AS removed FROM dex_stats();
+SELECT (dex_check('bwb_off_k')).entries AS off_entries, (dex_check('bwb_on_k')).entries < 2000 AS on_bounded;
+RESET enable_indexscan;
+SET enable_seqscan = off;
+SELECT count(*), sum(v) FROM bwb_on WHERE k > 0;
+SELECT count(*), sum(v) FROM bwb_off WHERE k > 0;
+SELECT (dex_check('bwb_on_k')).leaves > 0 AS ok;
+
+RESET enable_seqscan;
+RESET enable_bitmapscan;
+DROP TABLE killwb, bwb_on, bwb_off;
+DROP PROCEDURE bwb_rounds(regclass, int);
+DROP FUNCTION killwb_quiet();
+DROP FUNCTION killwb_churn(int, int);
+ALTER SYSTEM RESET dex.writeback_interval;
+SELECT pg_reload_conf();

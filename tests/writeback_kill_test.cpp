@@ -1,0 +1,167 @@
+// Dead-entry hints on write-back trees (src/README.md "Dead-entry hints", K5;
+// BTree::wb_kill): an in-place change does not advance a leaf's body_version,
+// so the kill's identity of the image a scan judged is the cache frame it
+// was copied from at that frame's version word. The entries then go out of
+// the frame in place (no round trip), logged like any delete; any change of
+// the frame since -- an in-place insert, a delete and re-insert of the same
+// (key, TID), a write-back and eviction -- makes the kill a no-op.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <set>
+#include <vector>
+
+#include "cache/cache.h"
+#include "cache/region.h"
+#include "common/stats.h"
+#include "tree_test_util.h"
+#include "writeback_test_util.h"
+
+using namespace dex;
+using namespace dex::testing;
+
+namespace {
+
+struct Stamp {
+    std::vector<EntryKey> batch;
+    GAddr leaf = 0;
+    uint64_t version = 0;
+    uint32_t frame = cache::kNoFrame;
+    uint64_t frame_version = 0;
+};
+
+class WbKillTest : public ::testing::Test {
+protected:
+    void SetUp() override {
+        t = x.write_back_tree();
+        t->set_write_back(true, [] { return true; },
+                          [this](bool insert, const uint8_t* const* e, const uint32_t* lens, size_t n) {
+                              for (size_t i = 0; i < n; i++) {
+                                  ASSERT_EQ(lens[i], sizeof(EntryKey));
+                                  EntryKey k;
+                                  std::memcpy(&k, e[i], sizeof k);
+                                  (insert ? logged_inserts : logged_deletes).push_back(k);
+                              }
+                          });
+        for (uint16_t i = 1; i <= 20; i++) ASSERT_TRUE(t->insert(K(7, 1, i)));
+        stats().reset();
+        logged_deletes.clear();
+    }
+    Stamp first_batch() {
+        Stamp s;
+        auto sc = t->scan(KMin(7), KMax(7));
+        EXPECT_TRUE(sc->next(s.batch));
+        s.leaf = sc->leaf();
+        s.version = sc->leaf_version();
+        s.frame = sc->leaf_frame();
+        s.frame_version = sc->leaf_frame_version();
+        return s;
+    }
+    uint64_t kill(const Stamp& s, const EntryKey* k, size_t n) {
+        return t->remove_if_unchanged(s.leaf, s.version, k, n, false, {}, s.frame, s.frame_version);
+    }
+    size_t count7() { return scan_all(*t, KMin(7), KMax(7), false).size(); }
+
+    WbFixture x;
+    std::unique_ptr<tree::BTree> t;
+    std::vector<EntryKey> logged_inserts, logged_deletes;
+};
+
+TEST_F(WbKillTest, RemovesInPlaceWithoutARoundTrip) {
+    Stamp s = first_batch();
+    ASSERT_EQ(s.batch.size(), 20u);
+    ASSERT_NE(s.frame, cache::kNoFrame);
+    ASSERT_NE(s.frame_version, 0u);
+    const uint64_t trips = x.t->trips;
+    EXPECT_EQ(kill(s, s.batch.data(), 15), 15u);
+    EXPECT_EQ(x.t->trips, trips);  // the frame is the newest copy: nothing remote
+    EXPECT_EQ(stats().kills.load(), 15u);
+    EXPECT_EQ(count7(), 5u);
+    // Logged for redo after a crash, like VACUUM's in-place deletes.
+    EXPECT_EQ(logged_deletes, std::vector<EntryKey>(s.batch.begin(), s.batch.begin() + 15));
+    // The same stamp again: our own change moved the frame on.
+    EXPECT_EQ(kill(s, s.batch.data() + 15, 1), 0u);
+    EXPECT_EQ(count7(), 5u);
+    // Written back, remote memory agrees (a handle without the cache reads it).
+    const std::vector<uint32_t> dirty = x.dirty_frames();
+    ASSERT_FALSE(dirty.empty());
+    ASSERT_EQ(x.handle.flush_frames(dirty), dirty.size());
+    ASSERT_TRUE(x.dirty_frames().empty());
+    tree::TreeOptions o;
+    tree::BTree remote(*x.mem, 0, x.ns, o);
+    EXPECT_EQ(scan_all(remote, KMin(7), KMax(7), false).size(), 5u);
+}
+
+TEST_F(WbKillTest, SkippedAfterAnInPlaceInsert) {
+    Stamp s = first_batch();
+    ASSERT_TRUE(t->insert(K(7, 2, 1)));  // in place: body_version unchanged
+    EXPECT_EQ(kill(s, s.batch.data(), s.batch.size()), 0u);
+    EXPECT_EQ(stats().kills_skipped.load(), s.batch.size());
+    EXPECT_EQ(count7(), 21u);
+    EXPECT_TRUE(logged_deletes.empty());
+}
+
+// VACUUM removed (k, tid), the TID was reused by a new row with the same key:
+// the frame's image is byte for byte the one the scan read, body_version
+// included, and the live entry must stay.
+TEST_F(WbKillTest, ReusedTidIsNotRemoved) {
+    Stamp s = first_batch();
+    EntryKey e = s.batch[3];
+    ASSERT_EQ(t->remove(&e, 1), 1u);
+    ASSERT_TRUE(t->insert(e));
+    EXPECT_EQ(kill(s, &e, 1), 0u);
+    EXPECT_TRUE(t->contains(e));
+}
+
+TEST_F(WbKillTest, SkippedAfterWriteBackAndEviction) {
+    Stamp s = first_batch();
+    ASSERT_TRUE(x.handle.invalidate(s.leaf));  // written back, then dropped
+    EXPECT_EQ(count7(), 20u);                 // re-admitted into some frame
+    EXPECT_EQ(kill(s, s.batch.data(), s.batch.size()), 0u);
+    EXPECT_EQ(count7(), 20u);
+}
+
+TEST_F(WbKillTest, WithoutAFrameStampNothingGoes) {
+    Stamp s = first_batch();
+    EXPECT_EQ(t->remove_if_unchanged(s.leaf, s.version, s.batch.data(), s.batch.size()), 0u);
+    EXPECT_EQ(count7(), 20u);
+}
+
+// Bottom-up deletion (src/README.md "Bottom-up deletion"): an insert that
+// would split a full cached leaf gives up with the frame's stamp, changing
+// nothing; the pass reads the leaf from the frame and removes in place; the
+// insert then goes in without a split. No round trip in any of it.
+TEST_F(WbKillTest, FullCachedLeafGivesUpWithAFrameStamp) {
+    for (uint16_t i = 21; i <= kLeafCapacity; i++) ASSERT_TRUE(t->insert(K(7, 1, i)));
+    ASSERT_EQ(count7(), kLeafCapacity);
+    const uint64_t trips = x.t->trips;
+    tree::BTree::LeafFull full;
+    EXPECT_FALSE(t->insert(K(7, 9, 1), 0, UINT64_MAX, &full));
+    ASSERT_NE(full.leaf, 0u);
+    ASSERT_NE(full.frame, cache::kNoFrame);
+    ASSERT_NE(full.frame_version, 0u);
+    EXPECT_EQ(count7(), kLeafCapacity);  // nothing changed, nothing logged
+    EXPECT_TRUE(logged_inserts.empty() || logged_inserts.back() != K(7, 9, 1));
+    std::vector<EntryKey> leaf;
+    ASSERT_TRUE(t->read_leaf(full.leaf, full.version, leaf, full.frame, full.frame_version));
+    ASSERT_EQ(leaf.size(), kLeafCapacity);
+    std::vector<EntryKey> dead(leaf.begin(), leaf.begin() + 10);
+    EXPECT_EQ(t->remove_if_unchanged(full.leaf, full.version, dead.data(), dead.size(), true, {}, full.frame,
+                                      full.frame_version),
+              10u);
+    EXPECT_EQ(stats().bottomup_removed.load(), 10u);
+    EXPECT_TRUE(t->insert(K(7, 9, 1), 0, UINT64_MAX, &full));
+    EXPECT_EQ(full.leaf, 0u);
+    EXPECT_EQ(x.t->trips, trips);
+    EXPECT_EQ(count7(), kLeafCapacity - 10 + 1);
+    // A stale stamp reads nothing.
+    tree::BTree::LeafFull again;
+    for (uint16_t i = 1; i <= 9; i++) ASSERT_TRUE(t->insert(K(7, 8, i)));
+    EXPECT_FALSE(t->insert(K(7, 9, 2), 0, UINT64_MAX, &again));
+    ASSERT_NE(again.leaf, 0u);
+    ASSERT_TRUE(t->insert(K(7, 9, 3)));  // splits (no `full`): the frame changes
+    EXPECT_FALSE(t->read_leaf(again.leaf, again.version, leaf, again.frame, again.frame_version));
+    EXPECT_TRUE(leaf.empty());
+}
+
+}  // namespace

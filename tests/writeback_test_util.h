@@ -1,0 +1,85 @@
+// Shared by the write-back tests: an in-process memory node whose round
+// trips are counted, and a cache handle whose write-back callbacks are the
+// real ones (write_back_node, write_back_nodes).
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "cache/cache.h"
+#include "cache/region.h"
+#include "tree_test_util.h"
+
+namespace dex::testing {
+
+// Counts the round trips that reach the memory node (a batch is one).
+class CountingTransport : public InProcForwarder {
+public:
+    using InProcForwarder::InProcForwarder;
+    void read(uint64_t o, void* d, uint32_t l) override { trips++, InProcForwarder::read(o, d, l); }
+    void write(uint64_t o, const void* s, uint32_t l) override { trips++, InProcForwarder::write(o, s, l); }
+    uint64_t cas(uint64_t o, uint64_t e, uint64_t d) override { return trips++, InProcForwarder::cas(o, e, d); }
+    void batch(RemoteOp* ops, size_t n) override { trips++, InProcForwarder::batch(ops, n); }
+    std::vector<uint8_t> rpc(net::Op op, const void* p, uint32_t l) override {
+        trips++;
+        return InProcForwarder::rpc(op, p, l);
+    }
+    uint64_t trips = 0;
+};
+
+// The change log (TreeOptions::log_changes) a write-back calls.
+inline std::vector<GAddr>& logged_nodes() {
+    static std::vector<GAddr> v;
+    return v;
+}
+inline void log_nodes(const GAddr* a, size_t n) { logged_nodes().insert(logged_nodes().end(), a, a + n); }
+
+struct WbFixture {
+    std::unique_ptr<memnode::Engine> engine = make_engine(64ull << 20);
+    CountingTransport* t = nullptr;
+    std::unique_ptr<RemoteMemory> mem;
+    Region reg{4096};
+    cache::Cache handle{*reg.region, 5};
+    uint64_t ns = 0;
+    WbFixture() {
+        std::vector<std::unique_ptr<Transport>> v;
+        auto ct = std::make_unique<CountingTransport>(*engine);
+        t = ct.get();
+        v.push_back(std::move(ct));
+        mem = std::make_unique<RemoteMemory>(std::move(v));
+        ns = ns_create(mem->node(0));
+        handle.set_write_back([this](uint32_t f, const Node& img) {
+            tree::TreeOptions o;
+            tree::NodeIO io(*mem, 0, o);
+            tree::write_back_node(io, reg.region->header(f).gaddr.load(), img, tree::Deadline(10000));
+            return true;
+        });
+        handle.set_write_back_many([this](const uint32_t* f, Node* imgs, size_t n, bool* ok) {
+            std::vector<GAddr> a;
+            std::vector<Node*> p;
+            for (size_t i = 0; i < n; i++) {
+                a.push_back(reg.region->header(f[i]).gaddr.load());
+                p.push_back(&imgs[i]);
+            }
+            std::vector<bool> d = tree::write_back_nodes(*mem, 0, a, p);
+            for (size_t i = 0; i < n; i++) ok[i] = d[i];
+        });
+    }
+    // An empty tree in write-back mode over the cache.
+    std::unique_ptr<tree::BTree> write_back_tree() {
+        tree::TreeOptions o;
+        o.cache = &handle;
+        auto t = std::make_unique<tree::BTree>(*mem, 0, ns, o);
+        t->init_empty();
+        t->set_write_back(true, [] { return true; });
+        return t;
+    }
+    std::vector<uint32_t> dirty_frames() {
+        std::vector<uint32_t> v;
+        reg.region->for_each_frame([&](const cache::FrameInfo& i) {
+            if (i.dirty && i.gaddr != kNullGAddr) v.push_back(i.frame);
+        });
+        return v;
+    }
+};
+
+}  // namespace dex::testing
