@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 17's write bar, dex vs btree in one cluster: single-row INSERTs of
-# fresh keys and key-changing UPDATEs (SET k = -k: never HOT), at each client
+# fresh keys and key-changing UPDATEs (never HOT), at each client
 # count, pgbench rounds alternating which index goes first; medians, dex/btree
 # ratios, and dex's remote round trips per statement (dex_stats()). Fully
 # cached (dex.cache_size > index), TCP loopback memory node, fsync off.
@@ -10,6 +10,13 @@
 # CHECKOUT (default: this one, built) is installed into a private copy of the
 # system PostgreSQL tree (scripts/lib.sh private_pg_install): no install lock.
 # DEX_WITH="write_back = on" builds the dex index with those options.
+#
+# The UPDATE flips the low bit of a row's key (rows hold even keys 2g at
+# first): `SET k = k # 1 WHERE k BETWEEN 2r AND 2r + 1` finds exactly one row
+# every time, as the evaluation's update does. (Until 2026-11-27 it was
+# `SET k = -k WHERE k = r`, which found nothing once row r had been updated:
+# later rounds measured more and more empty UPDATEs, whose scans met only the
+# row's dead old entry.)
 # Writes bench/results/<date>-<host>-pgbench-writes[-<options>].md.
 set -euo pipefail
 CO=$(cd "${1:-$(dirname "$0")/..}" && pwd); ROWS=${2:-300000}; SECS=${3:-6}; ROUNDS=${4:-3}
@@ -30,12 +37,13 @@ PB() { "$PG_BIN/pgbench" -n -h "$DEX_WORK" -p "$pport" -U postgres "$@" postgres
 P -q -c "CREATE EXTENSION dex"
 for t in dex btree; do
     P -q -c "CREATE TABLE kv_$t (k bigint, v bigint)" \
-        -c "INSERT INTO kv_$t SELECT g, g FROM generate_series(1, $ROWS) g" \
+        -c "INSERT INTO kv_$t SELECT 2 * g, g FROM generate_series(1, $ROWS) g" \
         -c "CREATE INDEX kv_${t}_k ON kv_$t USING $t (k) $([ "$t" = dex ] && [ -n "${DEX_WITH:-}" ] && echo "WITH (${DEX_WITH})")" -c "VACUUM ANALYZE kv_$t"
-    printf '\\set k random(1, %s)\nSELECT v FROM kv_%s WHERE k = :k;\n' "$ROWS" "$t" >"$DEX_WORK/warm_$t.sql"
+    printf '\\set k random(1, %s)\nSELECT v FROM kv_%s WHERE k = 2 * :k;\n' "$ROWS" "$t" >"$DEX_WORK/warm_$t.sql"
     printf '\\set k random(%s, %s)\nINSERT INTO kv_%s VALUES (:k, :client_id);\n' \
-        "$((ROWS + 1))" "$((ROWS * 1000))" "$t" >"$DEX_WORK/ins_$t.sql"
-    printf '\\set k random(1, %s)\nUPDATE kv_%s SET k = -k WHERE k = :k;\n' "$ROWS" "$t" >"$DEX_WORK/upd_$t.sql"
+        "$((2 * ROWS + 2))" "$((ROWS * 1000))" "$t" >"$DEX_WORK/ins_$t.sql"
+    printf '\\set r random(1, %s)\nUPDATE kv_%s SET k = k # 1 WHERE k BETWEEN 2 * :r AND 2 * :r + 1;\n' \
+        "$ROWS" "$t" >"$DEX_WORK/upd_$t.sql"
 done
 chmod a+r "$DEX_WORK"/*.sql
 PGOPTIONS="-c dex.leaf_admission=1" PB -c 2 -j 2 -T 8 -f "$DEX_WORK/warm_dex.sql" >/dev/null
@@ -83,7 +91,7 @@ L = ["# Writes through dex vs btree: single-row INSERT and key-changing UPDATE\n
      "|---|---|---|---|---|---|"]
 for (w, c) in sorted({(w, c) for (w, c, t) in tps}):
     d, b = st.median(tps[(w, c, 'dex')]), st.median(tps[(w, c, 'btree')])
-    name = {'ins': 'INSERT (fresh key)', 'upd': 'UPDATE SET k = -k'}[w]
+    name = {'ins': 'INSERT (fresh key)', 'upd': 'UPDATE SET k = k # 1 (one row)'}[w]
     L.append(f"| {name} | {c} | {d:.0f} | {b:.0f} | {d / b:.2f}x | {st.median(rts[(w, c)]):.3f} |")
 L += ["", "Every round (statement clients index round tps round_trips_per_statement):", "", "```"] + lines + ["```", ""]
 open(out, "w").write("\n".join(L))

@@ -504,6 +504,8 @@ extern void dex_check_index_relation(Relation index);
 extern void dex_define_gucs(void);
 extern void dex_register_worker(void);
 extern uint64 dex_cache_bytes(void);
+/* fewest dead entries of one batch worth a kill (its gate is a round trip) */
+extern int	dex_kill_min_entries;
 
 /* ---- dexsession.c ----------------------------------------------------- */
 

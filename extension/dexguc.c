@@ -28,6 +28,7 @@ static int	dex_cache_size_kb = 64 * 1024;
 static double dex_leaf_admission = 0.1;
 static bool dex_cache_leaves = true;
 static int	dex_writeback_interval_ms = 1000;
+int			dex_kill_min_entries = 4;
 static int	dex_offload = DEX_OFFLOAD_AUTO;
 
 static const struct config_enum_entry dex_offload_options[] = {
@@ -137,6 +138,15 @@ dex_define_gucs(void)
 							 PGC_USERSET,
 							 0,
 							 NULL, NULL, NULL);
+	DefineCustomIntVariable("dex.kill_min_entries",
+							"Fewest dead entries an index scan must have found in one leaf before it removes them.",
+							"A removal costs a remote round trip (the cluster registry's check), a heap fetch of a dead entry none; "
+							"fewer stay until a later scan finds enough, a bottom-up pass or VACUUM. 1 removes every one found.",
+							&dex_kill_min_entries,
+							4, 1, 10000,
+							PGC_USERSET,
+							0,
+							NULL, NULL, NULL);
 	DefineCustomBoolVariable("dex.narrow_images",
 							 "Whether a new byte-string index stores bool, int2, int4, oid and date key columns in their type's width.",
 							 "Off builds them with 8-byte images as dex did before; for testing that such indexes keep working.",

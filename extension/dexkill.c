@@ -143,6 +143,16 @@ dex_kill_flush(IndexScanDesc scan)
 	so->nkilled = 0;
 	if (n == 0 || so->tree == NULL || so->dscan == NULL)
 		return;
+	/*
+	 * Too few to pay for the gate's round trip: they stay (each costs later
+	 * scans a heap fetch) until a scan finds at least dex.kill_min_entries
+	 * in one leaf, a bottom-up pass or VACUUM.
+	 */
+	if (n < dex_kill_min_entries)
+		return;
+	/* a write-back leaf changed since the batch: the kill would be skipped */
+	if (dex_tree_kill_futile(so->tree, &so->stamp, n))
+		return;
 	if (!dex_kill_gate(scan->indexRelation, n))
 		return;
 	memset(&err, 0, sizeof(err));

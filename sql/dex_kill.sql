@@ -11,6 +11,9 @@ RESET client_min_messages;
 -- These are the kills' tests: no bottom-up pass may remove the dead versions
 -- first (sql/dex_bottomup.sql tests those).
 SET dex.bottom_up = off;
+-- Every dead entry a scan finds goes (by default a leaf's batch needs
+-- dex.kill_min_entries = 4 of them to pay the removal's round trip; section 6).
+SET dex.kill_min_entries = 1;
 
 -- Kills need the global xmin horizon past the deleters: wait (up to 10 s)
 -- until no other backend holds a snapshot (an autoanalyze, say).
@@ -152,6 +155,21 @@ SELECT count(*) AS differing FROM
     WHERE q.n IS DISTINCT FROM kill_b_idx.n OR q.v IS DISTINCT FROM kill_b_idx.v;
 RESET enable_indexscan;
 SELECT * FROM dex_check('kill_b_s');
+
+-- 6. dex.kill_min_entries (default 4): a batch with fewer dead entries
+-- leaves them (a removal's gate is a remote round trip, a dead entry costs a
+-- scan one heap fetch); once a scan finds 4 in its leaf, they go.
+RESET dex.kill_min_entries;
+SET enable_seqscan = off;
+SELECT 'UPDATE kill_t SET v = v + 1000 WHERE v = (SELECT max(v) FROM kill_t WHERE k = 9)' FROM generate_series(1, 3) \gexec
+SELECT kill_quiet();
+SELECT dex_stats_reset();
+SELECT count(*) FROM kill_t WHERE k = 9;
+SELECT kills, (dex_check('kill_t_k')).entries FROM dex_stats();
+SELECT 'UPDATE kill_t SET v = v + 1000 WHERE v = (SELECT max(v) FROM kill_t WHERE k = 9)' \gexec
+SELECT kill_quiet();
+SELECT count(*) FROM kill_t WHERE k = 9;
+SELECT kills, (dex_check('kill_t_k')).entries FROM dex_stats();
 
 RESET enable_seqscan;
 RESET enable_bitmapscan;

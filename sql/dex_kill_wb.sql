@@ -20,6 +20,7 @@ ALTER SYSTEM SET dex.writeback_interval = '1h';
 SELECT pg_reload_conf();
 SELECT pg_sleep(0.5);
 SET dex.bottom_up = off;
+SET dex.kill_min_entries = 1;  -- every dead entry found goes (sql/dex_kill.sql tests the default)
 
 CREATE FUNCTION killwb_quiet() RETURNS bool LANGUAGE plpgsql AS $$
 BEGIN

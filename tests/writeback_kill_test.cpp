@@ -94,7 +94,9 @@ TEST_F(WbKillTest, RemovesInPlaceWithoutARoundTrip) {
 
 TEST_F(WbKillTest, SkippedAfterAnInPlaceInsert) {
     Stamp s = first_batch();
+    EXPECT_TRUE(t->stamp_current(s.leaf, s.frame, s.frame_version));
     ASSERT_TRUE(t->insert(K(7, 2, 1)));  // in place: body_version unchanged
+    EXPECT_FALSE(t->stamp_current(s.leaf, s.frame, s.frame_version));  // (a kill's gate is spared)
     EXPECT_EQ(kill(s, s.batch.data(), s.batch.size()), 0u);
     EXPECT_EQ(stats().kills_skipped.load(), s.batch.size());
     EXPECT_EQ(count7(), 21u);

@@ -370,6 +370,18 @@ void dex_scan_stamp(const DexScan* scan, DexLeafStamp* out) {
         fill(*scan->sscan);
 }
 
+int dex_tree_kill_futile(DexTree* tree, const DexLeafStamp* stamp, int n) {
+    if (!tree || !stamp) return 0;
+    bool current = true;
+    DexError err{};
+    guarded(&err, [&] {
+        tree->run_any([&](auto& t) { current = t.stamp_current(stamp->leaf, stamp->frame, stamp->frame_version); });
+    });
+    if (current) return 0;
+    dex::Stats::add(dex::stats().kills_skipped, static_cast<uint64_t>(n > 0 ? n : 0));
+    return 1;
+}
+
 int dex_tree_kill(DexTree* tree, const DexLeafStamp* stamp, const DexKey* keys, int n, int bottom_up,
                   uint64_t* removed, DexError* err) {
     if (removed) *removed = 0;

@@ -328,6 +328,10 @@ void		dex_scan_end(DexScan *scan);
  * bottomup_removed instead of kills).
  */
 void		dex_scan_stamp(const DexScan *scan, DexLeafStamp *out);
+/* 1: a kill of n entries at `stamp` would be skipped (a write-back tree's
+ * frame changed since; counted as kills_skipped); 0: it may remove
+ * something. A local check, never an error. */
+int			dex_tree_kill_futile(DexTree *tree, const DexLeafStamp *stamp, int n);
 int			dex_tree_kill(DexTree *tree, const DexLeafStamp *stamp, const DexKey *keys, int n,
 						  int bottom_up, uint64_t *removed, DexError *err);
 

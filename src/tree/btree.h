@@ -157,6 +157,11 @@ public:
     // The entries of the leaf at `leaf` (one remote read) if it is still at
     // body_version `version` (what insert() reported in LeafFull); false
     // (out empty) if it changed, was freed or reused.
+    // May a kill at this stamp still remove anything? Write-back mode with a
+    // frame stamp: only while the frame's version word is `frame_version`
+    // (a local load; spares a kill that would be skipped its gate). True
+    // otherwise (a remote version can only be checked remotely).
+    bool stamp_current(GAddr leaf, uint32_t frame, uint64_t frame_version) const;
     // Write-back mode with `frame_version` != 0: from cache frame `frame`,
     // only while its version word is `frame_version` (no round trip).
     bool read_leaf(GAddr leaf, uint64_t version, std::vector<Key>& out, uint32_t frame = 0xFFFFFFFFu,

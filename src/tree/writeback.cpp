@@ -254,6 +254,14 @@ uint64_t BTreeT<L>::wb_kill(GAddr a, uint32_t f, uint64_t fv, const Key* keys, s
 }
 
 template <class L>
+bool BTreeT<L>::stamp_current(GAddr leaf, uint32_t f, uint64_t fv) const {
+    if (!wb_ || fv == 0) return true;
+    cache::CacheRegion& R = cache_->region();
+    return f < R.frame_count() && R.header(f).version.load(std::memory_order_acquire) == fv &&
+           R.header(f).gaddr.load(std::memory_order_acquire) == leaf;
+}
+
+template <class L>
 bool BTreeT<L>::wb_read_leaf(GAddr a, uint32_t f, uint64_t fv, std::vector<Key>& out) {
     cache::CacheRegion& R = cache_->region();
     out.clear();
