@@ -5,7 +5,8 @@
 -- sequential scan; a repeatable-read snapshot that still sees the old
 -- versions keeps them; what went is gone from remote memory after the
 -- write-back too (dex_check writes the index's dirty frames back first and
--- counts the remote entries).
+-- counts the remote entries). Bottom-up passes of write-back indexes:
+-- sql/dex_bottomup.sql section 4.
 --
 -- A kill is a hint: a batch copied from remote memory (a leaf admitted by
 -- that very read) or a frame written back meanwhile is skipped. So that the
@@ -22,17 +23,8 @@ SELECT pg_sleep(0.5);
 SET dex.bottom_up = off;
 SET dex.kill_min_entries = 1;  -- every dead entry found goes (sql/dex_kill.sql tests the default)
 
-CREATE FUNCTION killwb_quiet() RETURNS bool LANGUAGE plpgsql AS $$
-BEGIN
-  FOR i IN 1..100 LOOP
-    IF NOT EXISTS (SELECT 1 FROM pg_stat_activity
-                   WHERE backend_xmin IS NOT NULL AND pid <> pg_backend_pid()) THEN
-      RETURN true;
-    END IF;
-    PERFORM pg_sleep(0.1);
-  END LOOP;
-  RETURN false;
-END $$;
+-- kill_quiet(): sql/dex_kill.sql's wait for the global xmin horizon (it runs
+-- right before this suite and leaves it for us).
 -- n non-HOT updates (v has a btree index) of the 10 rows of key `key`,
 -- found by a sequential scan: no dex scan sees the old versions.
 CREATE FUNCTION killwb_churn(key int, n int) RETURNS void LANGUAGE plpgsql AS $$
@@ -79,7 +71,7 @@ SELECT dblink_disconnect('old');
 -- a transaction with an xid moves this session's xmin, which makes it
 -- recompute the global horizon (GlobalVisTestShouldUpdate) without 'old'
 SELECT txid_current() > 0 AS xid_assigned;
-SELECT killwb_quiet();
+SELECT kill_quiet();
 
 -- 2. Now one index scan of each index removes the 300 dead entries of key 5,
 -- in place: no remote write until the write-back.
@@ -97,7 +89,7 @@ SELECT kills FROM dex_stats();
 
 -- 3. Backward scans kill too; every answer equals a sequential scan's.
 SELECT killwb_churn(7, 1) FROM generate_series(1, 8);
-SELECT killwb_quiet();
+SELECT kill_quiet();
 SELECT dex_stats_reset();
 SELECT array_agg(v ORDER BY v) = (SELECT array_agg(v ORDER BY v) FROM killwb WHERE k + 0 = 7) AS same
   FROM (SELECT v FROM killwb WHERE k = 7 ORDER BY k DESC) q;
@@ -115,49 +107,10 @@ SELECT count(*) AS differing FROM
     WHERE q.n IS DISTINCT FROM r.n OR q.v IS DISTINCT FROM r.v;
 SELECT (dex_check('killwb_k')).leaves > 0 AS k_ok, (dex_check('killwb_s')).leaves > 0 AS s_ok;
 
--- 4. Bottom-up deletion (src/README.md "Bottom-up deletion"): an UPDATE that
--- leaves the key alone and finds its cached leaf full removes the versions
--- there dead to everyone first, in the frame. 20 rounds of single-row
--- updates of 200 rows by sequential scans (no index scan kills): with
--- dex.bottom_up = off the index holds every version.
-CREATE TABLE bwb_on (k int, v int) WITH (autovacuum_enabled = off);
-CREATE TABLE bwb_off (k int, v int) WITH (autovacuum_enabled = off);
-CREATE INDEX bwb_on_v ON bwb_on (v);
-CREATE INDEX bwb_off_v ON bwb_off (v);
-INSERT INTO bwb_on SELECT g, g FROM generate_series(1, 200) g;
-INSERT INTO bwb_off SELECT g, g FROM generate_series(1, 200) g;
-CREATE INDEX bwb_on_k ON bwb_on USING dex (k) WITH (write_back = on);
-CREATE INDEX bwb_off_k ON bwb_off USING dex (k) WITH (write_back = on);
-CREATE PROCEDURE bwb_rounds(tab regclass, rounds int) LANGUAGE plpgsql AS $$
-BEGIN
-  FOR r IN 1..rounds LOOP
-    FOR i IN 1..200 LOOP
-      EXECUTE format('UPDATE %s SET v = v + 1 WHERE k::text = $1', tab) USING i::text;
-    END LOOP;
-    COMMIT;
-  END LOOP;
-END $$;
-RESET enable_seqscan;
-SET enable_indexscan = off;
-SELECT killwb_quiet();
-SET dex.bottom_up = off;
-CALL bwb_rounds('bwb_off', 20);
-SET dex.bottom_up = on;
-SELECT dex_stats_reset();
-CALL bwb_rounds('bwb_on', 20);
-SELECT bottomup_passes > 0 AS passes, bottomup_removed > 0 AS removed FROM dex_stats();
-SELECT (dex_check('bwb_off_k')).entries AS off_entries, (dex_check('bwb_on_k')).entries < 2000 AS on_bounded;
-RESET enable_indexscan;
-SET enable_seqscan = off;
-SELECT count(*), sum(v) FROM bwb_on WHERE k > 0;
-SELECT count(*), sum(v) FROM bwb_off WHERE k > 0;
-SELECT (dex_check('bwb_on_k')).leaves > 0 AS ok;
-
 RESET enable_seqscan;
 RESET enable_bitmapscan;
-DROP TABLE killwb, bwb_on, bwb_off;
-DROP PROCEDURE bwb_rounds(regclass, int);
-DROP FUNCTION killwb_quiet();
+DROP TABLE killwb;
+DROP FUNCTION kill_quiet();
 DROP FUNCTION killwb_churn(int, int);
 ALTER SYSTEM RESET dex.writeback_interval;
 SELECT pg_reload_conf();
