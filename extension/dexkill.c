@@ -7,11 +7,12 @@
  * remembers that entry (a 16-byte key, or a byte-string entry's bytes), as
  * nbtree's killedItems. When it leaves the batch
  * (next batch, direction change, rescan, end of scan) the remembered entries
- * are removed -- only if the leaf is still at the version the batch was read
- * at (dex_tree_kill; a write-back tree: its cache frame still at the version
- * word the batch was copied at, K5), only on the writer, and only while no hot standby holds
- * a slot in the cluster registry (dex_registry_kill_allowed, which first
- * raises the registry's removal_lsn). Kills are hints: anything that goes
+ * are removed -- only if there are at least dex.kill_min_entries of them,
+ * only if the leaf is still at the version the batch was read at
+ * (dex_tree_kill; a write-back tree: its cache frame still at the version
+ * word the batch was copied at, K5), only on the writer, and only while no
+ * hot standby holds a slot in the cluster registry
+ * (dex_registry_kill_allowed, which first raises the registry's removal_lsn). Kills are hints: anything that goes
  * wrong drops them (DEBUG1), never the query. No latch, frame or remote
  * lock is held when this runs; the C API returns with all of them released.
  */

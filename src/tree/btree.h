@@ -154,16 +154,16 @@ public:
                                  bool bottom_up = false,
                                  std::chrono::steady_clock::time_point seen_at = {},
                                  uint32_t frame = 0xFFFFFFFFu, uint64_t frame_version = 0);
-    // The entries of the leaf at `leaf` (one remote read) if it is still at
-    // body_version `version` (what insert() reported in LeafFull); false
-    // (out empty) if it changed, was freed or reused.
     // May a kill at this stamp still remove anything? Write-back mode with a
     // frame stamp: only while the frame's version word is `frame_version`
     // (a local load; spares a kill that would be skipped its gate). True
     // otherwise (a remote version can only be checked remotely).
     bool stamp_current(GAddr leaf, uint32_t frame, uint64_t frame_version) const;
-    // Write-back mode with `frame_version` != 0: from cache frame `frame`,
-    // only while its version word is `frame_version` (no round trip).
+    // The entries of the leaf at `leaf` (one remote read) if it is still at
+    // body_version `version` (what insert() reported in LeafFull); false
+    // (out empty) if it changed, was freed or reused. Write-back mode: from
+    // cache frame `frame`, only while its version word is `frame_version`
+    // (no round trip; no frame stamp: false).
     bool read_leaf(GAddr leaf, uint64_t version, std::vector<Key>& out, uint32_t frame = 0xFFFFFFFFu,
                    uint64_t frame_version = 0);
     // Merge away leaves that a delete left empty (a merge skipped under lock
@@ -484,7 +484,10 @@ private:
     // Under frame h's exclusive lock, before the first change of a clean
     // frame: register the tree dirty and note dirty_since. False: the tree
     // cannot be dirtied (registry full); the caller writes through or skips.
+    // If registering throws, h is unlocked (unchanged) before the rethrow.
     bool wb_begin_change(cache::FrameHeader& h);
+    // Frame h (its image n) holds leaf `a` of this tree, live, in our layout.
+    bool frame_holds_leaf(const cache::FrameHeader& h, const Node& n, GAddr a) const;
     // Write-back mode, slow path: exclusive right to change leaf `a` while
     // writing through: its frame locked (written back first if dirty), or, if
     // not cached, its I/O marker held (nobody admits and dirties it meanwhile).

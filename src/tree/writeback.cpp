@@ -132,13 +132,8 @@ int BTreeT<L>::wb_modify(GAddr a, const Key* keys, size_t n, bool insert, size_t
     if (f == cache::kNoFrame || f == cache::MappingTable::kIoInProgress) return 0;
     cache::FrameHeader& h = R.header(f);
     h.lock();  // we hold no other frame lock
-    if (h.gaddr.load(std::memory_order_relaxed) != a || h.get_state() == cache::FrameState::kFree) {
-        h.unlock_unchanged();
-        return 0;
-    }
     Node* nd = R.node(f);
-    if (nd->tree_id != tree_id_ || nd->level != 0 || nd->is_deleted() || !L::layout_ok(*nd) ||
-        !covers(*nd, keys[0], false)) {
+    if (!frame_holds_leaf(h, *nd, a) || !covers(*nd, keys[0], false)) {
         h.unlock_unchanged();
         return 0;
     }
@@ -188,6 +183,12 @@ int BTreeT<L>::wb_modify(GAddr a, const Key* keys, size_t n, bool insert, size_t
 }
 
 template <class L>
+bool BTreeT<L>::frame_holds_leaf(const cache::FrameHeader& h, const Node& n, GAddr a) const {
+    return h.gaddr.load(std::memory_order_acquire) == a && h.get_state() != cache::FrameState::kFree &&
+           n.tree_id == tree_id_ && n.level == 0 && !n.is_deleted() && L::layout_ok(n);
+}
+
+template <class L>
 bool BTreeT<L>::wb_begin_change(cache::FrameHeader& h) {
     if (h.dirty.load(std::memory_order_relaxed)) return true;
     bool ok;
@@ -221,10 +222,7 @@ uint64_t BTreeT<L>::wb_kill(GAddr a, uint32_t f, uint64_t fv, const Key* keys, s
         cache::FrameHeader& h = R.header(f);
         if (h.try_upgrade(fv)) {
             Node* nd = R.node(f);
-            const bool same = h.gaddr.load(std::memory_order_relaxed) == a &&
-                              h.get_state() != cache::FrameState::kFree && nd->tree_id == tree_id_ &&
-                              nd->level == 0 && !nd->is_deleted() && L::layout_ok(*nd);
-            if (same) {
+            if (frame_holds_leaf(h, *nd, a)) {
                 for (size_t i = 0; i < n; i++)
                     if (has_entry(*nd, L::lower_bound(*nd, keys[i]), keys[i])) gone.push_back(keys[i]);
             }
@@ -267,11 +265,10 @@ bool BTreeT<L>::wb_read_leaf(GAddr a, uint32_t f, uint64_t fv, std::vector<Key>&
     out.clear();
     if (f >= R.frame_count()) return false;
     cache::FrameHeader& h = R.header(f);
-    if (h.begin_read() != fv || h.gaddr.load(std::memory_order_acquire) != a) return false;
+    if (h.begin_read() != fv) return false;
     Node img;
     R.copy_unswizzled(f, img);
-    if (!R.validate(f, fv) || img.tree_id != tree_id_ || img.level != 0 || img.is_deleted() || !L::layout_ok(img))
-        return false;
+    if (!R.validate(f, fv) || !frame_holds_leaf(h, img, a)) return false;
     out.reserve(img.count);
     for (size_t i = 0; i < img.count; i++) out.emplace_back(L::entry(img, i));
     return true;
