@@ -23,7 +23,11 @@ public:
         trips++;
         return InProcForwarder::rpc(op, p, l);
     }
+    // Whether the node announces OFFLOAD_SPLIT_IMAGE (write-back splits on
+    // the memory node); off: such leaves split one-sided.
+    bool offload_split_image_allowed() override { return split_image && in_.offload_split_image_allowed(); }
     uint64_t trips = 0;
+    bool split_image = false;
 };
 
 // The change log (TreeOptions::log_changes) a write-back calls.

@@ -413,7 +413,7 @@ struct Engine::Impl {
         r.version = kProtocolVersion;
         r.flags = (cpu_atomics.load(std::memory_order_relaxed) ? kHelloCpuAtomics : 0) | kHelloOffloadBatch |
                   kHelloOffloadBytes | kHelloOffloadBytesBatch | kHelloOffloadSplit |
-                  kHelloOffloadBatchSplit;
+                  kHelloOffloadBatchSplit | kHelloOffloadSplitImage;
         put(resp, r);
     }
 
@@ -575,6 +575,7 @@ struct Engine::Impl {
             case kOpOffloadBytesBatch: do_offload_bytes_batch(hdr, payload, resp, client); return;
             case kOpOffloadSplit: do_offload_split(hdr, payload, resp, client); return;
             case kOpOffloadBatchSplit: do_offload_batch_split(hdr, payload, resp, client); return;
+            case kOpOffloadSplitImage: do_offload_split_image(hdr, payload, resp, client); return;
             case kOpOffloadBytes: {
                 try {
                     // A malformed payload is a protocol error even where writes are refused.
@@ -624,6 +625,27 @@ struct Engine::Impl {
         split.alloc = [this, ns = ext.ns] { return split_alloc(ns); };
         try {
             execute_offload(pool, pool_bytes, client, req, resp, true, &split);
+        } catch (const std::invalid_argument& e) {
+            throw Fail{kStatusProtocol, e.what()};
+        }
+        offload_work();
+        offloads.fetch_add(1, std::memory_order_relaxed);
+    }
+
+    // OFFLOAD_SPLIT_IMAGE: a write-back leaf's split from the compute
+    // server's image (engine/offload.cpp), the sibling from the tree's
+    // namespace as for OFFLOAD_SPLIT.
+    void do_offload_split_image(const FrameHeader& hdr, const uint8_t* payload, std::vector<uint8_t>& resp,
+                                uint64_t client) {
+        exact(hdr, net::kOffloadSplitImageRequest);
+        net::OffloadSplitExt ext;
+        std::memcpy(&ext, payload + sizeof(net::OffloadRequest), sizeof ext);
+        if (!cpu_atomics.load(std::memory_order_relaxed)) throw no_cpu_atomics("OFFLOAD_SPLIT_IMAGE");
+        SplitContext split;
+        split.parent = ext.parent;
+        split.alloc = [this, ns = ext.ns] { return split_alloc(ns); };
+        try {
+            execute_offload_split_image(pool, pool_bytes, client, payload, split, resp);
         } catch (const std::invalid_argument& e) {
             throw Fail{kStatusProtocol, e.what()};
         }

@@ -305,6 +305,47 @@ void execute_offload(uint8_t* pool, uint64_t pool_bytes, uint64_t client_id, con
              resp, with_image, split);
 }
 
+void execute_offload_split_image(uint8_t* pool, uint64_t pool_bytes, uint64_t client_id, const uint8_t* payload,
+                                 const SplitContext& split, std::vector<uint8_t>& resp) {
+    net::OffloadRequest req;
+    net::OffloadImageExt img_ext;
+    Node img;
+    std::memcpy(&req, payload, sizeof req);
+    std::memcpy(&img_ext, payload + sizeof req + sizeof(net::OffloadSplitExt), sizeof img_ext);
+    std::memcpy(static_cast<void*>(&img), payload + sizeof req + sizeof(net::OffloadSplitExt) + sizeof img_ext,
+                kNodeSize);
+    check_offload_request(pool_bytes, req);
+    if (req.kind != net::kOffloadInsert || req.start_level != 0)
+        throw std::invalid_argument("OFFLOAD_SPLIT_IMAGE: an insert at a leaf only");
+    // The image is the compute server's: only a leaf of the fixed layout of
+    // this tree whose entries fit is used (then the layout's split is safe).
+    if (is_slotted(img) || img.level != 0 || img.tree_id != req.tree_id || img.count > kLeafCapacity ||
+        img.is_deleted())
+        throw std::invalid_argument("OFFLOAD_SPLIT_IMAGE: the image is not a leaf of the tree");
+    const uint64_t off = req.start;
+    Node cur;  // what remote memory holds: the same leaf, at the image's version or (unlocked) newer
+    if (!read_pool_node(pool, pool_bytes, off, cur) || cur.tree_id != req.tree_id || cur.level != 0 ||
+        is_slotted(cur) || cur.is_deleted() || cur.body_version < img_ext.version)
+        return reply(resp, net::kOffloadRestart, 0);
+    if (req.journal != 0) write_journal(pool, req.journal, req.record, sizeof req.record);
+    // write_leaf locks at cur's version (the CAS proves nothing changed since
+    // the read) and then works on the image instead of cur: the frame holds
+    // every change of the leaf (single writer), cur at most fewer.
+    img.body_version = cur.body_version;
+    FixedLayout layout;
+    std::memcpy(&layout.key, req.key, sizeof layout.key);
+    const Target t{off, req.tree_id, req.node, req.kind, 0};
+    uint8_t st = 0;
+    GAddr sib = 0;
+    Node sib_img;
+    if (!write_leaf(pool, pool_bytes, off, client_id, layout, t, &split, img, st, sib, sib_img))
+        return reply(resp, net::kOffloadRestart, 0);  // changed or locked since the read: the compute side's way
+    const GAddr leaf = make_gaddr(req.node, off);
+    if (st == net::kOffloadSplit)
+        return reply_split(pool, pool_bytes, client_id, t, split, split.parent, leaf, img, sib, sib_img, resp);
+    reply(resp, st, leaf, st == net::kOffloadDone ? &img : nullptr);
+}
+
 net::OffloadBytesView check_offload_bytes(uint64_t pool_bytes, const uint8_t* payload, size_t len) {
     net::OffloadBytesView v;
     if (const char* why = net::parse_offload_bytes(payload, len, v)) throw std::invalid_argument(why);

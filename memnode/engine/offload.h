@@ -44,6 +44,17 @@ struct SplitContext {
 void execute_offload(uint8_t* pool, uint64_t pool_bytes, uint64_t client_id, const net::OffloadRequest& req,
                      std::vector<uint8_t>& resp, bool with_image = true, const SplitContext* split = nullptr);
 
+// OFFLOAD_SPLIT_IMAGE (net/protocol.h; src/README.md "Write-back mode"):
+// `payload` is kOffloadSplitImageRequest bytes (the engine checked the
+// length). The leaf at req.start is locked at the version remote memory holds
+// (never below the image's), replaced by the image with the key inserted,
+// and split as OFFLOAD_SPLIT splits (`split`: its allocator and the parent
+// from the request). Answers as OFFLOAD_SPLIT; kOffloadRestart (nothing
+// changed) when the leaf is locked, changed meanwhile or not this tree's leaf.
+// Throws std::invalid_argument for a malformed request or image.
+void execute_offload_split_image(uint8_t* pool, uint64_t pool_bytes, uint64_t client_id, const uint8_t* payload,
+                                 const SplitContext& split, std::vector<uint8_t>& resp);
+
 // OFFLOAD_BYTES (net/protocol.h): the same operation on a tree of slotted
 // nodes, the key and journal record given as bytes. check_offload_bytes()
 // throws std::invalid_argument for a malformed payload (net::

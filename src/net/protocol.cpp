@@ -29,6 +29,7 @@ const char* op_name(uint16_t op) {
         case kOpOffloadBytesBatch: return "OFFLOAD_BYTES_BATCH";
         case kOpOffloadSplit: return "OFFLOAD_SPLIT";
         case kOpOffloadBatchSplit: return "OFFLOAD_BATCH_SPLIT";
+        case kOpOffloadSplitImage: return "OFFLOAD_SPLIT_IMAGE";
         default: return nullptr;
     }
 }

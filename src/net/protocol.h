@@ -98,6 +98,14 @@ enum Op : uint16_t {
                                 //   its parent images; no leaf images. OFFLOAD_BATCH whose
                                 //   full leaves are split by the memory node as OFFLOAD_SPLIT does; only to
                                 //   nodes whose HELLO has kHelloOffloadBatchSplit
+    kOpOffloadSplitImage = 36,  // req: OffloadRequest (kind kOffloadInsert, start = the leaf, level 0) +
+                                //   OffloadSplitExt + OffloadImageExt + the leaf's image (kNodeSize bytes)
+                                //   resp: as OFFLOAD_SPLIT. Write-back mode: the compute server's cached
+                                //   frame is the newest copy of the leaf; the memory node locks the leaf at
+                                //   its current version (>= OffloadImageExt::version), replaces it by the
+                                //   image and inserts the key there, splitting it as OFFLOAD_SPLIT does
+                                //   (src/README.md "Write-back mode", splits); only to nodes whose HELLO
+                                //   has kHelloOffloadSplitImage
 };
 
 // What an offloaded operation does at the leaf covering `key`.
@@ -185,8 +193,12 @@ constexpr uint32_t kHelloOffloadBytesBatch = 1u << 3;
 constexpr uint32_t kHelloOffloadSplit = 1u << 4;
 // kHelloOffloadBatchSplit: the node executes OFFLOAD_BATCH_SPLIT (batched
 // inserts whose full leaves it splits itself). A capability bit for the same
-// reason; still needs kHelloCpuAtomics. (1u << 6 is reserved.)
+// reason; still needs kHelloCpuAtomics.
 constexpr uint32_t kHelloOffloadBatchSplit = 1u << 5;
+// kHelloOffloadSplitImage: the node executes OFFLOAD_SPLIT_IMAGE (a
+// write-back leaf's split, from the compute server's image). A capability bit
+// for the same reason; still needs kHelloCpuAtomics.
+constexpr uint32_t kHelloOffloadSplitImage = 1u << 6;
 // Whether a node whose HELLO said `flags` takes batched offloaded writes.
 inline bool offload_batch_usable(uint32_t flags) {
     return (flags & kHelloCpuAtomics) != 0 && (flags & kHelloOffloadBatch) != 0;
@@ -198,6 +210,10 @@ inline bool offload_bytes_batch_usable(uint32_t flags) {
 // Whether a node whose HELLO said `flags` takes OFFLOAD_SPLIT.
 inline bool offload_split_usable(uint32_t flags) {
     return (flags & kHelloCpuAtomics) != 0 && (flags & kHelloOffloadSplit) != 0;
+}
+// Whether a node whose HELLO said `flags` takes OFFLOAD_SPLIT_IMAGE.
+inline bool offload_split_image_usable(uint32_t flags) {
+    return (flags & kHelloCpuAtomics) != 0 && (flags & kHelloOffloadSplitImage) != 0;
 }
 // Whether a node whose HELLO said `flags` takes OFFLOAD_BATCH_SPLIT.
 inline bool offload_batch_split_usable(uint32_t flags) {
@@ -268,6 +284,14 @@ struct OffloadSplitTail {
                            //   the compute side inserts the separator (the sibling's low fence)
 };
 static_assert(sizeof(OffloadSplitTail) == 16);
+// OFFLOAD_SPLIT_IMAGE: after OffloadRequest and OffloadSplitExt, this, then
+// the leaf's image (kNodeSize bytes, the fixed layout, level 0, this tree).
+struct OffloadImageExt {
+    uint64_t version;      // the image's body_version: remote memory holds the leaf at it or, unlocked, newer
+};
+static_assert(sizeof(OffloadImageExt) == 8);
+constexpr size_t kOffloadSplitImageRequest =
+    sizeof(OffloadRequest) + sizeof(OffloadSplitExt) + sizeof(OffloadImageExt) + DEX_NODE_BYTES;
 constexpr size_t kMaxOffloadSplitReply = sizeof(OffloadReply) + sizeof(OffloadSplitTail) + 3 * DEX_NODE_BYTES;
 
 // OFFLOAD_BYTES: an offload on a tree of slotted nodes. The fixed

@@ -106,6 +106,12 @@ bool InProcTransport::offload_split_allowed() {
     return net::offload_split_usable(impl_->hello_flags);
 }
 
+bool InProcTransport::offload_split_image_allowed() {
+    std::lock_guard<std::mutex> g(impl_->mu);
+    impl_->ensure_ready();
+    return net::offload_split_image_usable(impl_->hello_flags);
+}
+
 bool InProcTransport::offload_batch_split_allowed() {
     std::lock_guard<std::mutex> g(impl_->mu);
     impl_->ensure_ready();

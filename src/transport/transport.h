@@ -78,6 +78,10 @@ public:
     // and executes offloaded writes: a fixed tree's batched inserts go there,
     // and a full leaf is split there instead of coming back. Connects if needed.
     virtual bool offload_batch_split_allowed() { return false; }
+    // Whether the memory node takes OFFLOAD_SPLIT_IMAGE (kHelloOffloadSplitImage)
+    // and executes offloaded writes: a write-back leaf that fills up is split
+    // there from its cached image. Connects if needed.
+    virtual bool offload_split_image_allowed() { return false; }
     // Whether this transport's one-sided operations (read, write, CAS) are
     // served by the memory node's CPU too, as TCP's are (a request per op to
     // its worker threads), rather than bypassing it (RDMA verbs, in-process

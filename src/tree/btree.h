@@ -620,7 +620,16 @@ private:
     // insert; false: nothing changed, go one-sided.
     bool offload_cached_split(const Descent& d, KeyRef key, Path& path, const Deadline& dl, uint8_t* st);
     // The RPC: `parent` the leaf's parent if known and on the same node (else 0).
-    void offload_split_rpc(GAddr start, int level, KeyRef key, GAddr parent, SplitReply& out);
+    // With `image` (write-back mode, at the leaf `start`): OFFLOAD_SPLIT_IMAGE,
+    // the leaf replaced by that image (its body_version the one the frame holds).
+    void offload_split_rpc(GAddr start, int level, KeyRef key, GAddr parent, SplitReply& out,
+                           const Node* image = nullptr);
+    // Write-back mode (src/README.md "Write-back mode", splits): an insert
+    // into the full leaf `a` whose frame `guard` holds (dirty or not), split
+    // by its memory node from the frame's image in one round trip. True (and
+    // *inserted set): done, the guard let go; false: nothing changed, the
+    // guard still held, go one-sided.
+    bool wb_split_at_memnode(GAddr a, WbGuard& guard, KeyRef key, Path& path, const Deadline& dl, bool* inserted);
     // After a kOffloadSplit: the new images into the cache (the leaf's frame
     // held by `hold` since before the RPC, if it was cached), the changed
     // nodes logged, and the downlink inserted here if the memory node left it
@@ -734,7 +743,8 @@ uint8_t BTreeT<FixedLayout>::offload_rpc_fixed(uint8_t kind, GAddr start, int le
 template <>
 net::OffloadRequest BTreeT<FixedLayout>::fixed_offload_request(uint8_t kind, GAddr start, int level, KeyRef key);
 template <>
-void BTreeT<FixedLayout>::offload_split_rpc(GAddr start, int level, KeyRef key, GAddr parent, SplitReply& out);
+void BTreeT<FixedLayout>::offload_split_rpc(GAddr start, int level, KeyRef key, GAddr parent, SplitReply& out,
+                                            const Node* image);
 template <>
 uint8_t BTreeT<SlottedLayout>::offload_rpc_slotted(uint8_t kind, GAddr start, int level, KeyRef key,
                                                    Node* leaf_out, GAddr* leaf_addr);

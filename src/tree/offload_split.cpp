@@ -23,18 +23,26 @@ bool image_ok(const Node& n, uint32_t tree_id, int level) {
 }  // namespace
 
 template <>
-void BTreeT<FixedLayout>::offload_split_rpc(GAddr start, int level, KeyRef key, GAddr parent, SplitReply& out) {
+void BTreeT<FixedLayout>::offload_split_rpc(GAddr start, int level, KeyRef key, GAddr parent, SplitReply& out,
+                                            const Node* image) {
     const uint32_t node = gaddr_node(start);
-    uint8_t req[sizeof(net::OffloadRequest) + sizeof(net::OffloadSplitExt)];
+    uint8_t req[net::kOffloadSplitImageRequest];
     const net::OffloadRequest r = fixed_offload_request(net::kOffloadInsert, start, level, key);
     const net::OffloadSplitExt ext{part_ns_[node], parent ? gaddr_offset(parent) : 0};
     std::memcpy(req, &r, sizeof r);
     std::memcpy(req + sizeof r, &ext, sizeof ext);
+    uint32_t len = sizeof r + sizeof ext;
+    if (image) {
+        const net::OffloadImageExt ie{image->body_version};
+        std::memcpy(req + len, &ie, sizeof ie);
+        std::memcpy(req + len + sizeof ie, image, kNodeSize);
+        len = sizeof req;
+    }
     const auto t0 = std::chrono::steady_clock::now();
     std::vector<uint8_t> resp;
     {
         InterruptHold hold;  // as any offloaded write: its answer is waited for (offload_rpc_fixed)
-        resp = mem_.node(node).rpc(net::kOpOffloadSplit, req, sizeof req);
+        resp = mem_.node(node).rpc(image ? net::kOpOffloadSplitImage : net::kOpOffloadSplit, req, len);
     }
     Stats::add(stats().offloads);
     net::OffloadReply rep{};
@@ -142,6 +150,59 @@ bool BTreeT<L>::offload_cached_split(const Descent& d, KeyRef key, Path& path, c
                 if (held) hold.release(leaf);
                 return false;
         }
+    }
+}
+
+// Write-back mode: the frame (held by `guard`, W2: the newest image of the
+// leaf, dirty changes included) is sent with the key; the memory node locks
+// the leaf at the version it holds (the frame's, or newer after a single
+// write-back), replaces it by the image, inserts and splits as OFFLOAD_SPLIT
+// does. Its dirty entries' heap WAL is durable (wb_acquire checked the
+// frame's LSN, W6) and the new key's journal record is written first, as for
+// a split here. The sibling is not admitted: the memory node may already
+// have linked it into the parent, so another writer of this server could
+// reach and change it before we could admit our image of it; the next
+// descent there reads and admits it (split_leaf admits under an I/O marker
+// taken before its publish instead).
+template <class L>
+bool BTreeT<L>::wb_split_at_memnode(GAddr a, WbGuard& guard, KeyRef key, Path& path, const Deadline& dl,
+                                    bool* inserted) {
+    if constexpr (L::kSlotted) {
+        return false;  // slotted leaves are split here
+    } else {
+        const uint32_t node = gaddr_node(a);
+        if (guard.frame == cache::kNoFrame || (opts_.offload && opts_.offload->mode() == OffloadMode::kOff) ||
+            node >= part_ns_.size() || !part_ns_[node] || !mem_.node(node).offload_split_image_allowed())
+            return false;
+        Node img;
+        cache_->region().copy_unswizzled(guard.frame, img);
+        if (!frame_holds_leaf(cache_->region().header(guard.frame), img, a) || !covers(img, key, false) ||
+            L::leaf_fits(img, key) || has_entry(img, L::lower_bound(img, key), key))
+            return false;  // not a split of this leaf: the one-sided path sorts it out
+        GAddr parent = path[1];
+        if (!parent || gaddr_is_swizzled(parent) || gaddr_node(parent) != node || place_level_ < 1) parent = 0;
+        SplitReply r;
+        // No answer: the guard drops the frame as after a failed publish of split_leaf.
+        offload_split_rpc(a, 0, key, parent, r, &img);
+        if (r.status != net::kOffloadSplit && r.status != net::kOffloadDone) return false;  // nothing changed
+        if (r.leaf != a) throw Error(ErrorCode::kProtocol, "OFFLOAD_SPLIT_IMAGE: memory node answered for another leaf");
+        if (r.status == net::kOffloadDone) {  // (the image had room after all: not sent so)
+            log_changed(a);
+            guard.release(&r.leaf_img);
+            *inserted = true;
+            return true;
+        }
+        Stats::add(stats().memnode_splits);
+        GAddr changed[3] = {r.leaf, r.sibling, r.parent};
+        if (opts_.log_changes) opts_.log_changes(changed, r.parent ? 3 : 2);
+        guard.release(&r.leaf_img);  // the lower half, clean: remote memory holds the frame's changes now
+        cache_update(r.sibling, r.sib_img);  // only a previous life's copy
+        if (r.parent)
+            cache_update(r.parent, r.parent_img);
+        else
+            insert_parent(1, L::low(r.sib_img), r.sibling, path, dl);
+        *inserted = true;
+        return true;
     }
 }
 

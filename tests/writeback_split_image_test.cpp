@@ -1,0 +1,225 @@
+// Write-back splits on the memory node (OFFLOAD_SPLIT_IMAGE, src/README.md
+// "Write-back mode", splits): a write-back leaf that fills up in place is
+// sent with the new key, and its memory node locks the leaf, replaces it by
+// the frame's image, splits it and links the sibling into the parent in one
+// round trip. The frame's dirty entries reach remote memory with the split;
+// a frame whose version a single write-back left behind still splits there;
+// a leaf locked by someone else, or an image that is not a leaf of the tree,
+// changes nothing.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <set>
+
+#include "cache/cache.h"
+#include "cache/region.h"
+#include "common/stats.h"
+#include "net/protocol.h"
+#include "tree_test_util.h"
+#include "writeback_test_util.h"
+
+using namespace dex;
+using namespace dex::testing;
+
+namespace {
+
+// A tree with inner levels, every leaf cached and clean.
+void ascending(WbFixture& x, tree::BTree& t, std::set<EntryKey>& model, int n) {
+    for (int i = 0; i < n; i++) {
+        EntryKey k = K(i * 100, static_cast<uint32_t>(i), 1);
+        ASSERT_TRUE(t.insert(k));
+        model.insert(k);
+    }
+    x.handle.flush_frames(x.dirty_frames());
+}
+
+// `coherent`: every frame at its remote node's version too (not after single
+// write-backs, which leave a frame's version behind by design).
+void expect_remote_holds(WbFixture& x, const std::set<EntryKey>& model, bool coherent = true) {
+    x.handle.flush_frames(x.dirty_frames());
+    EXPECT_TRUE(x.dirty_frames().empty());
+    tree::BTree remote_only(*x.mem, 0, x.ns);
+    EXPECT_EQ(remote_only.check().entries, model.size());
+    EXPECT_EQ(scan_all(remote_only, KMin(-(1 << 21)), KMax(1 << 30), false),
+              std::vector<EntryKey>(model.begin(), model.end()));
+    if (coherent) expect_cache_coherent(*x.reg.region, *x.mem);
+}
+
+struct SplitCounts {
+    uint64_t splits = 0, worst = 0, inplace = 0, remote_inserts = 0, memnode_splits = 0;
+};
+
+// Fill one leaf in place (dirty) with keys 100000 + j until several inserts split it.
+SplitCounts fill_one_leaf(WbFixture& x, tree::BTree& t, std::set<EntryKey>& model, uint32_t block) {
+    SplitCounts c;
+    const uint64_t ms0 = stats().memnode_splits.load();
+    for (int j = 1; j < 99; j++) {
+        EntryKey k = K(100000 + j, block, 1);
+        const uint64_t before = stats().dirty_updates.load();
+        x.t->trips = 0;
+        EXPECT_TRUE(t.insert(k));
+        model.insert(k);
+        if (stats().dirty_updates.load() > before) {
+            c.inplace++;
+            if (x.t->trips > 0) c.remote_inserts++;  // the first one into a new sibling reads it
+            continue;
+        }
+        c.splits++;
+        c.worst = std::max(c.worst, x.t->trips);
+    }
+    c.memnode_splits = stats().memnode_splits.load() - ms0;
+    return c;
+}
+
+TEST(WriteBackSplitImage, SplitOfADirtyLeafIsOneRoundTrip) {
+    WbFixture x;
+    x.t->split_image = true;
+    std::unique_ptr<tree::BTree> tp = x.write_back_tree();
+    tree::BTree& t = *tp;
+    std::set<EntryKey> model;
+    ascending(x, t, model, 2000);
+    SplitCounts c = fill_one_leaf(x, t, model, 7);
+    for (int j = 1; j < 4; j++) {  // and a few in place after the last split
+        EntryKey k = K(100000 + j, 8, 1);
+        ASSERT_TRUE(t.insert(k));
+        model.insert(k);
+    }
+    ASSERT_GT(c.splits, 0u) << "no split";
+    ASSERT_GT(c.inplace, 10u);
+    EXPECT_EQ(c.memnode_splits, c.splits) << "splits done one-sided";
+    EXPECT_EQ(c.worst, 1u) << "round trips of a split of a dirty write-back leaf";
+    // The sibling is not admitted by the split: the first insert there reads it (once).
+    EXPECT_LE(c.remote_inserts, c.splits);
+    // Nothing flushed since: the splits published the in-place entries, the
+    // last in-place inserts are still only in the frame.
+    tree::BTree remote_only(*x.mem, 0, x.ns);
+    EXPECT_LT(remote_only.check().entries, model.size());
+    expect_remote_holds(x, model);
+}
+
+// The same leaf sequence with the capability off: the one-sided split (the
+// comparison the README quotes).
+TEST(WriteBackSplitImage, WithoutTheCapabilityTheSplitIsOneSided) {
+    WbFixture x;
+    std::unique_ptr<tree::BTree> tp = x.write_back_tree();
+    tree::BTree& t = *tp;
+    std::set<EntryKey> model;
+    ascending(x, t, model, 2000);
+    SplitCounts c = fill_one_leaf(x, t, model, 7);
+    ASSERT_GT(c.splits, 0u);
+    EXPECT_EQ(c.memnode_splits, 0u);
+    EXPECT_GE(c.worst, 3u);
+    expect_remote_holds(x, model);
+}
+
+// A single write-back (flush_frame, an eviction) publishes a version the
+// frame does not carry: remote memory is unlocked at a newer version, and the
+// memory node locks it there.
+TEST(WriteBackSplitImage, RemoteNewerThanTheFrame) {
+    WbFixture x;
+    x.t->split_image = true;
+    std::unique_ptr<tree::BTree> tp = x.write_back_tree();
+    tree::BTree& t = *tp;
+    std::set<EntryKey> model;
+    ascending(x, t, model, 2000);
+    const uint64_t ms0 = stats().memnode_splits.load();
+    uint64_t behind = 0;
+    for (int j = 1; j < 99; j++) {
+        EntryKey k = K(100000 + j, 9, 1);
+        ASSERT_TRUE(t.insert(k));
+        model.insert(k);
+        // write every dirty frame back singly: the frames' versions stay behind
+        for (uint32_t f : x.dirty_frames()) {
+            ASSERT_TRUE(x.handle.flush_frame(f));
+            Node remote;
+            x.mem->read(x.reg.region->header(f).gaddr.load(), &remote, kNodeSize);
+            if (remote.body_version > x.reg.region->node(f)->body_version) behind++;
+        }
+    }
+    ASSERT_GT(behind, 0u) << "no frame was behind its remote node";
+    EXPECT_GT(stats().memnode_splits.load() - ms0, 0u) << "no split on the memory node";
+    expect_remote_holds(x, model, false);
+}
+
+// A random mix of inserts and deletes (some leaves split on the memory node,
+// deletes write the frame back first) ends with the model in remote memory.
+TEST(WriteBackSplitImage, RandomInsertsAndDeletes) {
+    WbFixture x;
+    x.t->split_image = true;
+    std::unique_ptr<tree::BTree> tp = x.write_back_tree();
+    tree::BTree& t = *tp;
+    std::set<EntryKey> model;
+    std::mt19937_64 rng(11);
+    const uint64_t ms0 = stats().memnode_splits.load();
+    for (int i = 0; i < 30000; i++) {
+        EntryKey k = K(static_cast<int64_t>(rng() % 50000), static_cast<uint32_t>(rng() % 4), 1);
+        if (rng() % 5 == 0) {
+            ASSERT_EQ(t.remove(&k, 1), model.erase(k));
+        } else {
+            ASSERT_EQ(t.insert(k), model.insert(k).second);
+        }
+    }
+    EXPECT_GT(stats().memnode_splits.load() - ms0, 50u);
+    EXPECT_EQ(scan_all(t, KMin(0), KMax(1 << 30), false), std::vector<EntryKey>(model.begin(), model.end()));
+    expect_remote_holds(x, model);
+}
+
+// The memory node's side: a leaf locked by someone else answers "restart"
+// and stays as it was; an image that is not a leaf of the tree is a protocol
+// error that changes nothing.
+TEST(WriteBackSplitImage, LockedLeafAndBadImageChangeNothing) {
+    WbFixture x;
+    x.t->split_image = true;
+    std::unique_ptr<tree::BTree> tp = x.write_back_tree();
+    tree::BTree& t = *tp;
+    std::set<EntryKey> model;
+    ascending(x, t, model, 2000);
+    const GAddr leaf = leaf_for(*x.mem, t.root(), K(50000, 0, 0));
+    Node before;
+    x.mem->read(leaf, &before, kNodeSize);
+    auto request = [&](const Node& img) {
+        std::vector<uint8_t> req(net::kOffloadSplitImageRequest);
+        net::OffloadRequest r{};
+        r.start = gaddr_offset(leaf);
+        r.tree_id = before.tree_id;
+        r.node = 0;
+        r.kind = net::kOffloadInsert;
+        r.start_level = 0;
+        const EntryKey k = K(50001, 1, 1);
+        std::memcpy(r.key, &k, sizeof r.key);
+        const net::OffloadSplitExt ext{x.ns, 0};
+        const net::OffloadImageExt ie{img.body_version};
+        std::memcpy(req.data(), &r, sizeof r);
+        std::memcpy(req.data() + sizeof r, &ext, sizeof ext);
+        std::memcpy(req.data() + sizeof r + sizeof ext, &ie, sizeof ie);
+        std::memcpy(req.data() + sizeof r + sizeof ext + sizeof ie, &img, kNodeSize);
+        return x.mem->node(0).rpc(net::kOpOffloadSplitImage, req.data(), static_cast<uint32_t>(req.size()));
+    };
+    const uint64_t locked = make_lock_word(before.body_version, 77, true);
+    ASSERT_EQ(x.mem->cas(leaf, before.lock, locked), before.lock);
+    std::vector<uint8_t> resp = request(before);
+    ASSERT_GE(resp.size(), sizeof(net::OffloadReply));
+    EXPECT_EQ(resp[0], net::kOffloadRestart);
+    Node after;
+    x.mem->read(leaf, &after, kNodeSize);
+    EXPECT_EQ(after.lock, locked);
+    EXPECT_EQ(std::memcmp(reinterpret_cast<const uint8_t*>(&after) + 8, reinterpret_cast<const uint8_t*>(&before) + 8,
+                          kNodeSize - 8),
+              0);
+    ASSERT_EQ(x.mem->cas(leaf, locked, before.lock), locked);
+    Node inner = before;
+    inner.level = 1;
+    EXPECT_THROW(request(inner), Error);
+    Node other = before;
+    other.tree_id = before.tree_id + 1;
+    EXPECT_THROW(request(other), Error);
+    x.mem->read(leaf, &after, kNodeSize);
+    EXPECT_EQ(std::memcmp(&after, &before, kNodeSize), 0);
+    // unlocked, the same request is executed (the leaf had room: inserted, no split)
+    resp = request(before);
+    ASSERT_GE(resp.size(), sizeof(net::OffloadReply));
+    EXPECT_EQ(resp[0], net::kOffloadDone);
+}
+
+}  // namespace
