@@ -107,12 +107,7 @@ TEST(WriteBackBatch, StaleFrameVersionAndLockedLeaf) {
     EXPECT_EQ(w1_after, locked) << "the batch touched a leaf it did not lock";
     ASSERT_EQ(x.mem->cas(g1, locked, w1), locked);  // the holder lets go
     // everything, including both, through flush_frames
-    x.handle.flush_frames(x.dirty_frames());
-    EXPECT_TRUE(x.dirty_frames().empty());
-    tree::BTree remote_only(*x.mem, 0, x.ns);
-    EXPECT_EQ(remote_only.check().entries, model.size());
-    EXPECT_EQ(scan_all(remote_only, KMin(-(1 << 21)), KMax(1 << 30), false),
-              std::vector<EntryKey>(model.begin(), model.end()));
+    expect_flushed_remote_holds(x, model);
 }
 
 // A write-back leaf that fills up in place splits without writing its dirty

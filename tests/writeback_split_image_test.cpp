@@ -37,14 +37,22 @@ void ascending(WbFixture& x, tree::BTree& t, std::set<EntryKey>& model, int n) {
 // `coherent`: every frame at its remote node's version too (not after single
 // write-backs, which leave a frame's version behind by design).
 void expect_remote_holds(WbFixture& x, const std::set<EntryKey>& model, bool coherent = true) {
-    x.handle.flush_frames(x.dirty_frames());
-    EXPECT_TRUE(x.dirty_frames().empty());
-    tree::BTree remote_only(*x.mem, 0, x.ns);
-    EXPECT_EQ(remote_only.check().entries, model.size());
-    EXPECT_EQ(scan_all(remote_only, KMin(-(1 << 21)), KMax(1 << 30), false),
-              std::vector<EntryKey>(model.begin(), model.end()));
+    expect_flushed_remote_holds(x, model);
     if (coherent) expect_cache_coherent(*x.reg.region, *x.mem);
 }
+
+// A write-back tree over a memory node that takes OFFLOAD_SPLIT_IMAGE or
+// not, with `prefill` ascending keys (every leaf cached and clean).
+struct WbTree {
+    WbFixture x;
+    std::unique_ptr<tree::BTree> tp;
+    std::set<EntryKey> model;
+    WbTree(bool split_image, int prefill) {
+        x.t->split_image = split_image;
+        tp = x.write_back_tree();
+        ascending(x, *tp, model, prefill);
+    }
+};
 
 struct SplitCounts {
     uint64_t splits = 0, worst = 0, inplace = 0, remote_inserts = 0, memnode_splits = 0;
@@ -73,12 +81,10 @@ SplitCounts fill_one_leaf(WbFixture& x, tree::BTree& t, std::set<EntryKey>& mode
 }
 
 TEST(WriteBackSplitImage, SplitOfADirtyLeafIsOneRoundTrip) {
-    WbFixture x;
-    x.t->split_image = true;
-    std::unique_ptr<tree::BTree> tp = x.write_back_tree();
-    tree::BTree& t = *tp;
-    std::set<EntryKey> model;
-    ascending(x, t, model, 2000);
+    WbTree w(true, 2000);
+    WbFixture& x = w.x;
+    tree::BTree& t = *w.tp;
+    std::set<EntryKey>& model = w.model;
     SplitCounts c = fill_one_leaf(x, t, model, 7);
     for (int j = 1; j < 4; j++) {  // and a few in place after the last split
         EntryKey k = K(100000 + j, 8, 1);
@@ -101,11 +107,10 @@ TEST(WriteBackSplitImage, SplitOfADirtyLeafIsOneRoundTrip) {
 // The same leaf sequence with the capability off: the one-sided split (the
 // comparison the README quotes).
 TEST(WriteBackSplitImage, WithoutTheCapabilityTheSplitIsOneSided) {
-    WbFixture x;
-    std::unique_ptr<tree::BTree> tp = x.write_back_tree();
-    tree::BTree& t = *tp;
-    std::set<EntryKey> model;
-    ascending(x, t, model, 2000);
+    WbTree w(false, 2000);
+    WbFixture& x = w.x;
+    tree::BTree& t = *w.tp;
+    std::set<EntryKey>& model = w.model;
     SplitCounts c = fill_one_leaf(x, t, model, 7);
     ASSERT_GT(c.splits, 0u);
     EXPECT_EQ(c.memnode_splits, 0u);
@@ -117,12 +122,10 @@ TEST(WriteBackSplitImage, WithoutTheCapabilityTheSplitIsOneSided) {
 // frame does not carry: remote memory is unlocked at a newer version, and the
 // memory node locks it there.
 TEST(WriteBackSplitImage, RemoteNewerThanTheFrame) {
-    WbFixture x;
-    x.t->split_image = true;
-    std::unique_ptr<tree::BTree> tp = x.write_back_tree();
-    tree::BTree& t = *tp;
-    std::set<EntryKey> model;
-    ascending(x, t, model, 2000);
+    WbTree w(true, 2000);
+    WbFixture& x = w.x;
+    tree::BTree& t = *w.tp;
+    std::set<EntryKey>& model = w.model;
     const uint64_t ms0 = stats().memnode_splits.load();
     uint64_t behind = 0;
     for (int j = 1; j < 99; j++) {
@@ -145,11 +148,10 @@ TEST(WriteBackSplitImage, RemoteNewerThanTheFrame) {
 // A random mix of inserts and deletes (some leaves split on the memory node,
 // deletes write the frame back first) ends with the model in remote memory.
 TEST(WriteBackSplitImage, RandomInsertsAndDeletes) {
-    WbFixture x;
-    x.t->split_image = true;
-    std::unique_ptr<tree::BTree> tp = x.write_back_tree();
-    tree::BTree& t = *tp;
-    std::set<EntryKey> model;
+    WbTree w(true, 0);
+    WbFixture& x = w.x;
+    tree::BTree& t = *w.tp;
+    std::set<EntryKey>& model = w.model;
     std::mt19937_64 rng(11);
     const uint64_t ms0 = stats().memnode_splits.load();
     for (int i = 0; i < 30000; i++) {
@@ -169,12 +171,10 @@ TEST(WriteBackSplitImage, RandomInsertsAndDeletes) {
 // and stays as it was; an image that is not a leaf of the tree is a protocol
 // error that changes nothing.
 TEST(WriteBackSplitImage, LockedLeafAndBadImageChangeNothing) {
-    WbFixture x;
-    x.t->split_image = true;
-    std::unique_ptr<tree::BTree> tp = x.write_back_tree();
-    tree::BTree& t = *tp;
-    std::set<EntryKey> model;
-    ascending(x, t, model, 2000);
+    WbTree w(true, 2000);
+    WbFixture& x = w.x;
+    tree::BTree& t = *w.tp;
+    std::set<EntryKey>& model = w.model;
     const GAddr leaf = leaf_for(*x.mem, t.root(), K(50000, 0, 0));
     Node before;
     x.mem->read(leaf, &before, kNodeSize);

@@ -3,6 +3,7 @@
 // real ones (write_back_node, write_back_nodes).
 #pragma once
 #include <memory>
+#include <set>
 #include <vector>
 
 #include "cache/cache.h"
@@ -85,5 +86,16 @@ struct WbFixture {
         return v;
     }
 };
+
+// Flush every dirty frame; then remote memory alone (a tree without the
+// cache) holds exactly `model`.
+inline void expect_flushed_remote_holds(WbFixture& x, const std::set<EntryKey>& model) {
+    x.handle.flush_frames(x.dirty_frames());
+    EXPECT_TRUE(x.dirty_frames().empty());
+    tree::BTree remote_only(*x.mem, 0, x.ns);
+    EXPECT_EQ(remote_only.check().entries, model.size());
+    EXPECT_EQ(scan_all(remote_only, KMin(-(1 << 21)), KMax(1 << 30), false),
+              std::vector<EntryKey>(model.begin(), model.end()));
+}
 
 }  // namespace dex::testing
