@@ -167,6 +167,47 @@ TEST(WriteBackSplitImage, RandomInsertsAndDeletes) {
     expect_remote_holds(x, model);
 }
 
+// A split whose answer never comes (a timeout; the memory node may or may
+// not have run it): the leaf's frame must neither lose its dirty entries nor
+// later overwrite the split leaf with its pre-split image. Remote memory ends
+// up holding the model (plus the failed insert's key if the split ran: an
+// entry of a row whose statement failed, which scans skip as dead).
+void lost_split_answer(int how) {
+    WbTree w(true, 2000);
+    WbFixture& x = w.x;
+    tree::BTree& t = *w.tp;
+    std::set<EntryKey>& model = w.model;
+    EntryKey failed{};
+    bool threw = false;
+    for (int j = 1; j < 99 && !threw; j++) {
+        EntryKey k = K(100000 + j, 7, 1);
+        x.t->lose_split_image = how;
+        try {
+            ASSERT_TRUE(t.insert(k));
+            model.insert(k);
+        } catch (const Error&) {
+            threw = true;
+            failed = k;
+        }
+    }
+    x.t->lose_split_image = 0;
+    ASSERT_TRUE(threw) << "no split was sent";
+    tree::BTree remote_now(*x.mem, 0, x.ns);
+    const bool applied = !scan_all(remote_now, failed, failed, false).empty();
+    EXPECT_EQ(applied, how == 1);
+    if (applied) model.insert(failed);
+    for (int j = 1; j < 40; j++) {  // more in-place changes and splits of the same leaves
+        EntryKey k = K(100000 + j, 8, 1);
+        ASSERT_TRUE(t.insert(k));
+        model.insert(k);
+    }
+    EXPECT_EQ(scan_all(t, KMin(0), KMax(1 << 30), false), std::vector<EntryKey>(model.begin(), model.end()));
+    expect_remote_holds(x, model, false);
+}
+
+TEST(WriteBackSplitImage, LostAnswerAfterTheSplitRan) { lost_split_answer(1); }
+TEST(WriteBackSplitImage, LostRequestBeforeTheSplitRan) { lost_split_answer(2); }
+
 // The memory node's side: a leaf locked by someone else answers "restart"
 // and stays as it was; an image that is not a leaf of the tree is a protocol
 // error that changes nothing.

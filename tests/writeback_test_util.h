@@ -2,6 +2,7 @@
 // trips are counted, and a cache handle whose write-back callbacks are the
 // real ones (write_back_node, write_back_nodes).
 #pragma once
+#include <atomic>
 #include <memory>
 #include <set>
 #include <vector>
@@ -22,13 +23,19 @@ public:
     void batch(RemoteOp* ops, size_t n) override { trips++, InProcForwarder::batch(ops, n); }
     std::vector<uint8_t> rpc(net::Op op, const void* p, uint32_t l) override {
         trips++;
-        return InProcForwarder::rpc(op, p, l);
+        const int lose = op == net::kOpOffloadSplitImage ? lose_split_image.exchange(0) : 0;
+        if (lose == 2) throw Error(ErrorCode::kTimeout, "test: OFFLOAD_SPLIT_IMAGE lost before it ran");
+        std::vector<uint8_t> r = InProcForwarder::rpc(op, p, l);
+        if (lose == 1) throw Error(ErrorCode::kTimeout, "test: the answer to OFFLOAD_SPLIT_IMAGE is lost");
+        return r;
     }
     // Whether the node announces OFFLOAD_SPLIT_IMAGE (write-back splits on
     // the memory node); off: such leaves split one-sided.
     bool offload_split_image_allowed() override { return split_image && in_.offload_split_image_allowed(); }
     uint64_t trips = 0;
     bool split_image = false;
+    // The next OFFLOAD_SPLIT_IMAGE: 1 runs but its answer is lost, 2 is lost before it runs.
+    std::atomic<int> lose_split_image{0};
 };
 
 // The change log (TreeOptions::log_changes) a write-back calls.

@@ -630,6 +630,9 @@ private:
     // *inserted set): done, the guard let go; false: nothing changed, the
     // guard still held, go one-sided.
     bool wb_split_at_memnode(GAddr a, WbGuard& guard, KeyRef key, Path& path, const Deadline& dl, bool* inserted);
+    // Its RPC failed without an answer: the frame made to match what the
+    // memory node did (or left to the guard to drop if remote memory cannot tell).
+    void wb_settle_lost_split(GAddr a, WbGuard& guard, const Node& sent, KeyRef key, const Deadline& dl);
     // After a kOffloadSplit: the new images into the cache (the leaf's frame
     // held by `hold` since before the RPC, if it was cached), the changed
     // nodes logged, and the downlink inserted here if the memory node left it

@@ -182,8 +182,12 @@ bool BTreeT<L>::wb_split_at_memnode(GAddr a, WbGuard& guard, KeyRef key, Path& p
         GAddr parent = path[1];
         if (!parent || gaddr_is_swizzled(parent) || gaddr_node(parent) != node || place_level_ < 1) parent = 0;
         SplitReply r;
-        // No answer: the guard drops the frame as after a failed publish of split_leaf.
-        offload_split_rpc(a, 0, key, parent, r, &img);
+        try {
+            offload_split_rpc(a, 0, key, parent, r, &img);
+        } catch (...) {
+            wb_settle_lost_split(a, guard, img, key, dl);
+            throw;
+        }
         if (r.status != net::kOffloadSplit && r.status != net::kOffloadDone) return false;  // nothing changed
         if (r.leaf != a) throw Error(ErrorCode::kProtocol, "OFFLOAD_SPLIT_IMAGE: memory node answered for another leaf");
         if (r.status == net::kOffloadDone) {  // (the image had room after all: not sent so)
@@ -203,6 +207,35 @@ bool BTreeT<L>::wb_split_at_memnode(GAddr a, WbGuard& guard, KeyRef key, Path& p
             insert_parent(1, L::low(r.sib_img), r.sibling, path, dl);
         *inserted = true;
         return true;
+    }
+}
+
+// No answer to OFFLOAD_SPLIT_IMAGE (a timeout, a lost connection): the
+// memory node may have split the leaf or not. The frame must not stay as it
+// is if it did (a later write-back of the pre-split image would undo the
+// split: entries twice, a right link lost), nor be dropped if it did not (its
+// dirty entries would be lost). Remote memory tells: nobody else changes the
+// leaf while we hold its frame (W3), so it ran iff the remote leaf now has a
+// new right link or the key. Ran: the remote lower half goes into the frame
+// (clean; the downlink may be missing, which B-link readers tolerate and the
+// next split of the parent's range does not need). Did not: the frame stays
+// as it was, dirty. Remote memory unreadable too: the guard drops the frame
+// as after a failed publish (src/README.md "Write-back mode", limits).
+template <class L>
+void BTreeT<L>::wb_settle_lost_split(GAddr a, WbGuard& guard, const Node& sent, KeyRef key, const Deadline& dl) {
+    try {
+        Node now;
+        if (io_.read(a, now, dl) != NodeIO::Read::kOk || !frame_holds_leaf(cache_->region().header(guard.frame), now, a))
+            return;
+        const bool ran = now.right != sent.right || has_entry(now, L::lower_bound(now, key), key);
+        if (ran) {
+            GAddr changed[2] = {a, now.right};
+            if (opts_.log_changes) opts_.log_changes(changed, 2);
+            guard.release(&now);
+        } else {
+            guard.release(nullptr);
+        }
+    } catch (...) {
     }
 }
 
