@@ -172,8 +172,9 @@ TEST(WriteBackSplitImage, RandomInsertsAndDeletes) {
 // later overwrite the split leaf with its pre-split image. Remote memory ends
 // up holding the model (plus the failed insert's key if the split ran: an
 // entry of a row whose statement failed, which scans skip as dead).
+// how: 1, 2 (lose_split_image), 3: a one-sided split's publish batch ran, its answer lost.
 void lost_split_answer(int how) {
-    WbTree w(true, 2000);
+    WbTree w(how != 3, 2000);
     WbFixture& x = w.x;
     tree::BTree& t = *w.tp;
     std::set<EntryKey>& model = w.model;
@@ -181,7 +182,10 @@ void lost_split_answer(int how) {
     bool threw = false;
     for (int j = 1; j < 99 && !threw; j++) {
         EntryKey k = K(100000 + j, 7, 1);
-        x.t->lose_split_image = how;
+        if (how == 3)
+            x.t->lose_publish = true;
+        else
+            x.t->lose_split_image = how;
         try {
             ASSERT_TRUE(t.insert(k));
             model.insert(k);
@@ -191,10 +195,11 @@ void lost_split_answer(int how) {
         }
     }
     x.t->lose_split_image = 0;
+    x.t->lose_publish = false;
     ASSERT_TRUE(threw) << "no split was sent";
     tree::BTree remote_now(*x.mem, 0, x.ns);
     const bool applied = !scan_all(remote_now, failed, failed, false).empty();
-    EXPECT_EQ(applied, how == 1);
+    EXPECT_EQ(applied, how != 2);
     if (applied) model.insert(failed);
     for (int j = 1; j < 40; j++) {  // more in-place changes and splits of the same leaves
         EntryKey k = K(100000 + j, 8, 1);
@@ -207,6 +212,7 @@ void lost_split_answer(int how) {
 
 TEST(WriteBackSplitImage, LostAnswerAfterTheSplitRan) { lost_split_answer(1); }
 TEST(WriteBackSplitImage, LostRequestBeforeTheSplitRan) { lost_split_answer(2); }
+TEST(WriteBackSplitImage, LostPublishOfAOneSidedSplit) { lost_split_answer(3); }
 
 // The memory node's side: a leaf locked by someone else answers "restart"
 // and stays as it was; an image that is not a leaf of the tree is a protocol

@@ -20,7 +20,14 @@ public:
     void read(uint64_t o, void* d, uint32_t l) override { trips++, InProcForwarder::read(o, d, l); }
     void write(uint64_t o, const void* s, uint32_t l) override { trips++, InProcForwarder::write(o, s, l); }
     uint64_t cas(uint64_t o, uint64_t e, uint64_t d) override { return trips++, InProcForwarder::cas(o, e, d); }
-    void batch(RemoteOp* ops, size_t n) override { trips++, InProcForwarder::batch(ops, n); }
+    void batch(RemoteOp* ops, size_t n) override {
+        trips++;
+        size_t writes = 0;
+        for (size_t i = 0; i < n; i++) writes += ops[i].kind == RemoteOp::kWrite;
+        const bool lose = writes >= 3 && lose_publish.exchange(false);  // (a split's publish)
+        InProcForwarder::batch(ops, n);
+        if (lose) throw Error(ErrorCode::kTimeout, "test: the answer to a split's publish batch is lost");
+    }
     std::vector<uint8_t> rpc(net::Op op, const void* p, uint32_t l) override {
         trips++;
         const int lose = op == net::kOpOffloadSplitImage ? lose_split_image.exchange(0) : 0;
@@ -36,6 +43,8 @@ public:
     bool split_image = false;
     // The next OFFLOAD_SPLIT_IMAGE: 1 runs but its answer is lost, 2 is lost before it runs.
     std::atomic<int> lose_split_image{0};
+    // The next batch of three writes or more (a one-sided split's publish) runs, its answer is lost.
+    std::atomic<bool> lose_publish{false};
 };
 
 // The change log (TreeOptions::log_changes) a write-back calls.

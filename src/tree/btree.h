@@ -496,8 +496,15 @@ private:
         GAddr a = 0;
         uint32_t frame = 0xFFFFFFFFu;
         bool marker = false;
-        // Unwinding (a failed publish may have reached remote memory): the
-        // clean frame may now be older than the remote node, so it is dropped.
+        // The insert's key (insert_reserved sets it): lets an unwinding guard
+        // of a dirty frame tell whether the failed publish ran.
+        Key key{};
+        bool has_key = false;
+        // Unwinding (a failed publish may have reached remote memory): a
+        // dirty frame with the insert's key is settled by what remote memory
+        // holds (wb_settle_lost_split); otherwise, or if remote memory
+        // cannot tell, the frame may now be older than the remote node and
+        // is dropped.
         ~WbGuard();
         // Install `published` (if given) into the frame, then let go.
         void release(const Node* published);

@@ -182,12 +182,7 @@ bool BTreeT<L>::wb_split_at_memnode(GAddr a, WbGuard& guard, KeyRef key, Path& p
         GAddr parent = path[1];
         if (!parent || gaddr_is_swizzled(parent) || gaddr_node(parent) != node || place_level_ < 1) parent = 0;
         SplitReply r;
-        try {
-            offload_split_rpc(a, 0, key, parent, r, &img);
-        } catch (...) {
-            wb_settle_lost_split(a, guard, img, key, dl);
-            throw;
-        }
+        offload_split_rpc(a, 0, key, parent, r, &img);  // no answer: the guard settles (wb_settle_lost_split)
         if (r.status != net::kOffloadSplit && r.status != net::kOffloadDone) return false;  // nothing changed
         if (r.leaf != a) throw Error(ErrorCode::kProtocol, "OFFLOAD_SPLIT_IMAGE: memory node answered for another leaf");
         if (r.status == net::kOffloadDone) {  // (the image had room after all: not sent so)
@@ -210,8 +205,9 @@ bool BTreeT<L>::wb_split_at_memnode(GAddr a, WbGuard& guard, KeyRef key, Path& p
     }
 }
 
-// No answer to OFFLOAD_SPLIT_IMAGE (a timeout, a lost connection): the
-// memory node may have split the leaf or not. The frame must not stay as it
+// No answer to OFFLOAD_SPLIT_IMAGE or to a write-through split's publish
+// batch (a timeout, a lost connection; run by the unwinding WbGuard, after
+// the remote lock was let go): the memory node may have split the leaf or not. The frame must not stay as it
 // is if it did (a later write-back of the pre-split image would undo the
 // split: entries twice, a right link lost), nor be dropped if it did not (its
 // dirty entries would be lost). Remote memory tells: nobody else changes the
