@@ -214,6 +214,37 @@ TEST(WriteBackSplitImage, LostAnswerAfterTheSplitRan) { lost_split_answer(1); }
 TEST(WriteBackSplitImage, LostRequestBeforeTheSplitRan) { lost_split_answer(2); }
 TEST(WriteBackSplitImage, LostPublishOfAOneSidedSplit) { lost_split_answer(3); }
 
+// A lost split whose key is still in remote memory though deleted in the
+// frame (VACUUM removed it in place; a new row reused its heap slot, same
+// key): the settle must not take "the key is there" for "the split ran" --
+// the frame's other dirty entry would be lost.
+TEST(WriteBackSplitImage, LostSplitOfAKeyDeletedOnlyInTheFrame) {
+    WbTree w(true, 2000);
+    WbFixture& x = w.x;
+    tree::BTree& t = *w.tp;
+    std::set<EntryKey>& model = w.model;
+    const GAddr leaf = leaf_for(*x.mem, t.root(), K(100000, 0, 0));
+    auto frame_count = [&] { return x.reg.region->node(x.reg.region->table().lookup(leaf))->count; };
+    EntryKey k0{};
+    for (int j = 1; frame_count() < kLeafCapacity; j++) {  // fill the leaf in place, exactly
+        k0 = K(100000 + j, 7, 1);
+        ASSERT_TRUE(t.insert(k0));
+        model.insert(k0);
+    }
+    x.handle.flush_frames(x.dirty_frames());  // remote memory holds every entry, k0 too
+    ASSERT_EQ(t.remove(&k0, 1), 1u);  // in place: the frame is dirty, remote still has k0
+    model.erase(k0);
+    const EntryKey j = K(100000, 9, 1);  // fills the leaf again, in place
+    ASSERT_TRUE(t.insert(j));
+    model.insert(j);
+    ASSERT_EQ(frame_count(), kLeafCapacity);
+    x.t->lose_split_image = 2;  // k0 again: a split, lost before it runs
+    EXPECT_THROW(t.insert(k0), Error);
+    x.t->lose_split_image = 0;
+    EXPECT_EQ(scan_all(t, KMin(0), KMax(1 << 30), false), std::vector<EntryKey>(model.begin(), model.end()));
+    expect_remote_holds(x, model, false);
+}
+
 // The memory node's side: a leaf locked by someone else answers "restart"
 // and stays as it was; an image that is not a leaf of the tree is a protocol
 // error that changes nothing.
@@ -221,7 +252,6 @@ TEST(WriteBackSplitImage, LockedLeafAndBadImageChangeNothing) {
     WbTree w(true, 2000);
     WbFixture& x = w.x;
     tree::BTree& t = *w.tp;
-    std::set<EntryKey>& model = w.model;
     const GAddr leaf = leaf_for(*x.mem, t.root(), K(50000, 0, 0));
     Node before;
     x.mem->read(leaf, &before, kNodeSize);

@@ -297,8 +297,7 @@ bool BTreeT<L>::insert_reserved(KeyRef key, uint64_t lsn, bool journal, bool may
                 return false;
             }
             wb_acquire(a, guard, dl, true);  // frame locked (maybe dirty) or I/O marker held
-            guard.key = *as_array(key, tmp);
-            guard.has_key = true;
+            guard.splits = true;
             bool inserted = false;  // a full cached leaf: its memory node splits it in one round trip
             if (!full && wb_split_at_memnode(a, guard, key, path, dl, &inserted)) return inserted;
         }

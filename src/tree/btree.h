@@ -496,15 +496,14 @@ private:
         GAddr a = 0;
         uint32_t frame = 0xFFFFFFFFu;
         bool marker = false;
-        // The insert's key (insert_reserved sets it): lets an unwinding guard
-        // of a dirty frame tell whether the failed publish ran.
-        Key key{};
-        bool has_key = false;
-        // Unwinding (a failed publish may have reached remote memory): a
-        // dirty frame with the insert's key is settled by what remote memory
-        // holds (wb_settle_lost_split); otherwise, or if remote memory
-        // cannot tell, the frame may now be older than the remote node and
-        // is dropped.
+        // Set by an insert: a dirty frame it holds can only be written
+        // through by a split (an insert that fits goes in place).
+        bool splits = false;
+        // Unwinding (a failed publish may have reached remote memory): an
+        // insert's dirty frame is settled by what remote memory holds
+        // (wb_settle_lost_split); otherwise, or if remote memory cannot
+        // tell, the frame may now be older than the remote node and is
+        // dropped.
         ~WbGuard();
         // Install `published` (if given) into the frame, then let go.
         void release(const Node* published);
@@ -637,9 +636,10 @@ private:
     // *inserted set): done, the guard let go; false: nothing changed, the
     // guard still held, go one-sided.
     bool wb_split_at_memnode(GAddr a, WbGuard& guard, KeyRef key, Path& path, const Deadline& dl, bool* inserted);
-    // Its RPC failed without an answer: the frame made to match what the
-    // memory node did (or left to the guard to drop if remote memory cannot tell).
-    void wb_settle_lost_split(GAddr a, WbGuard& guard, const Node& sent, KeyRef key, const Deadline& dl);
+    // A split of the dirty frame `guard` holds failed without an answer: the
+    // frame made to match what the memory node did (or left to the guard to
+    // drop if remote memory cannot tell).
+    void wb_settle_lost_split(GAddr a, WbGuard& guard, const Deadline& dl);
     // After a kOffloadSplit: the new images into the cache (the leaf's frame
     // held by `hold` since before the RPC, if it was cached), the changed
     // nodes logged, and the downlink inserted here if the memory node left it

@@ -191,40 +191,35 @@ bool BTreeT<L>::wb_split_at_memnode(GAddr a, WbGuard& guard, KeyRef key, Path& p
             *inserted = true;
             return true;
         }
-        Stats::add(stats().memnode_splits);
-        GAddr changed[3] = {r.leaf, r.sibling, r.parent};
-        if (opts_.log_changes) opts_.log_changes(changed, r.parent ? 3 : 2);
         guard.release(&r.leaf_img);  // the lower half, clean: remote memory holds the frame's changes now
-        cache_update(r.sibling, r.sib_img);  // only a previous life's copy
-        if (r.parent)
-            cache_update(r.parent, r.parent_img);
-        else
-            insert_parent(1, L::low(r.sib_img), r.sibling, path, dl);
+        finish_memnode_split(r, nullptr, 0, path, dl);  // (its cache_update of the leaf finds it current)
         *inserted = true;
         return true;
     }
 }
 
-// No answer to OFFLOAD_SPLIT_IMAGE or to a write-through split's publish
-// batch (a timeout, a lost connection; run by the unwinding WbGuard, after
-// the remote lock was let go): the memory node may have split the leaf or not. The frame must not stay as it
-// is if it did (a later write-back of the pre-split image would undo the
-// split: entries twice, a right link lost), nor be dropped if it did not (its
-// dirty entries would be lost). Remote memory tells: nobody else changes the
-// leaf while we hold its frame (W3), so it ran iff the remote leaf now has a
-// new right link or the key. Ran: the remote lower half goes into the frame
-// (clean; the downlink may be missing, which B-link readers tolerate and the
-// next split of the parent's range does not need). Did not: the frame stays
-// as it was, dirty. Remote memory unreadable too: the guard drops the frame
-// as after a failed publish (src/README.md "Write-back mode", limits).
+// No answer to OFFLOAD_SPLIT_IMAGE or to a one-sided split's publish batch
+// (a timeout, a lost connection; run by the unwinding WbGuard, after the
+// remote lock was let go): the memory node may have split the leaf or not.
+// The frame must not stay as it is if it did (a later write-back of the
+// pre-split image would undo the split: entries twice, a right link lost),
+// nor be dropped if it did not (its dirty entries would be lost). Remote
+// memory tells: nobody else changes the leaf while we hold its frame (W3),
+// and a dirty frame is written through only by a split, which always gives
+// the leaf a new right link. (Not "the key is there": a delete still only in
+// the frame may have left an equal entry remotely.) Ran: the remote lower
+// half goes into the frame, clean (the downlink may be missing, which B-link
+// readers tolerate). Did not: the frame stays as it was, dirty. Remote
+// memory unreadable too: the guard drops the frame as after a failed publish
+// (src/README.md "Write-back mode", limits). Never throws.
 template <class L>
-void BTreeT<L>::wb_settle_lost_split(GAddr a, WbGuard& guard, const Node& sent, KeyRef key, const Deadline& dl) {
+void BTreeT<L>::wb_settle_lost_split(GAddr a, WbGuard& guard, const Deadline& dl) {
     try {
-        Node now;
-        if (io_.read(a, now, dl) != NodeIO::Read::kOk || !frame_holds_leaf(cache_->region().header(guard.frame), now, a))
-            return;
-        const bool ran = now.right != sent.right || has_entry(now, L::lower_bound(now, key), key);
-        if (ran) {
+        cache::CacheRegion& R = cache_->region();
+        Node now, held;
+        if (io_.read(a, now, dl) != NodeIO::Read::kOk || !frame_holds_leaf(R.header(guard.frame), now, a)) return;
+        R.copy_unswizzled(guard.frame, held);
+        if (now.right != held.right) {
             GAddr changed[2] = {a, now.right};
             if (opts_.log_changes) opts_.log_changes(changed, 2);
             guard.release(&now);

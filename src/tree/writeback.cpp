@@ -325,15 +325,10 @@ void BTreeT<L>::wb_acquire(GAddr a, WbGuard& g, const Deadline& dl, bool keep_di
 
 template <class L>
 BTreeT<L>::WbGuard::~WbGuard() {
-    if (t && frame != cache::kNoFrame && has_key && std::uncaught_exceptions() > 0 &&
+    if (t && frame != cache::kNoFrame && splits && std::uncaught_exceptions() > 0 &&
         t->cache_->region().header(frame).dirty.load(std::memory_order_relaxed)) {
         // (the remote lock is released by now: Locks lives inside the guard's scope)
-        try {
-            Node img;
-            t->cache_->region().copy_unswizzled(frame, img);
-            t->wb_settle_lost_split(a, *this, img, key, t->deadline());
-        } catch (...) {
-        }
+        t->wb_settle_lost_split(a, *this, t->deadline());
         if (!t) return;  // settled: the frame holds what remote memory holds, or stays dirty
     }
     BTreeT* owner = t;
