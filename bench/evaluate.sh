@@ -43,21 +43,21 @@ ZIPF_S=1.01          # pgbench's random_zipfian exponent (PostgreSQL >= 13 accep
 PERM_SEED=5432       # fixed permute() seed: the same hot keys in every pgbench run
 case $PROFILE in
 smoke)
-    ROWS=20000; CLIENTS_LIST="1 2"; WORKLOADS=$ALL_WL; DISTS="zipfian"; SECS=1
+    ROWS=20000; CLIENTS_LIST="1 2"; WORKLOADS=$ALL_WL; DISTS="zipfian"; SECS=1; ROUNDS=1
     RATIOS="full 0.01"; RATIO_WL="read-only"; RATIO_DISTS="zipfian"; RATIO_CLIENTS=2
     RATIO_SECS=1; WARM=1
     YCSB_KEYS=20000; YCSB_SECS=1; YCSB_WORKERS=2; ABL_WL="write-intensive"; ABL_DISTS="zipfian"; ABL_RATIO=0.01
     SWEEP_WL="read-intensive"; SWEEP="0.01 1"
     MEMNODE_MEM=256MB; SHARED_BUFFERS=128MB; KEEP_LOGS=1 ;;
 quick)
-    ROWS=200000; CLIENTS_LIST="1 2 4"; WORKLOADS=$ALL_WL; DISTS="uniform zipfian"; SECS=3
+    ROWS=200000; CLIENTS_LIST="1 2 4"; WORKLOADS=$ALL_WL; DISTS="uniform zipfian"; SECS=3; ROUNDS=3
     RATIOS="full 0.125 0.01"; RATIO_WL="read-only write-intensive scan-intensive"; RATIO_DISTS="zipfian"
     RATIO_CLIENTS=2; RATIO_SECS=3; WARM=2
     YCSB_KEYS=200000; YCSB_SECS=2; YCSB_WORKERS=2; ABL_WL="read-intensive write-intensive"; ABL_DISTS="zipfian"
     ABL_RATIO=0.01; SWEEP_WL="read-intensive write-intensive"; SWEEP="0.01 0.05 0.125 0.5 1"
     MEMNODE_MEM=1GB; SHARED_BUFFERS=256MB ;;
 full)
-    ROWS=1000000; CLIENTS_LIST="1 2 4 8"; WORKLOADS=$ALL_WL; DISTS="uniform zipfian"; SECS=7
+    ROWS=1000000; CLIENTS_LIST="1 2 4 8"; WORKLOADS=$ALL_WL; DISTS="uniform zipfian"; SECS=7; ROUNDS=3
     RATIOS="full 0.125 0.01"; RATIO_WL=$ALL_WL; RATIO_DISTS="uniform zipfian"; RATIO_CLIENTS=2
     RATIO_SECS=5; WARM=3
     YCSB_KEYS=1000000; YCSB_SECS=4; YCSB_WORKERS=2; ABL_WL="read-intensive write-intensive"
@@ -253,13 +253,19 @@ frames_full=$(cache_frames)
 nodes_full=$(PQ "select leaves + inner_nodes from dex_index_info('ycsb_dex_k')")
 echo "{\"index_bytes\": $ib, \"cache_kb\": $full_kb, \"frames_after_full_warm\": $frames_full, \"index_nodes\": $nodes_full}" >"$RAW/cache_full_warm.json"
 say "  warm-up cached $frames_full of the index's $nodes_full nodes"
-n=0; for _ in $WORKLOADS; do for _ in $DISTS; do for _ in $CLIENTS_LIST; do n=$((n + 2)); done; done; done
-phase_start "phase 2/4: throughput vs clients, dex cache >= index (${full_kb} kB), dex vs btree" $n
+n=0; for _ in $WORKLOADS; do for _ in $DISTS; do for _ in $CLIENTS_LIST; do n=$((n + 2 * ROUNDS)); done; done; done
+phase_start "phase 2/4: throughput vs clients, dex cache >= index (${full_kb} kB), dex vs btree, $ROUNDS rounds" $n
+# Each cell runs ROUNDS times, alternating which index goes first (whatever
+# runs second meets a warmer machine, a busier WAL, the other's dirty pages);
+# the report takes medians. One run per cell swung 0.6-1.2x on 2 cores.
 for wl in $WORKLOADS; do
     for dist in $DISTS; do
         for c in $CLIENTS_LIST; do
-            for m in dex btree; do
-                run_pg "p2-$wl-$dist-$m-c$c" clients "$wl" "$dist" "$m" "$c" "$SECS" 0 full "$full_kb"
+            for r in $(seq 1 "$ROUNDS"); do
+                order="dex btree"; [ $((r % 2)) = 0 ] && order="btree dex"
+                for m in $order; do
+                    run_pg "p2-$wl-$dist-$m-c$c-r$r" clients "$wl" "$dist" "$m" "$c" "$SECS" 0 full "$full_kb"
+                done
             done
         done
     done
@@ -278,7 +284,7 @@ for ratio in $RATIOS; do
     say "  cache ratio $ratio: index $ib bytes, dex.cache_size = ${kb}kB"
     echo "{\"ratio\": \"$ratio\", \"index_bytes\": $ib, \"cache_kb\": $kb}" >>"$RAW/ratios.jsonl"
     for wl in $RATIO_WL; do
-        vacuum_tables  # dex has no LP_DEAD hinting: without VACUUM, hot keys' dead versions pile up
+        vacuum_tables  # every workload starts from the same state: no dead versions left by the one before
         for dist in $RATIO_DISTS; do
             for m in dex inner-only; do
                 run_pg "p3-r$ratio-$wl-$dist-$m-c$RATIO_CLIENTS" ratio "$wl" "$dist" "$m" "$RATIO_CLIENTS" \
@@ -345,7 +351,7 @@ done
 T_END=$(date +%s)
 cat >"$OUT/meta.json" <<JSON
 {"profile": "$PROFILE", "command": "$CMDLINE", "rows": $ROWS, "clients": "$CLIENTS_LIST", "workloads": "$WORKLOADS",
- "dists": "$DISTS", "seconds": $SECS, "ratios": "$RATIOS", "ratio_workloads": "$RATIO_WL", "ratio_dists": "$RATIO_DISTS",
+ "dists": "$DISTS", "seconds": $SECS, "rounds": $ROUNDS, "ratios": "$RATIOS", "ratio_workloads": "$RATIO_WL", "ratio_dists": "$RATIO_DISTS",
  "ratio_clients": $RATIO_CLIENTS, "ratio_seconds": $RATIO_SECS, "warm": $WARM, "zipf_s": $ZIPF_S, "perm_seed": $PERM_SEED,
  "ycsb_keys": $YCSB_KEYS, "ycsb_seconds": $YCSB_SECS, "ycsb_workers": $YCSB_WORKERS, "abl_ratio": $ABL_RATIO,
  "abl_workloads": "$ABL_WL", "abl_dists": "$ABL_DISTS", "sweep": "$SWEEP", "sweep_workloads": "$SWEEP_WL",
