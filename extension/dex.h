@@ -569,6 +569,14 @@ extern uint64 dex_life(void);
  */
 #define DEX_BEAT_MS		20
 extern void dex_cluster_beat(const DexError *config_err);
+
+/* dexguc.c: the dex worker's rounds; dexckptfence.c: checkpoints wait for write-back */
+extern uint64 dex_worker_flush(bool quiet, uint64 *flushed, bool *failed);
+extern void dex_worker_beat(void);
+extern bool dex_worker_stopping(void);
+extern int	dex_checkpoint_writeback_timeout_ms;
+extern void dex_ckpt_fence_poll(bool has_cache);
+extern void dex_ckpt_fence_release(void);
 extern void dex_cluster_release_writer(void);
 extern void dex_cluster_check(Relation index);
 extern uint64 dex_cluster_retention(void);
@@ -617,7 +625,8 @@ extern Size dex_wbredo_shmem_size(void);
 extern void dex_wbredo_shmem_init(void *mem, bool found);
 extern void dex_wbredo_init(void);
 extern void dex_wb_announce_life(void);
-extern void dex_wb_publish_flushed(uint64 before);
+/* returns the flushed position on record (PG_UINT64_MAX: no write-back tree in this life) */
+extern uint64 dex_wb_publish_flushed(uint64 before);
 extern void dex_wb_forget_life(void);
 extern void dex_wb_redo_gate(Relation index, DexTree *tree, uint64 owner_word, uint64 node, uint64 ns,
 							 bool *checked);

@@ -199,6 +199,16 @@ dex_define_gucs(void)
 							PGC_SUSET,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
+	DefineCustomIntVariable("dex.checkpoint_writeback_timeout",
+							"How long a checkpoint waits for the dex worker to write back the dirty "
+							"nodes of write-back indexes changed before it began.",
+							"Past it (or at 0: checkpoints do not wait) a crash soon after the checkpoint "
+							"makes those indexes refuse queries until REINDEX.",
+							&dex_checkpoint_writeback_timeout_ms,
+							60000, 0, INT_MAX,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
 	DefineCustomIntVariable("dex.writeback_interval",
 							"Interval at which the dex write-back worker writes dirty cached "
 							"nodes of write-back indexes to remote memory (the checkpoint-like "
@@ -233,7 +243,7 @@ dex_register_worker(void)
 	BackgroundWorker worker;
 
 	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS;
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
 	worker.bgw_start_time = BgWorkerStart_ConsistentState;
 	worker.bgw_restart_time = 1;
 	snprintf(worker.bgw_library_name, BGW_MAXLEN, "dex");
@@ -244,13 +254,14 @@ dex_register_worker(void)
 }
 
 /* ---------------------------------------------------------------------
- * write-back worker (src/README.md "Write-back mode"): PostgreSQL has no
- * checkpoint hook for extensions, so this worker is the checkpoint
- * equivalent: every dex.writeback_interval it writes back all dirty frames
- * and clears the dirty-owner words of the flushed indexes; on SIGTERM (fast
- * or smart shutdown: the postmaster signals background workers before the
- * shutdown checkpoint) it does a final flush before exiting. An immediate
- * shutdown or a crash skips it: those indexes then report lost memory.
+ * write-back worker (src/README.md "Write-back mode"): every
+ * dex.writeback_interval it writes back all dirty frames and clears the
+ * dirty-owner words of the flushed indexes; every checkpoint waits until it
+ * wrote back what was dirty before the checkpoint began (dexckptfence.c); on
+ * SIGTERM (fast or smart shutdown: the postmaster signals background workers
+ * before the shutdown checkpoint) it does a final flush before exiting. An
+ * immediate shutdown or a crash skips it: the first use of such an index
+ * replays its changes from WAL (dexwbredo.c).
  * ---------------------------------------------------------------------
  */
 static volatile sig_atomic_t dex_wb_stop = false;
@@ -265,8 +276,12 @@ dex_wb_sigterm(SIGNAL_ARGS)
 	errno = save_errno;
 }
 
-static uint64
-dex_wb_flush_once(bool quiet)
+/*
+ * One write-back round. *flushed (if given): the flushed position on record
+ * afterwards (dex_wb_publish_flushed), 0 if the round failed.
+ */
+uint64
+dex_worker_flush(bool quiet, uint64 *flushed, bool *failed)
 {
 	DexError	err;
 	uint64_t	written = 0;
@@ -286,8 +301,17 @@ dex_wb_flush_once(bool quiet)
 	if (rc == DEX_OK)
 		rc = dex_cache_flush(&written, &err);
 	/* all that was logged before `before` and is not dirty now is remote */
+	if (flushed)
+		*flushed = 0;
 	if (rc == DEX_OK)
-		dex_wb_publish_flushed(before);
+	{
+		uint64		l = dex_wb_publish_flushed(before);
+
+		if (flushed)
+			*flushed = l;
+	}
+	if (failed)
+		*failed = rc != DEX_OK;
 	if (rc != DEX_OK && !quiet)
 		ereport(LOG,
 				(errmsg("dex write-back worker: %s", err.message[0] ? err.message : "flush failed")));
@@ -298,7 +322,7 @@ dex_wb_flush_once(bool quiet)
  * One beat in the cluster registry, every DEX_BEAT_MS: with the core
  * configured first (a failure is the beat's problem to report).
  */
-static void
+void
 dex_worker_beat(void)
 {
 	DexError	err;
@@ -310,6 +334,12 @@ dex_worker_beat(void)
 		dex_cluster_beat(NULL);
 }
 
+bool
+dex_worker_stopping(void)
+{
+	return dex_wb_stop;
+}
+
 void
 dex_writeback_main(Datum arg)
 {
@@ -318,12 +348,18 @@ dex_writeback_main(Datum arg)
 	pqsignal(SIGTERM, dex_wb_sigterm);
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	BackgroundWorkerUnblockSignals();
+	/*
+	 * No database: a backend id, for the virtual xids of the checkpoint fence
+	 * (dexckptfence.c), as a physical walsender has one.
+	 */
+	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
 
 	while (!dex_wb_stop)
 	{
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 DEX_BEAT_MS, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
 		if (ConfigReloadPending)
 		{
 			ConfigReloadPending = false;
@@ -333,11 +369,13 @@ dex_writeback_main(Datum arg)
 			break;
 		/* the cluster registry: writer role / standby lease (dexcluster.c) */
 		dex_worker_beat();
+		/* checkpoints wait for the write-back of what was dirty before them */
+		dex_ckpt_fence_poll(dex_cache_size_kb > 0);
 		if (!RecoveryInProgress() &&
 			TimestampDifferenceExceeds(last_flush, GetCurrentTimestamp(), dex_writeback_interval_ms))
 		{
 			if (dex_cache_size_kb > 0)
-				(void) dex_wb_flush_once(false);
+				(void) dex_worker_flush(false, NULL, NULL);
 			else				/* no cache: nothing is ever dirty (standbys' scans) */
 				dex_wbs_log_flushed(0, GetXLogInsertRecPtr());
 			last_flush = GetCurrentTimestamp();
@@ -349,12 +387,13 @@ dex_writeback_main(Datum arg)
 	 * change; flush until a round finds nothing (bounded). Then give the
 	 * writer role back, with the final WAL position.
 	 */
+	dex_ckpt_fence_release();	/* (the shutdown checkpoint comes after this worker exited) */
 	if (!RecoveryInProgress() && dex_cache_size_kb > 0)
 	{
 		for (int round = 0; round < 100; round++)
 		{
 			/* (frames whose rows a standby has not replayed yet stay dirty) */
-			if (dex_wb_flush_once(round > 0) == 0 && round > 0 && dex_cache_dirty_lsn() == 0)
+			if (dex_worker_flush(round > 0, NULL, NULL) == 0 && round > 0 && dex_cache_dirty_lsn() == 0)
 				break;
 			pg_usleep(100 * 1000L);
 			dex_worker_beat();	/* learn how far the standbys replayed */

@@ -271,7 +271,7 @@ dex_wb_announce_life(void)
  * insert position it read before the flush began. Every change logged before
  * min(before, oldest dirty frame's dirty_since) is in remote memory.
  */
-void
+uint64
 dex_wb_publish_flushed(XLogRecPtr before)
 {
 	/* (per process: the worker's, or a dex_flush() caller's; a lower L
@@ -279,18 +279,26 @@ dex_wb_publish_flushed(XLogRecPtr before)
 	static XLogRecPtr published = InvalidXLogRecPtr;
 	uint64		oldest;
 	XLogRecPtr	l;
+	uint32		state;
 
 	if (wbs == NULL)
-		return;
+		return PG_UINT64_MAX;
 	oldest = dex_cache_dirty_since_min();
 	l = Min(before, (XLogRecPtr) oldest);
-	/* (no write-back tree opened in this life: nothing of it can be dirty) */
-	if (pg_atomic_read_u32(&wbs->state) == WB_WRITTEN && l > published)
+	dex_wbs_log_flushed(dex_cache_generation(), l);	/* hot standbys' scans (dexwbstandby.c) */
+	state = pg_atomic_read_u32(&wbs->state);
+	/* no write-back tree opened in this life: nothing of it can be dirty */
+	if (state == WB_NONE)
+		return PG_UINT64_MAX;
+	/* being announced: nothing to write yet, and nothing covered yet either */
+	if (state == WB_WRITING)
+		return 0;
+	if (l > published)
 	{
 		wb_write_lsn(wb_path(dex_cache_generation(), "flushed"), l);
 		published = l;
 	}
-	dex_wbs_log_flushed(dex_cache_generation(), l);	/* hot standbys' scans (dexwbstandby.c) */
+	return published;
 }
 
 /* Clean shutdown, nothing dirty: no later crash can concern this life. */

@@ -8,9 +8,12 @@
 #    raised for that phase), after inserts, deletes and a VACUUM: the first use
 #    replays the changes crash recovery collected from WAL (dexwbredo.c) ->
 #    exact answers for a fixed-key and a byte-string (two-column) index;
-# 4. the same crash after a CHECKPOINT that began after the last write-back:
-#    the changes cannot all be replayed -> "lost its remote memory" / HINT
-#    REINDEX (never wrong rows), a write-through dex index keeps working,
+# 4. the same crash right after a CHECKPOINT: the checkpoint waited until the
+#    dex worker wrote back what was dirty before it (0 dirty frames when it
+#    returns) -> exact answers after the crash, no REINDEX;
+# 5. the same with dex.checkpoint_writeback_timeout = 0 (checkpoints do not
+#    wait): the changes cannot all be replayed -> "lost its remote memory" /
+#    HINT REINDEX (never wrong rows), a write-through dex index keeps working,
 #    REINDEX recovers.
 source "$(dirname "$0")/common.sh"
 start_memnode mem "$MPORT" 512MB --threads 2
@@ -90,12 +93,27 @@ done
 run_mix "$DEX_WORK/mix.sql"   # and it keeps working in write-back mode
 compare_with_btree d d_k; compare_with_btree s s_kv
 
-echo "== phase 4: crash after a checkpoint that began after the last write-back"
-# (the restart must have kept the 1 h interval: a worker flush between the
-# inserts and the crash would leave nothing to refuse)
+echo "== phase 4: a CHECKPOINT waits for the write-back of what was dirty before it"
+# (the restart must have kept the 1 h interval: only the checkpoint fence
+# (extension/dexckptfence.c) can write these dirty nodes back before the crash)
 [ "$(q -c "show dex.writeback_interval")" = 1h ] || fail "dex.writeback_interval after the restart: $(q -c "show dex.writeback_interval")"
+dirty_kv() { q -c "select coalesce(sum(dirty), 0) from dex_cache_stats() where index in ('d_k'::regclass, 's_kv'::regclass)"; }
 all4 "insert into @ select g, -3 * g from generate_series(8000, 9000, 5) g"
-q -c "checkpoint"   # (dex has no checkpoint hook: it writes nothing back)
+dirty=$(dirty_kv); echo "dirty d_k / s_kv frames before the checkpoint: $dirty"
+[ "$dirty" -gt 0 ] || fail "expected dirty frames before the checkpoint"
+q -c "checkpoint"
+dirty=$(dirty_kv); echo "dirty d_k / s_kv frames when CHECKPOINT returned: $dirty"
+[ "$dirty" = 0 ] || fail "CHECKPOINT returned before the dirty nodes were written back"
+as_user "$PG_BIN/pg_ctl" -D "$DEX_WORK/pg" -m immediate stop >/dev/null
+as_user "$PG_BIN/pg_ctl" -D "$DEX_WORK/pg" -l "$DEX_WORK/pg-server.log" -w start >/dev/null || fail "start after crash"
+compare_with_btree d d_k; compare_with_btree s s_kv; compare_with_btree w w_k
+q -c "select * from dex_check('d_k')" >/dev/null || fail "dex_check d_k after the crash that followed a checkpoint"
+
+echo "== phase 5: checkpoints that do not wait (dex.checkpoint_writeback_timeout = 0): refused, never wrong"
+q -c "alter system set dex.checkpoint_writeback_timeout = 0" -c "select pg_reload_conf()" >/dev/null
+sleep 1   # the worker reloads at its next beat and lets the fence go
+all4 "insert into @ select g, -4 * g from generate_series(9100, 9900, 5) g"
+q -c "checkpoint"   # (nothing waits for dex now: it writes nothing back)
 # (the small cache may have evicted them since -- written back, but the
 # owner word stays set until a flush clears it, so the crash still counts)
 dirty=$(q -c "select coalesce(sum(dirty), 0) from dex_cache_stats() where index = 'd_k'::regclass")
@@ -109,5 +127,6 @@ compare_with_btree w w_k   # the write-through index survived the crash
 q -c "reindex index d_k" -c "reindex index s_kv"
 compare_with_btree d d_k; compare_with_btree s s_kv
 q -c "select * from dex_check('d_k')" >/dev/null || fail "dex_check d_k after REINDEX"
-q -c "alter system reset dex.writeback_interval" -c "alter system reset checkpoint_timeout" -c "select pg_reload_conf()" >/dev/null
+q -c "alter system reset dex.writeback_interval" -c "alter system reset checkpoint_timeout" \
+  -c "alter system reset dex.checkpoint_writeback_timeout" -c "select pg_reload_conf()" >/dev/null
 echo "write-back: ok"
