@@ -23,6 +23,7 @@
  *   dexkill.c      dead-entry hints: entries kill_prior_tuple found dead, removed
  *                  when the scan leaves their batch
  *   dexguc.c       GUC definitions, the dex worker
+ *   dexckptfence.c checkpoints wait for the dex worker's write-back of dirty nodes
  *   dexpending.c   batched inserts: entries aminsert holds back, their flushes,
  *                  the tree for any other use (dex_get_tree)
  *   dexxact.c      transaction callbacks: remote memory freed at commit/abort
@@ -53,6 +54,8 @@
 #define DEX_H
 
 #include "postgres.h"
+
+#include <signal.h>
 
 #include "access/amapi.h"
 #include "access/genam.h"
@@ -570,12 +573,16 @@ extern uint64 dex_life(void);
 #define DEX_BEAT_MS		20
 extern void dex_cluster_beat(const DexError *config_err);
 
-/* dexguc.c: the dex worker's rounds; dexckptfence.c: checkpoints wait for write-back */
-extern uint64 dex_worker_flush(bool quiet, uint64 *flushed, bool *failed);
-extern void dex_worker_beat(void);
-extern bool dex_worker_stopping(void);
+/*
+ * dexckptfence.c: checkpoints wait for the write-back. The dex worker
+ * (dexguc.c) hands it its rounds: a write-back round (*flushed: the flushed
+ * position on record after it, *failed: the round failed), a beat, and its
+ * stop flag.
+ */
+typedef uint64 (*DexFlushRound) (bool quiet, uint64 *flushed, bool *failed);
 extern int	dex_checkpoint_writeback_timeout_ms;
-extern void dex_ckpt_fence_poll(bool has_cache);
+extern void dex_ckpt_fence_poll(bool has_cache, DexFlushRound flush, void (*beat) (void),
+								volatile sig_atomic_t *stop);
 extern void dex_ckpt_fence_release(void);
 extern void dex_cluster_release_writer(void);
 extern void dex_cluster_check(Relation index);
@@ -586,6 +593,8 @@ extern void dex_cluster_wait_standbys(uint64 target, Relation index);
 extern void dex_cluster_require_writer(const char *what);
 extern bool dex_cluster_is_writer(void);
 extern uint64 dex_cluster_published_hwm(void);
+extern uint64 dex_cluster_flush_request(void);
+extern void dex_cluster_request_flush(uint64 lsn);
 extern uint64 dex_cluster_registry_lookup(uint64 sysid, bool create, uint64 floor,
 										  DexError *err);
 extern uint64 dex_cluster_registry(void);
@@ -610,8 +619,9 @@ extern void dex_wal_init(void);
 /* dexwbstandby.c: write-back indexes on hot standbys */
 extern Size dex_wbstandby_shmem_size(void);
 extern void dex_wbstandby_shmem_init(void *mem, bool found);
+/* ask_flush: asks the primary to write back up to a position (dex_cluster_request_flush) */
 extern void dex_wb_standby_wait(Relation index, DexTree *tree, uint64 owner_word, uint32 node, uint64 ns,
-								int timeout_ms, uint64 *checked_life);
+								int timeout_ms, uint64 *checked_life, void (*ask_flush) (uint64 lsn));
 extern void dex_wbs_log_flushed(uint64 gen, uint64 l);
 #if PG_VERSION_NUM >= 150000
 struct XLogReaderState;

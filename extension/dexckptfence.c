@@ -92,7 +92,7 @@ dex_ckpt_fence_release(void)
  * True if covered.
  */
 static bool
-fence_cover(XLogRecPtr redo)
+fence_cover(XLogRecPtr redo, DexFlushRound flush, void (*beat) (void), volatile sig_atomic_t *stop)
 {
 	TimestampTz start = GetCurrentTimestamp();
 
@@ -101,11 +101,11 @@ fence_cover(XLogRecPtr redo)
 		uint64		flushed = 0;
 		bool		failed = false;
 
-		(void) dex_worker_flush(true, &flushed, &failed);
+		(void) flush(true, &flushed, &failed);
 		if (flushed >= redo)
 			return true;
 		/* (a failed round: remote memory unreachable -- waiting would only delay the checkpoint) */
-		if (failed || dex_worker_stopping() ||
+		if (failed || *stop ||
 			TimestampDifferenceExceeds(start, GetCurrentTimestamp(), dex_checkpoint_writeback_timeout_ms))
 		{
 			ereport(LOG,
@@ -117,7 +117,7 @@ fence_cover(XLogRecPtr redo)
 			return false;
 		}
 		/* learn how far the standbys replayed (they hold dirty leaves back) */
-		dex_worker_beat();
+		beat();
 		CHECK_FOR_INTERRUPTS();
 		pg_usleep(10 * 1000L);
 	}
@@ -129,7 +129,7 @@ fence_cover(XLogRecPtr redo)
  * since the last one covered is flushed for, and the checkpoint let go.
  */
 void
-dex_ckpt_fence_poll(bool has_cache)
+dex_ckpt_fence_poll(bool has_cache, DexFlushRound flush, void (*beat) (void), volatile sig_atomic_t *stop)
 {
 	XLogRecPtr	redo;
 
@@ -146,7 +146,7 @@ dex_ckpt_fence_poll(bool has_cache)
 	if (redo <= covered_redo)
 		return;
 	/* (given up on, it is not flushed for again: the LOG said so) */
-	(void) fence_cover(redo);
+	(void) fence_cover(redo, flush, beat, stop);
 	covered_redo = redo;
 	/* let the waiting checkpoint go on, and fence the next one */
 	dex_ckpt_fence_release();

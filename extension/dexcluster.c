@@ -65,6 +65,7 @@ typedef struct DexClusterShared
 	TimestampTz writer_lease_until;
 	uint64		published_hwm;	/* writer_hwm as last written to the registry */
 	uint64		standby_floor;	/* min replay of live standbys; UINT64_MAX: none */
+	uint64		flush_request;	/* the registry's flush_request_lsn at the last beat */
 	/* standby */
 	int			standby_slot;	/* -1: none */
 	TimestampTz standby_lease_until;
@@ -424,9 +425,45 @@ dex_primary_beat(uint64 addr, uint64 mine)
 	dcs->writer_problem[0] = '\0';
 	dcs->writer_lease_until = TimestampTzPlusMilliseconds(issued, DEX_LEASE_MS);
 	dcs->standby_floor = floor;
+	dcs->flush_request = st.flush_request_lsn;
 	if (hwm > dcs->published_hwm)
 		dcs->published_hwm = hwm;
 	SpinLockRelease(&dcs->mutex);
+}
+
+/*
+ * The writer's dex worker: the position up to which a hot standby's scan
+ * waits for write-backs (read at the last beat; 0: none asked).
+ */
+uint64
+dex_cluster_flush_request(void)
+{
+	uint64		v;
+
+	if (dcs == NULL)
+		return 0;
+	SpinLockAcquire(&dcs->mutex);
+	v = dcs->flush_request;
+	SpinLockRelease(&dcs->mutex);
+	return v;
+}
+
+/*
+ * A standby's scan of a write-back index waits for the writer's write-backs
+ * to pass `lsn`: ask its worker to flush now rather than at its next
+ * dex.writeback_interval. A hint: a failure only means waiting longer.
+ */
+void
+dex_cluster_request_flush(uint64 lsn)
+{
+	DexError	err;
+	uint64		addr = dcs ? dcs->registry : 0;
+
+	if (!addr)
+		return;
+	memset(&err, 0, sizeof(err));
+	if (dex_registry_request_flush(addr, lsn, &err) != DEX_OK)
+		elog(DEBUG1, "dex: could not ask the primary to write back: %s", err.message);
 }
 
 /* Clean shutdown: publish the final WAL position and give the role back. */

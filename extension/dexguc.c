@@ -266,6 +266,15 @@ dex_register_worker(void)
  */
 static volatile sig_atomic_t dex_wb_stop = false;
 
+/*
+ * A hot standby's scan that waits for write-backs (the registry's
+ * flush_request_lsn beyond what this worker flushed) gets a flush at the next
+ * beat, but not more often than this, so a standby whose wait cannot be met
+ * (a lagging replay holds dirty leaves back) does not make it flush at every
+ * beat.
+ */
+#define DEX_REQUESTED_FLUSH_MS	100
+
 static void
 dex_wb_sigterm(SIGNAL_ARGS)
 {
@@ -276,11 +285,14 @@ dex_wb_sigterm(SIGNAL_ARGS)
 	errno = save_errno;
 }
 
+/* the flushed position after this process's last successful round */
+static uint64 worker_flushed = 0;
+
 /*
  * One write-back round. *flushed (if given): the flushed position on record
  * afterwards (dex_wb_publish_flushed), 0 if the round failed.
  */
-uint64
+static uint64
 dex_worker_flush(bool quiet, uint64 *flushed, bool *failed)
 {
 	DexError	err;
@@ -309,6 +321,7 @@ dex_worker_flush(bool quiet, uint64 *flushed, bool *failed)
 
 		if (flushed)
 			*flushed = l;
+		worker_flushed = l;
 	}
 	if (failed)
 		*failed = rc != DEX_OK;
@@ -322,7 +335,7 @@ dex_worker_flush(bool quiet, uint64 *flushed, bool *failed)
  * One beat in the cluster registry, every DEX_BEAT_MS: with the core
  * configured first (a failure is the beat's problem to report).
  */
-void
+static void
 dex_worker_beat(void)
 {
 	DexError	err;
@@ -332,12 +345,6 @@ dex_worker_beat(void)
 		dex_cluster_beat(&err);
 	else
 		dex_cluster_beat(NULL);
-}
-
-bool
-dex_worker_stopping(void)
-{
-	return dex_wb_stop;
 }
 
 void
@@ -370,14 +377,19 @@ dex_writeback_main(Datum arg)
 		/* the cluster registry: writer role / standby lease (dexcluster.c) */
 		dex_worker_beat();
 		/* checkpoints wait for the write-back of what was dirty before them */
-		dex_ckpt_fence_poll(dex_cache_size_kb > 0);
+		dex_ckpt_fence_poll(dex_cache_size_kb > 0, dex_worker_flush, dex_worker_beat, &dex_wb_stop);
 		if (!RecoveryInProgress() &&
-			TimestampDifferenceExceeds(last_flush, GetCurrentTimestamp(), dex_writeback_interval_ms))
+			(TimestampDifferenceExceeds(last_flush, GetCurrentTimestamp(), dex_writeback_interval_ms) ||
+			 (dex_cluster_flush_request() > worker_flushed &&
+			  TimestampDifferenceExceeds(last_flush, GetCurrentTimestamp(), DEX_REQUESTED_FLUSH_MS))))
 		{
 			if (dex_cache_size_kb > 0)
 				(void) dex_worker_flush(false, NULL, NULL);
 			else				/* no cache: nothing is ever dirty (standbys' scans) */
-				dex_wbs_log_flushed(0, GetXLogInsertRecPtr());
+			{
+				worker_flushed = GetXLogInsertRecPtr();
+				dex_wbs_log_flushed(0, worker_flushed);
+			}
 			last_flush = GetCurrentTimestamp();
 		}
 	}

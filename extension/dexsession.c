@@ -494,7 +494,7 @@ dex_open_tree(Relation index)
 			if (rc != DEX_OK)
 				dex_report_error(rc, &err, index);
 			dex_wb_standby_wait(index, e->tree, meta.owner_word, (uint32) e->node, meta.ns,
-								dex_standby_wait_timeout_ms, &e->wbs_life);
+								dex_standby_wait_timeout_ms, &e->wbs_life, dex_cluster_request_flush);
 		}
 		else
 			dex_open_write_back(index, e, &key, &meta, wb);

@@ -21,9 +21,12 @@
  *     position (its snapshot was taken before: every change the snapshot can
  *     need was replayed, so is at or before E) and waits until the replayed
  *     L exceeds both E and S, the position this standby's replay began at
- *     (changes logged before S it never saw). A primary that keeps writing
- *     the index makes such a scan wait up to about one dex.writeback_interval
- *     plus the replication delay; one that does not, not at all.
+ *     (changes logged before S it never saw). A primary that does not write
+ *     the index makes no scan wait. One that does: the waiting scan raises
+ *     the cluster registry's flush_request_lsn to E + 1, which the primary's
+ *     dex worker reads at its next beat (DEX_BEAT_MS) and flushes for, so
+ *     the wait is about a beat plus the replication delay rather than up to
+ *     a dex.writeback_interval.
  *
  * FLUSHED is logged when L moved and important WAL was written at or after
  * the L logged last, and is itself marked unimportant: an idle primary stays
@@ -97,6 +100,7 @@ dex_wbs_log_flushed(uint64 gen, XLogRecPtr l)
 {
 	uint64		payload[2] = {gen, (uint64) l};
 	XLogRecPtr	important;
+	XLogRecPtr	rec;
 
 	if (wbss == NULL || !XLogStandbyInfoActive() || RecoveryInProgress())
 		return;
@@ -117,7 +121,14 @@ dex_wbs_log_flushed(uint64 gen, XLogRecPtr l)
 	XLogBeginInsert();
 	XLogSetRecordFlags(XLOG_MARK_UNIMPORTANT);
 	XLogRegisterData((char *) payload, sizeof(payload));
-	(void) XLogInsert(DEX_RMGR_ID, XLOG_DEX_WB_FLUSHED);
+	rec = XLogInsert(DEX_RMGR_ID, XLOG_DEX_WB_FLUSHED);
+	/*
+	 * Sent now: walsenders send only flushed WAL, and on a primary that
+	 * writes nothing else the WAL writer may leave this record's partial page
+	 * in wal_buffers -- a standby's scan waiting for it would wait for the
+	 * next commit.
+	 */
+	XLogFlush(rec);
 }
 
 /* Startup process, beginning of any recovery: where this replay begins. */
@@ -215,7 +226,7 @@ wbs_needed(uint32 node, uint64 ns)
  */
 void
 dex_wb_standby_wait(Relation index, DexTree *tree, uint64 owner_word, uint32 node, uint64 ns, int timeout_ms,
-					uint64 *checked_life)
+					uint64 *checked_life, void (*ask_flush) (uint64 lsn))
 {
 	uint64		flushed = 0;
 	uint64		gen = 0;
@@ -256,7 +267,12 @@ dex_wb_standby_wait(Relation index, DexTree *tree, uint64 owner_word, uint32 nod
 		else if (flushed > need)
 			break;
 		if (start == 0)
+		{
 			start = GetCurrentTimestamp();
+			/* the primary's worker flushes at its next beat, not its next interval */
+			if (flushed <= need)
+				ask_flush(need + 1);
+		}
 		CHECK_FOR_INTERRUPTS();
 		if (TimestampDifferenceExceeds(start, GetCurrentTimestamp(), timeout_ms))
 			ereport(ERROR,
@@ -287,7 +303,7 @@ dex_wbs_log_flushed(uint64 gen, uint64 l)
 
 void
 dex_wb_standby_wait(Relation index, DexTree *tree, uint64 owner_word, uint32 node, uint64 ns, int timeout_ms,
-					uint64 *checked_life)
+					uint64 *checked_life, void (*ask_flush) (uint64 lsn))
 {
 	if (RecoveryInProgress())
 		ereport(ERROR,

@@ -1,6 +1,7 @@
 // The cluster registry (src/cluster/registry.h): creation (once, with its
 // floor), the writer CAS and high-water mark, standby slots (claim, renew,
-// expiry by the primary -- exactly one of renewal and expiry wins).
+// expiry by the primary -- exactly one of renewal and expiry wins), standbys'
+// flush requests (CAS max).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -70,6 +71,23 @@ TEST_F(RegistryTest, HwmRaisedConcurrentlyEndsAtTheMaximum) {
         });
     for (auto& t : ts) t.join();
     EXPECT_EQ(r.read().writer_hwm, 500u * 4 + 3);
+}
+
+TEST_F(RegistryTest, FlushRequestsOnlyRiseAndTouchNothingElse) {
+    Registry r(*mem, Registry::open(*mem, 0, ns, true, 0x40));
+    EXPECT_EQ(r.read().flush_request_lsn, 0u);  // a new block: nobody asked
+    std::vector<std::thread> ts;
+    for (int t = 0; t < 3; t++)  // standbys' scans asking at once
+        ts.emplace_back([&, t] {
+            for (uint64_t i = 1; i <= 300; i++) r.request_flush(i * 3 + t);
+        });
+    for (auto& t : ts) t.join();
+    r.request_flush(5);  // an older position never lowers it
+    cluster::RegistryHeader h = r.read();
+    EXPECT_EQ(h.flush_request_lsn, 300u * 3 + 2);
+    EXPECT_EQ(h.writer_hwm, 0x40u);
+    EXPECT_EQ(h.removal_lsn, 0x40u);
+    EXPECT_EQ(h.reserved, 0u);
 }
 
 TEST_F(RegistryTest, SlotsClaimRenewExpireAndReclaim) {

@@ -36,6 +36,7 @@ int dex_registry_read(uint64_t addr, DexRegistryState* out, DexError* err) {
         out->writer_hwm = h.writer_hwm;
         out->removal_lsn = h.removal_lsn;
         out->writer_tli = h.writer_tli;
+        out->flush_request_lsn = h.flush_request_lsn;
         std::memcpy(out->slots, h.slots, sizeof out->slots);
         out->moved_to = h.moved_to;
         std::memcpy(out->adopted, h.adopted, sizeof out->adopted);
@@ -80,6 +81,10 @@ int dex_registry_kill_allowed(uint64_t addr, uint64_t life, uint64_t lsn, int n,
 
 int dex_registry_set_removal_lsn(uint64_t addr, uint64_t lsn, DexError* err) {
     return guarded(err, [&] { Registry(proc().mem(), addr).set_removal_lsn(lsn); });
+}
+
+int dex_registry_request_flush(uint64_t addr, uint64_t lsn, DexError* err) {
+    return guarded(err, [&] { Registry(proc().mem(), addr).request_flush(lsn); });
 }
 
 int dex_registry_raise_hwm(uint64_t addr, uint64_t lsn, DexError* err) {

@@ -474,6 +474,7 @@ typedef struct DexRegistryState
 	uint64_t	writer_hwm;
 	uint64_t	removal_lsn;
 	uint64_t	writer_tli;
+	uint64_t	flush_request_lsn;	/* hot standbys' scans wait for write-backs up to here */
 	DexStandbySlot slots[DEX_MAX_STANDBYS];
 	uint64_t	moved_to;		/* writer_life == DEX_WRITER_MOVED: the adopting cluster */
 	uint64_t	adopted[DEX_MAX_ADOPTED];	/* 0-terminated */
@@ -494,6 +495,8 @@ int			dex_registry_set_removal_lsn(uint64_t addr, uint64_t lsn, DexError *err);
 int			dex_registry_kill_allowed(uint64_t addr, uint64_t life, uint64_t lsn, int n, int *allowed,
 									  DexError *err);
 int			dex_registry_raise_hwm(uint64_t addr, uint64_t lsn, DexError *err);
+/* Standby: ask the writer to write back every entry change logged before lsn (a hint). */
+int			dex_registry_request_flush(uint64_t addr, uint64_t lsn, DexError *err);
 int			dex_registry_expire_slot(uint64_t addr, int slot, uint64_t beat, int *done, DexError *err);
 int			dex_registry_claim_slot(uint64_t addr, uint64_t life, uint64_t replay_lsn, uint32_t tli,
 									int *slot, uint64_t *beat, DexError *err);

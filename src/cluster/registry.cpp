@@ -65,16 +65,24 @@ void Registry::writer_beat(uint64_t beat, uint64_t hwm, uint32_t tli) {
     mem_.write(addr_ + offsetof(RegistryHeader, writer_beat), &beat, sizeof beat);
 }
 
-uint64_t Registry::raise_hwm(uint64_t lsn) {
-    GAddr w = addr_ + offsetof(RegistryHeader, writer_hwm);
+// Raise the word at w to at least lsn; returns the value now there.
+static uint64_t raise_word(RemoteMemory& mem, GAddr w, uint64_t lsn) {
     uint64_t cur = 0;
-    mem_.read(w, &cur, sizeof cur);
+    mem.read(w, &cur, sizeof cur);
     while (cur < lsn) {
-        uint64_t seen = mem_.cas(w, cur, lsn);
+        uint64_t seen = mem.cas(w, cur, lsn);
         if (seen == cur) return lsn;
         cur = seen;
     }
     return cur;
+}
+
+uint64_t Registry::raise_hwm(uint64_t lsn) {
+    return raise_word(mem_, addr_ + offsetof(RegistryHeader, writer_hwm), lsn);
+}
+
+void Registry::request_flush(uint64_t lsn) {
+    (void)raise_word(mem_, addr_ + offsetof(RegistryHeader, flush_request_lsn), lsn);
 }
 
 void Registry::set_removal_lsn(uint64_t lsn) {

@@ -55,7 +55,12 @@ struct RegistryHeader {
     uint64_t writer_hwm;    // every change to the trees depends only on its WAL up to here
     uint64_t removal_lsn;   // highest WAL position an entry removal waited for
     uint64_t writer_tli;    // the writer's timeline
-    uint64_t reserved[2];
+    // A hot standby's scan of a write-back index waits until the writer has
+    // written back every entry change logged before this (raised by the
+    // standby, CAS max): the writer's dex worker flushes at its next beat
+    // instead of at its next dex.writeback_interval. A hint, never required.
+    uint64_t flush_request_lsn;
+    uint64_t reserved;
     StandbySlot slots[kMaxStandbys];
     // pg_upgrade (src/README.md "Hot standbys", Upgrades). In the registry of
     // the cluster that was upgraded: writer_life = kWriterMoved and moved_to =
@@ -99,6 +104,8 @@ public:
     // Raise writer_hwm to at least lsn (CAS loop: several processes of the
     // writer may publish); returns the value now there.
     uint64_t raise_hwm(uint64_t lsn);
+    // Standby: raise flush_request_lsn to at least lsn (CAS loop).
+    void request_flush(uint64_t lsn);
     // Writer: raise removal_lsn to at least lsn (CAS loop: VACUUMs and
     // killing scans of the writer raise it concurrently).
     void set_removal_lsn(uint64_t lsn);

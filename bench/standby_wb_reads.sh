@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Reads of a write_back = on index on a hot standby while the primary keeps
+# writing it: a standby scan waits until the primary has written back what
+# its snapshot can see. Measures the standby's point-select throughput and
+# latency (pgbench, 1 client) while the primary inserts (pgbench, 1 client),
+# next to the same selects through a btree index of the same table.
+#
+#   bash bench/standby_wb_reads.sh [CHECKOUT] [SECONDS] [ROUNDS]
+#
+# CHECKOUT (default: this one, built) is installed into a private copy of the
+# system PostgreSQL tree (scripts/lib.sh private_pg_install). The primary's
+# dex.writeback_interval stays at its default (1s).
+# Writes bench/results/<date>-<host>-standby-wb-reads.md.
+set -euo pipefail
+CO=$(cd "${1:-$(dirname "$0")/..}" && pwd); SECS=${2:-8}; ROUNDS=${3:-3}
+source "$(dirname "$0")/../scripts/lib.sh"
+DEX_ROOT=$CO
+DEX_WORK=/tmp/dex-sbwb-$(basename "$CO"); export DEX_WORK
+rm -rf "$DEX_WORK"
+private_pg_install "$CO" "$DEX_WORK-pgroot"
+prepare_workdir
+mport=$(free_port); pport=$(free_port); sport=$(free_port)
+trap 'stop_cluster sb; stop_cluster pw; stop_memnode pw-mem' EXIT
+start_memnode pw-mem "$mport" 1GB --threads 2
+start_cluster pw "$pport" "tcp://127.0.0.1:$mport" "dex.cache_size = '256MB'" "autovacuum = off" \
+    "wal_level = replica" "max_wal_senders = 4" "wal_keep_size = '1GB'"
+P() { dpsql "$pport" -d postgres -At "$@"; }
+S() { dpsql "$sport" -d postgres -At "$@"; }
+P -q -c "CREATE EXTENSION dex" \
+   -c "CREATE TABLE kv (k bigint, k2 bigint, v bigint)" \
+   -c "INSERT INTO kv SELECT g, g, g FROM generate_series(1, 200000) g" \
+   -c "CREATE INDEX kv_dex ON kv USING dex (k) WITH (write_back = on)" \
+   -c "CREATE INDEX kv_bt ON kv (k2)" -c "VACUUM ANALYZE kv"
+rm -rf "$DEX_WORK/sb"
+as_user "$PG_BIN/pg_basebackup" -h "$DEX_WORK" -p "$pport" -U postgres -D "$DEX_WORK/sb" -R -X stream -c fast >/dev/null
+{ echo "port = $sport"; echo "hot_standby = on"; echo "hot_standby_feedback = on"; } \
+    | as_user tee -a "$DEX_WORK/sb/postgresql.conf" >/dev/null
+as_user "$PG_BIN/pg_ctl" -D "$DEX_WORK/sb" -l "$DEX_WORK/sb-server.log" -w -t 60 start >/dev/null
+printf '\\set k random(200001, 2000000000)\nINSERT INTO kv VALUES (:k, :k, 1);\n' >"$DEX_WORK/ins.sql"
+printf '\\set k random(1, 200000)\nSELECT v FROM kv WHERE k = :k;\n' >"$DEX_WORK/sel_dex.sql"
+printf '\\set k random(1, 200000)\nSELECT v FROM kv WHERE k2 = :k;\n' >"$DEX_WORK/sel_bt.sql"
+chmod a+r "$DEX_WORK"/*.sql
+for f in dex bt; do  # the plans must use the index under test
+    q="SELECT v FROM kv WHERE $([ $f = dex ] && echo k || echo k2) = 5"
+    S -c "EXPLAIN (COSTS OFF) $q" | grep -q "Index Scan using kv_$f" || die "standby plan for [$q] does not use kv_$f"
+done
+raw="$DEX_WORK/raw.txt"; : >"$raw"
+for r in $(seq 1 "$ROUNDS"); do
+    order="dex bt"; [ $((r % 2)) = 0 ] && order="bt dex"
+    for t in $order; do
+        "$PG_BIN/pgbench" -n -h "$DEX_WORK" -p "$pport" -U postgres -c 1 -T $((SECS + 2)) -f "$DEX_WORK/ins.sql" postgres \
+            >"$DEX_WORK/ins.out" 2>&1 & ins=$!
+        sleep 1
+        res=$("$PG_BIN/pgbench" -n -h "$DEX_WORK" -p "$sport" -U postgres -c 1 -T "$SECS" -f "$DEX_WORK/sel_$t.sql" postgres)
+        wait $ins || die "primary inserts failed: $(cat "$DEX_WORK/ins.out")"
+        tps=$(sed -n 's/^tps = \([0-9.]*\).*/\1/p' <<<"$res")
+        lat=$(sed -n 's/^latency average = \([0-9.]*\) ms.*/\1/p' <<<"$res")
+        itps=$(sed -n 's/^tps = \([0-9.]*\).*/\1/p' "$DEX_WORK/ins.out")
+        [ -n "$tps" ] && [ -n "$lat" ] || die "standby pgbench failed: $res"
+        echo "$t $r $tps $lat $itps" | tee -a "$raw"
+    done
+done
+# answers: the standby's index scan = its seqscan (same snapshot)
+a=$(S -c "BEGIN ISOLATION LEVEL REPEATABLE READ" -c "SET LOCAL enable_seqscan = off" -c "SET LOCAL enable_bitmapscan = off" \
+      -c "SELECT count(*), sum(k) FROM kv WHERE k > 0" -c "SET LOCAL enable_indexscan = off" -c "SET LOCAL enable_seqscan = on" \
+      -c "SELECT count(*), sum(k) FROM kv WHERE k > 0" -c "COMMIT" | grep '|')
+[ "$(sed -n 1p <<<"$a")" = "$(sed -n 2p <<<"$a")" ] || die "standby index scan and seqscan differ: $a"
+out="$CO/bench/results/$(date +%Y-%m-%d)-$(hostname)-standby-wb-reads.md"
+python3 - "$raw" "$out" "bash bench/standby_wb_reads.sh $CO $SECS $ROUNDS" \
+    "$(nproc --all) cores, $(uname -r), PostgreSQL $(pg_config --version | awk '{print $2}'), tcp loopback memory node, checkout $(git -C "$CO" rev-parse --short HEAD), primary dex.writeback_interval 1s (default)" <<'PY'
+import sys, statistics as st, collections
+raw, out, cmd, machine = sys.argv[1:]
+d = collections.defaultdict(list); lines = []
+for line in open(raw):
+    t, r, tps, lat, itps = line.split(); lines.append(line.rstrip())
+    d[t].append((float(tps), float(lat), float(itps)))
+med = {t: [st.median(x[i] for x in v) for i in range(3)] for t, v in d.items()}
+L = ["# Hot standby point selects while the primary inserts: write_back = on dex index vs btree\n",
+     f"Command: `{cmd}`\n", f"Machine: {machine}.\n",
+     "Standby: pgbench 1 client `SELECT v FROM kv WHERE k = :k` through the index under test; primary: pgbench 1 client "
+     "single-row INSERTs into the same table (both indexes get every row). Rounds alternate the order; the standby's index "
+     "scan equals its seqscan afterwards.\n",
+     "| standby index | standby tps (median) | standby latency ms (median) | primary insert tps (median) |",
+     "|---|---|---|---|"]
+for t, name in (("dex", "dex (write_back = on)"), ("bt", "btree")):
+    if t in med:
+        L.append(f"| {name} | {med[t][0]:.0f} | {med[t][1]:.3f} | {med[t][2]:.0f} |")
+L += ["", "Every round (index round standby_tps standby_latency_ms primary_insert_tps):", "", "```"] + lines + ["```", ""]
+open(out, "w").write("\n".join(L)); print("\n".join(L))
+PY
