@@ -39,6 +39,7 @@
 #include "access/xlog.h"
 #include "miscadmin.h"
 #include "storage/proc.h"
+#include "utils/backend_status.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
@@ -70,6 +71,8 @@ fence_hold(void)
 	StartTransactionCommand();
 	/* the worker's allocations stay where they were, not in the transaction's context */
 	MemoryContextSwitchTo(old);
+	/* not a long-running transaction to pg_stat_activity's xact_start and the alerts built on it */
+	pgstat_report_xact_timestamp(0);
 	fence_set_flag(true);
 	fence_held = true;
 }

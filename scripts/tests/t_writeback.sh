@@ -101,6 +101,9 @@ dirty_kv() { q -c "select coalesce(sum(dirty), 0) from dex_cache_stats() where i
 all4 "insert into @ select g, -3 * g from generate_series(8000, 9000, 5) g"
 dirty=$(dirty_kv); echo "dirty d_k / s_kv frames before the checkpoint: $dirty"
 [ "$dirty" -gt 0 ] || fail "expected dirty frames before the checkpoint"
+# (the fence's transaction holds a virtual xid only: no xmin, no xact_start)
+[ "$(q -c "select count(*) from pg_stat_activity where backend_type = 'dex worker' and backend_xmin is null
+             and backend_xid is null and xact_start is null")" = 1 ] || fail "the dex worker looks like an open transaction"
 q -c "checkpoint"
 dirty=$(dirty_kv); echo "dirty d_k / s_kv frames when CHECKPOINT returned: $dirty"
 [ "$dirty" = 0 ] || fail "CHECKPOINT returned before the dirty nodes were written back"
