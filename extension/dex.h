@@ -636,7 +636,7 @@ extern void dex_wbredo_shmem_init(void *mem, bool found);
 extern void dex_wbredo_init(void);
 extern void dex_wb_announce_life(void);
 /* returns the flushed position on record (PG_UINT64_MAX: no write-back tree in this life) */
-extern uint64 dex_wb_publish_flushed(uint64 before);
+extern uint64 dex_wb_publish_flushed(uint64 before, uint64 *logged);
 extern void dex_wb_forget_life(void);
 extern void dex_wb_redo_gate(Relation index, DexTree *tree, uint64 owner_word, uint64 node, uint64 ns,
 							 bool *checked);

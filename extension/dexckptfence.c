@@ -38,6 +38,8 @@
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "miscadmin.h"
+#include "pgstat.h"
+#include "storage/latch.h"
 #include "storage/proc.h"
 #include "utils/backend_status.h"
 #include "utils/memutils.h"
@@ -121,8 +123,9 @@ fence_cover(XLogRecPtr redo, DexFlushRound flush, void (*beat) (void), volatile 
 		}
 		/* learn how far the standbys replayed (they hold dirty leaves back) */
 		beat();
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 10L, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
-		pg_usleep(10 * 1000L);
 	}
 }
 

@@ -457,7 +457,7 @@ void
 dex_cluster_request_flush(uint64 lsn)
 {
 	DexError	err;
-	uint64		addr = dcs ? dcs->registry : 0;
+	uint64		addr = dex_cluster_registry();
 
 	if (!addr)
 		return;

@@ -702,7 +702,7 @@ dex_sql_flush(PG_FUNCTION_ARGS)
 		dex_report_error(rc, &err, NULL);
 	/* as after the worker's flushes: crash redo's and standbys' position */
 	if (before != InvalidXLogRecPtr)
-		dex_wb_publish_flushed(before);
+		(void) dex_wb_publish_flushed(before, NULL);
 	PG_RETURN_INT64((int64) written);
 }
 

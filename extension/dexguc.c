@@ -287,7 +287,7 @@ dex_wb_sigterm(SIGNAL_ARGS)
 	errno = save_errno;
 }
 
-/* the flushed position after this process's last successful round */
+/* the L this worker's last successful round logged for hot standbys (what they wait for) */
 static uint64 worker_flushed = 0;
 
 /*
@@ -319,11 +319,10 @@ dex_worker_flush(bool quiet, uint64 *flushed, bool *failed)
 		*flushed = 0;
 	if (rc == DEX_OK)
 	{
-		uint64		l = dex_wb_publish_flushed(before);
+		uint64		l = dex_wb_publish_flushed(before, &worker_flushed);
 
 		if (flushed)
 			*flushed = l;
-		worker_flushed = l;
 	}
 	if (failed)
 		*failed = rc != DEX_OK;

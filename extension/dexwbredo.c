@@ -269,10 +269,13 @@ dex_wb_announce_life(void)
 /*
  * The write-back worker, after a flush that succeeded: `before` is the WAL
  * insert position it read before the flush began. Every change logged before
- * min(before, oldest dirty frame's dirty_since) is in remote memory.
+ * L = min(before, oldest dirty frame's dirty_since) is in remote memory; L
+ * goes to this life's flushed file and, for hot standbys, to WAL (*logged).
+ * Returns the flushed position on record for crash redo (PG_UINT64_MAX: no
+ * write-back tree in this life, nothing to cover).
  */
 uint64
-dex_wb_publish_flushed(XLogRecPtr before)
+dex_wb_publish_flushed(XLogRecPtr before, uint64 *logged)
 {
 	/* (per process: the worker's, or a dex_flush() caller's; a lower L
 	 * written by another process is only more careful) */
@@ -281,24 +284,24 @@ dex_wb_publish_flushed(XLogRecPtr before)
 	XLogRecPtr	l;
 	uint32		state;
 
+	if (logged)
+		*logged = 0;
 	if (wbs == NULL)
 		return PG_UINT64_MAX;
 	oldest = dex_cache_dirty_since_min();
 	l = Min(before, (XLogRecPtr) oldest);
-	dex_wbs_log_flushed(dex_cache_generation(), l);	/* hot standbys' scans (dexwbstandby.c) */
 	state = pg_atomic_read_u32(&wbs->state);
-	/* no write-back tree opened in this life: nothing of it can be dirty */
-	if (state == WB_NONE)
-		return PG_UINT64_MAX;
-	/* being announced: nothing to write yet, and nothing covered yet either */
-	if (state == WB_WRITING)
-		return 0;
-	if (l > published)
+	/* (no write-back tree opened in this life: nothing of it can be dirty) */
+	if (state == WB_WRITTEN && l > published)
 	{
 		wb_write_lsn(wb_path(dex_cache_generation(), "flushed"), l);
 		published = l;
 	}
-	return published;
+	dex_wbs_log_flushed(dex_cache_generation(), l);	/* hot standbys' scans (dexwbstandby.c) */
+	if (logged)
+		*logged = l;
+	/* being announced: nothing to write yet, and nothing covered yet either */
+	return state == WB_NONE ? PG_UINT64_MAX : state == WB_WRITING ? 0 : published;
 }
 
 /* Clean shutdown, nothing dirty: no later crash can concern this life. */
