@@ -36,6 +36,8 @@
  *   dexclusterns.c which namespaces on the memory nodes are this cluster's
  *   dexcluster.c   primary and hot standbys: the cluster registry, this life
  *   dexwal.c       dex's WAL resource manager
+ *   dexkillwal.c   a write-back index's kill: its conflict horizon, logged for
+ *                  hot standbys
  *   dexwbredo.c    write-back mode after a crash: entry changes logged, collected
  *                  by crash recovery, replayed at the index's first use
  *   dexwbstandby.c write-back indexes on hot standbys: the primary's flushed
@@ -73,9 +75,11 @@
 #if PG_VERSION_NUM >= 160000
 #define DEX_REL_NUMBER(rel)		((rel)->rd_locator.relNumber)
 #define DEX_REL_SPC(rel)		((rel)->rd_locator.spcOid)
+#define DEX_REL_DB(rel)			((rel)->rd_locator.dbOid)
 #else
 #define DEX_REL_NUMBER(rel)		((rel)->rd_node.relNode)
 #define DEX_REL_SPC(rel)		((rel)->rd_node.spcNode)
+#define DEX_REL_DB(rel)			((rel)->rd_node.dbNode)
 #endif
 
 #if PG_VERSION_NUM < 160000
@@ -615,6 +619,16 @@ extern void dex_wal_init(void);
 #define XLOG_DEX_NODES		0x10	/* nodes a write changes (standbys' caches) */
 #define XLOG_DEX_ENTRIES	0x20	/* entry changes of a write-back tree (crash redo) */
 #define XLOG_DEX_WB_FLUSHED	0x30	/* the primary's flushed position (standbys' scans) */
+#define XLOG_DEX_KILL		0x40	/* a write-back kill's conflict horizon (dexkillwal.c) */
+
+/* dexkillwal.c: a write-back kill's conflict horizon (K7) */
+extern bool dex_kill_wb_hold(Relation index, Relation heap, ItemPointerData *tids, int n, uint64 *hold);
+extern uint64 dex_kill_log_horizon(Relation index, TransactionId horizon);
+#if PG_VERSION_NUM >= 150000
+struct XLogReaderState;
+extern void dex_kill_redo(struct XLogReaderState *record);
+extern void dex_kill_desc(struct StringInfoData *buf, struct XLogReaderState *record);
+#endif
 
 /* dexwbstandby.c: write-back indexes on hot standbys */
 extern Size dex_wbstandby_shmem_size(void);

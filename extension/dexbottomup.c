@@ -9,8 +9,9 @@
  * first asks the table which of the leaf's entries are dead to everyone
  * (table_index_delete_tuples, duplicates of the new key "promising"), then
  * removes those -- with the kills' gate (dex_kill_gate: writer only, WAL
- * flushed, no live standby slot held) and only if the leaf is still at the
- * version that was read (dex_tree_kill). The caller then inserts as usual,
+ * flushed, no live standby slot held), or in a write-back tree's frame with
+ * the heap's conflict horizon logged first (dexkillwal.c, K7), and only if
+ * the leaf is still at the version that was read (dex_tree_kill). The caller then inserts as usual,
  * splitting only if that freed nothing. A pass is a hint: anything of
  * dex's that goes wrong drops it (DEBUG1); only the heap access itself may
  * ereport, as any heap access may.
@@ -18,6 +19,7 @@
 #include "dex.h"
 
 #include "access/tableam.h"
+#include "access/xlog.h"
 #include "utils/rel.h"
 
 #include "tree/key_bytes.h"
@@ -38,13 +40,14 @@ dex_same_value(const DexKey *entry, const DexKey *key)
  * The heap's verdict on a leaf's n entries (tids[i]; promising[i]: a
  * duplicate of the new key; space[i]: the bytes its removal frees): the
  * positions of those dead to everyone go to dead[], their number is
- * returned. Releases the announcement `hold` (taken before the leaf was
- * read) once the heap has answered, also if it ereports.
+ * returned, their conflict horizon to *horizon. Releases the announcement
+ * `hold` (taken before the leaf was read) once the heap has answered, also
+ * if it ereports.
  */
 static int
 bottomup_ask_heap(Relation index, Relation heapRel, int hold, int n,
 				  const ItemPointerData *tids, const bool *promising, const int16 *space,
-				  int *dead)
+				  int *dead, TransactionId *horizon)
 {
 	TM_IndexDeleteOp delstate;
 	int			total = 0;
@@ -74,11 +77,12 @@ bottomup_ask_heap(Relation index, Relation heapRel, int hold, int n,
 	 * heap AM visits up to 6 heap blocks, stopping when one frees nothing.
 	 */
 	delstate.bottomupfreespace = Max(total / 2, 1);
+	*horizon = InvalidTransactionId;
 	/* the announcement goes even if the heap ereports (a subtransaction may catch it) */
 	PG_TRY();
 	{
 		if (n > 0)
-			(void) table_index_delete_tuples(heapRel, &delstate);
+			*horizon = table_index_delete_tuples(heapRel, &delstate);
 	}
 	PG_FINALLY();
 	{
@@ -108,6 +112,27 @@ bottomup_skipped(Relation index, const DexError *err)
 			 RelationGetRelationName(index), err->message);
 }
 
+/*
+ * May `ndead` entries go now? A write-back frame's removal logs its conflict
+ * horizon and waits for it in the frame (*wal_hold, K7); anything else
+ * passes the kills' registry gate.
+ */
+static bool
+bottomup_may_remove(Relation index, const DexLeafStamp *full, int ndead, TransactionId horizon,
+					uint64 *wal_hold)
+{
+	*wal_hold = 0;
+	if (ndead <= 0)
+		return false;
+	if (full->frame_version != 0 && !RecoveryInProgress() && dex_cluster_registry() != 0)
+	{
+		*wal_hold = dex_kill_log_horizon(index, horizon);
+		if (*wal_hold != 0)
+			return true;
+	}
+	return dex_kill_gate(index, ndead);
+}
+
 static void
 bottomup_dropped(Relation index, const DexError *err)
 {
@@ -135,6 +160,8 @@ dex_bottomup_pass(Relation index, Relation heapRel, DexTree *tree, const DexKey 
 	int			ndead;
 	uint64_t	removed = 0;
 	int			hold;
+	TransactionId horizon;
+	uint64		wal_hold;
 
 	/* VACUUM's heap pass waits for us from before the read (dexios.c) */
 	hold = dex_ios_hold(index);
@@ -156,14 +183,14 @@ dex_bottomup_pass(Relation index, Relation heapRel, DexTree *tree, const DexKey 
 		space[m] = (int16) sizeof(DexKey);
 		entries[m++] = entries[i];
 	}
-	ndead = bottomup_ask_heap(index, heapRel, hold, m, tids, promising, space, pos);
+	ndead = bottomup_ask_heap(index, heapRel, hold, m, tids, promising, space, pos, &horizon);
 	for (int i = 0; i < ndead; i++)
 		dead[i] = entries[pos[i]];
-	if (ndead > 0 && dex_kill_gate(index, ndead))
+	if (bottomup_may_remove(index, full, ndead, horizon, &wal_hold))
 	{
 		dex_sort_keys(dead, ndead);
 		memset(&err, 0, sizeof(err));
-		if (dex_tree_kill(tree, full, dead, ndead, 1, &removed, &err) != DEX_OK)
+		if (dex_tree_kill(tree, full, dead, ndead, 1, wal_hold, &removed, &err) != DEX_OK)
 		{
 			bottomup_dropped(index, &err);
 			removed = 0;
@@ -194,6 +221,8 @@ dex_bottomup_pass_bytes(Relation index, Relation heapRel, DexTree *tree,
 	int			ndead;
 	uint64_t	removed = 0;
 	int			hold;
+	TransactionId horizon;
+	uint64		wal_hold;
 
 	hold = dex_ios_hold(index);
 	if (hold < 0)
@@ -219,15 +248,15 @@ dex_bottomup_pass_bytes(Relation index, Relation heapRel, DexTree *tree,
 		promising[i] = entries[i].len > keylen && memcmp(entries[i].data, key, keylen) == 0;
 		space[i] = (int16) (entries[i].len + DEX_SLOTTED_LEAF_SLOT_BYTES);
 	}
-	ndead = bottomup_ask_heap(index, heapRel, hold, n, tids, promising, space, pos);
+	ndead = bottomup_ask_heap(index, heapRel, hold, n, tids, promising, space, pos, &horizon);
 	dead = palloc(sizeof(DexBytes) * Max(ndead, 1));
 	for (int i = 0; i < ndead; i++)
 		dead[i] = entries[pos[i]];
-	if (ndead > 0 && dex_kill_gate(index, ndead))
+	if (bottomup_may_remove(index, full, ndead, horizon, &wal_hold))
 	{
 		qsort(dead, ndead, sizeof(DexBytes), dex_bytes_cmp);
 		memset(&err, 0, sizeof(err));
-		if (dex_tree_kill_bytes(tree, full, dead, ndead, 1, &removed, &err) != DEX_OK)
+		if (dex_tree_kill_bytes(tree, full, dead, ndead, 1, wal_hold, &removed, &err) != DEX_OK)
 		{
 			bottomup_dropped(index, &err);
 			removed = 0;

@@ -331,7 +331,18 @@ dex_primary_beat(uint64 addr, uint64 mine)
 	char		why[256];
 
 	memset(&err, 0, sizeof(err));
-	if (dex_registry_read(addr, &st, &err) != DEX_OK)
+	/*
+	 * The writer raises removal_lsn to its flushed WAL before it reads the
+	 * standby slots (one batch): every standby it does not count below will
+	 * replay past that before it answers, so the position published from
+	 * this beat (hwm: what write-backs may depend on) covers the removals a
+	 * write-back publishes -- frame kills wait for it (K7). Not yet the
+	 * writer: only read (an LSN of ours must not bind another's standbys).
+	 */
+	flush = dex_wal_durable();
+	if ((dcs->writer_state == DEX_WRITER_CLAIMED
+		 ? dex_registry_raise_removal_read(addr, flush, &st, &err)
+		 : dex_registry_read(addr, &st, &err)) != DEX_OK)
 	{
 		dex_cluster_set_problem(dcs->writer_problem, err.message);
 		return;
@@ -413,7 +424,6 @@ dex_primary_beat(uint64 addr, uint64 mine)
 		}
 		floor = Min(floor, s->replay_lsn);
 	}
-	flush = dex_wal_durable();
 	hwm = Min(flush, floor);
 	if (dex_registry_writer_beat(addr, ++my_writer_beat, hwm, GetWALInsertionTimeLine(), &err) != DEX_OK)
 	{

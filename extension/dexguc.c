@@ -140,7 +140,7 @@ dex_define_gucs(void)
 							 NULL, NULL, NULL);
 	DefineCustomIntVariable("dex.kill_min_entries",
 							"Fewest dead entries an index scan must have found in one leaf before it removes them.",
-							"A removal costs a remote round trip (the cluster registry's check), a heap fetch of a dead entry none; "
+							"A removal costs a remote round trip (the cluster registry's check; a write-back index's a WAL record), a heap fetch of a dead entry none; "
 							"fewer stay until a later scan finds enough, a bottom-up pass or VACUUM. 1 removes every one found.",
 							&dex_kill_min_entries,
 							4, 1, 10000,

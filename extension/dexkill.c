@@ -12,7 +12,10 @@
  * (dex_tree_kill; a write-back tree: its cache frame still at the version
  * word the batch was copied at, K5), only on the writer, and only while no
  * hot standby holds a slot in the cluster registry
- * (dex_registry_kill_allowed, which first raises the registry's removal_lsn). Kills are hints: anything that goes
+ * (dex_registry_kill_allowed, which first raises the registry's removal_lsn)
+ * -- except in a write-back tree's frame, which logs the kill's conflict
+ * horizon instead and waits for every standby to replay it before the frame
+ * is written back (dexkillwal.c, K7). Kills are hints: anything that goes
  * wrong drops them (DEBUG1), never the query. No latch, frame or remote
  * lock is held when this runs; the C API returns with all of them released.
  */
@@ -129,8 +132,40 @@ dex_kill_gate(Relation index, int n)
 }
 
 /*
+ * A write-back batch's kill goes to the frame and reaches remote memory only
+ * with the frame's write-back (K5, K7): instead of the registry gate, log its
+ * conflict horizon and let the frame wait for that record (*hold). Only on
+ * the writer with a cluster registry (whose worker raises removal_lsn before
+ * it counts the standbys). False: use the gate.
+ */
+static bool
+kill_wb_hold(IndexScanDesc scan, int n, uint64 *hold)
+{
+	DexScanOpaque so = (DexScanOpaque) scan->opaque;
+	ItemPointerData *tids;
+	bool		ok;
+
+	*hold = 0;
+	if (so->stamp.frame_version == 0 || RecoveryInProgress() || dex_cluster_registry() == 0)
+		return false;
+	tids = palloc(sizeof(ItemPointerData) * n);
+	for (int i = 0; i < n; i++)
+	{
+		if (so->bytes)
+			dex_entry_tid(so->bkilled[i].data, so->bkilled[i].len, &tids[i]);
+		else
+			dex_key_to_tid(&so->killed[i], &tids[i]);
+	}
+	ok = dex_kill_wb_hold(scan->indexRelation, scan->heapRelation, tids, n, hold) && *hold != 0;
+	pfree(tids);
+	return ok;
+}
+
+/*
  * Leaving the current batch: remove what was remembered for it. Called
- * before the core scan fetches another batch or ends; never errors.
+ * before the core scan fetches another batch or ends; never errors (but for
+ * the heap access of a write-back kill's horizon, which may, as any heap
+ * access may).
  */
 void
 dex_kill_flush(IndexScanDesc scan)
@@ -138,6 +173,7 @@ dex_kill_flush(IndexScanDesc scan)
 	DexScanOpaque so = (DexScanOpaque) scan->opaque;
 	int			n = so->nkilled;
 	uint64_t	removed = 0;
+	uint64		hold = 0;
 	DexError	err;
 	int			rc;
 
@@ -154,18 +190,18 @@ dex_kill_flush(IndexScanDesc scan)
 	/* a write-back leaf changed since the batch: the kill would be skipped */
 	if (dex_tree_kill_futile(so->tree, &so->stamp, n))
 		return;
-	if (!dex_kill_gate(scan->indexRelation, n))
+	if (!kill_wb_hold(scan, n, &hold) && !dex_kill_gate(scan->indexRelation, n))
 		return;
 	memset(&err, 0, sizeof(err));
 	if (so->bytes)
 	{
 		qsort(so->bkilled, n, sizeof(DexBytes), dex_bytes_cmp);
-		rc = dex_tree_kill_bytes(so->tree, &so->stamp, so->bkilled, n, 0, &removed, &err);
+		rc = dex_tree_kill_bytes(so->tree, &so->stamp, so->bkilled, n, 0, hold, &removed, &err);
 	}
 	else
 	{
 		dex_sort_keys(so->killed, n);
-		rc = dex_tree_kill(so->tree, &so->stamp, so->killed, n, 0, &removed, &err);
+		rc = dex_tree_kill(so->tree, &so->stamp, so->killed, n, 0, hold, &removed, &err);
 	}
 	if (rc != DEX_OK)
 		elog(DEBUG1, "dex: dead-entry hints of \"%s\" dropped: %s",

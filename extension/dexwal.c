@@ -60,6 +60,11 @@ dex_redo(XLogReaderState *record)
 		dex_wbs_redo_flushed(record);
 		return;
 	}
+	if (info == XLOG_DEX_KILL)
+	{
+		dex_kill_redo(record);
+		return;
+	}
 	if (info != XLOG_DEX_NODES)
 		elog(PANIC, "dex_redo: unknown op code %u", info);
 	if (XLogRecGetDataLen(record) < sizeof(hdr))
@@ -96,6 +101,11 @@ dex_desc(StringInfo buf, XLogReaderState *record)
 						 (unsigned long long) w[0], (uint32) w[2], w[1]);
 		return;
 	}
+	if (info == XLOG_DEX_KILL)
+	{
+		dex_kill_desc(buf, record);
+		return;
+	}
 	if (info == XLOG_DEX_WB_FLUSHED && XLogRecGetDataLen(record) == sizeof(uint64))
 	{
 		uint64		l;
@@ -129,6 +139,8 @@ dex_identify(uint8 info)
 		return "WB_FLUSHED";
 	if ((info & ~XLR_INFO_MASK) == XLOG_DEX_ENTRIES)
 		return "ENTRIES";
+	if ((info & ~XLR_INFO_MASK) == XLOG_DEX_KILL)
+		return "KILL";
 	return NULL;
 }
 

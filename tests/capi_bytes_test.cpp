@@ -131,10 +131,10 @@ TEST(CApiBytes, LayoutBulkInsertScanDeleteKill) {
     ASSERT_NE(stamp.leaf, 0u);
     DexBytes kv{u8(first[0]), len(first[0])};
     uint64_t removed = 0;
-    ASSERT_EQ(dex_tree_kill_bytes(t, &stamp, &kv, 1, 0, &removed, &err), DEX_OK) << err.message;
+    ASSERT_EQ(dex_tree_kill_bytes(t, &stamp, &kv, 1, 0, 0, &removed, &err), DEX_OK) << err.message;
     EXPECT_EQ(removed, 1u);
     model.erase(first[0]);
-    ASSERT_EQ(dex_tree_kill_bytes(t, &stamp, &kv, 1, 0, &removed, &err), DEX_OK) << err.message;
+    ASSERT_EQ(dex_tree_kill_bytes(t, &stamp, &kv, 1, 0, 0, &removed, &err), DEX_OK) << err.message;
     EXPECT_EQ(removed, 0u);
 
     // Bottom-up: inserting ascending "zed." entries fills the rightmost leaf

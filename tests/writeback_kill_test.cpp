@@ -92,6 +92,38 @@ TEST_F(WbKillTest, RemovesInPlaceWithoutARoundTrip) {
     EXPECT_EQ(scan_all(remote, KMin(7), KMax(7), false).size(), 5u);
 }
 
+// K7: a kill that logged its conflict horizon at hold_lsn raises its frame's
+// lsn to it: every write-back (ComputeProcess::write_back_frame(s),
+// wb_acquire) keeps a frame dirty while its lsn is above the durable position
+// the tree sees -- durable WAL and what every live standby has replayed -- so
+// remote memory, where standbys read, loses the entries only after the
+// standbys cancelled the queries that could still see their rows.
+TEST_F(WbKillTest, RaisesTheFrameLsnToTheHorizonRecord) {
+    Stamp s = first_batch();
+    ASSERT_EQ(s.batch.size(), 20u);
+    cache::FrameHeader& h = x.reg.region->header(s.frame);
+    const uint64_t before = h.lsn.load();
+    ASSERT_LT(before, 0x5000u);
+    EXPECT_EQ(t->remove_if_unchanged(s.leaf, s.version, s.batch.data(), 10, false, {}, s.frame, s.frame_version,
+                                     0x5000),
+              10u);
+    EXPECT_EQ(h.lsn.load(), 0x5000u);
+    EXPECT_EQ(count7(), 10u);  // this server's own scans see the removal at once
+    // A later kill with a lower (or no) record position never lowers it.
+    Stamp s2 = first_batch();
+    EXPECT_EQ(t->remove_if_unchanged(s2.leaf, s2.version, s2.batch.data(), 5, false, {}, s2.frame,
+                                     s2.frame_version, 0x4000),
+              5u);
+    EXPECT_EQ(h.lsn.load(), 0x5000u);
+    // A kill that removes nothing leaves the frame alone.
+    Stamp s3 = first_batch();
+    EntryKey absent = K(7, 9, 9);
+    EXPECT_EQ(t->remove_if_unchanged(s3.leaf, s3.version, &absent, 1, false, {}, s3.frame, s3.frame_version,
+                                      0x9000),
+              0u);
+    EXPECT_EQ(h.lsn.load(), 0x5000u);
+}
+
 TEST_F(WbKillTest, SkippedAfterAnInPlaceInsert) {
     Stamp s = first_batch();
     EXPECT_TRUE(t->stamp_current(s.leaf, s.frame, s.frame_version));

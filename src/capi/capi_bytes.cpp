@@ -122,7 +122,7 @@ int dex_tree_delete_bytes(DexTree* tree, const DexBytes* entries, int n, uint64_
 }
 
 int dex_tree_kill_bytes(DexTree* tree, const DexLeafStamp* stamp, const DexBytes* entries, int n, int bottom_up,
-                        uint64_t* removed, DexError* err) {
+                        uint64_t hold_lsn, uint64_t* removed, DexError* err) {
     if (removed) *removed = 0;
     return guarded(err, [&] {
         if (!tree || !stamp || (n > 0 && !entries))
@@ -133,7 +133,7 @@ int dex_tree_kill_bytes(DexTree* tree, const DexLeafStamp* stamp, const DexBytes
         tree->run_bytes([&](SlottedTree& t) {
             d = t.remove_if_unchanged(stamp->leaf, stamp->version, v.data(), v.size(), bottom_up != 0,
                                       dex::capi::stamp_time(stamp->seen_at_ns), stamp->frame,
-                                      stamp->frame_version);
+                                      stamp->frame_version, hold_lsn);
         });
         if (removed) *removed = d;
     });

@@ -27,19 +27,31 @@ int dex_registry_open(int node, uint64_t ns, int create, uint64_t floor_lsn, uin
     });
 }
 
+namespace {
+void fill_state(const dex::cluster::RegistryHeader& h, DexRegistryState* out) {
+    out->writer_life = h.writer_life;
+    out->writer_beat = h.writer_beat;
+    out->writer_hwm = h.writer_hwm;
+    out->removal_lsn = h.removal_lsn;
+    out->writer_tli = h.writer_tli;
+    out->flush_request_lsn = h.flush_request_lsn;
+        std::memcpy(out->slots, h.slots, sizeof out->slots);
+    out->moved_to = h.moved_to;
+        std::memcpy(out->adopted, h.adopted, sizeof out->adopted);
+}
+}  // namespace
+
 int dex_registry_read(uint64_t addr, DexRegistryState* out, DexError* err) {
     return guarded(err, [&] {
         if (!out || !addr) throw Error(ErrorCode::kInvalid, "dex_registry_read: no registry");
-        dex::cluster::RegistryHeader h = Registry(proc().mem(), addr).read();
-        out->writer_life = h.writer_life;
-        out->writer_beat = h.writer_beat;
-        out->writer_hwm = h.writer_hwm;
-        out->removal_lsn = h.removal_lsn;
-        out->writer_tli = h.writer_tli;
-        out->flush_request_lsn = h.flush_request_lsn;
-        std::memcpy(out->slots, h.slots, sizeof out->slots);
-        out->moved_to = h.moved_to;
-        std::memcpy(out->adopted, h.adopted, sizeof out->adopted);
+        fill_state(Registry(proc().mem(), addr).read(), out);
+    });
+}
+
+int dex_registry_raise_removal_read(uint64_t addr, uint64_t lsn, DexRegistryState* out, DexError* err) {
+    return guarded(err, [&] {
+        if (!out || !addr) throw Error(ErrorCode::kInvalid, "dex_registry_raise_removal_read: no registry");
+        fill_state(Registry(proc().mem(), addr).raise_removal_and_read(lsn), out);
     });
 }
 

@@ -383,7 +383,7 @@ int dex_tree_kill_futile(DexTree* tree, const DexLeafStamp* stamp, int n) {
 }
 
 int dex_tree_kill(DexTree* tree, const DexLeafStamp* stamp, const DexKey* keys, int n, int bottom_up,
-                  uint64_t* removed, DexError* err) {
+                  uint64_t hold_lsn, uint64_t* removed, DexError* err) {
     if (removed) *removed = 0;
     return guarded(err, [&] {
         if (!tree || !stamp || (n > 0 && !keys)) throw Error(ErrorCode::kInvalid, "dex_tree_kill: NULL argument");
@@ -394,7 +394,7 @@ int dex_tree_kill(DexTree* tree, const DexLeafStamp* stamp, const DexKey* keys, 
         tree->run([&](dex::tree::BTree& b) {
             d = b.remove_if_unchanged(stamp->leaf, stamp->version, v.data(), v.size(), bottom_up != 0,
                                       dex::capi::stamp_time(stamp->seen_at_ns), stamp->frame,
-                                      stamp->frame_version);
+                                      stamp->frame_version, hold_lsn);
         });
         if (removed) *removed = d;
     });

@@ -325,7 +325,10 @@ void		dex_scan_end(DexScan *scan);
  * ascending, all from that batch) only if the leaf is still at that version;
  * *removed = how many went (0: it changed since, or a write-back tree).
  * bottom_up != 0: a bottom-up deletion pass's removal (counted in
- * bottomup_removed instead of kills).
+ * bottomup_removed instead of kills). hold_lsn (a write-back tree's frame
+ * kill, K7): the WAL position of the kill's conflict-horizon record; the
+ * frame is written back only once WAL is durable and every live standby has
+ * replayed that far. 0: the caller passed the kills' gate instead.
  */
 void		dex_scan_stamp(const DexScan *scan, DexLeafStamp *out);
 /* 1: a kill of n entries at `stamp` would be skipped (a write-back tree's
@@ -333,7 +336,7 @@ void		dex_scan_stamp(const DexScan *scan, DexLeafStamp *out);
  * something. A local check, never an error. */
 int			dex_tree_kill_futile(DexTree *tree, const DexLeafStamp *stamp, int n);
 int			dex_tree_kill(DexTree *tree, const DexLeafStamp *stamp, const DexKey *keys, int n,
-						  int bottom_up, uint64_t *removed, DexError *err);
+						  int bottom_up, uint64_t hold_lsn, uint64_t *removed, DexError *err);
 
 /*
  * Merge away leaves left empty by deletes (merges skipped under contention are
@@ -377,7 +380,7 @@ int			dex_tree_read_leaf_bytes(DexTree *tree, const DexLeafStamp *stamp, const D
 int			dex_tree_delete_bytes(DexTree *tree, const DexBytes *entries, int n, uint64_t *deleted,
 								  DexError *err);
 int			dex_tree_kill_bytes(DexTree *tree, const DexLeafStamp *stamp, const DexBytes *entries, int n,
-								int bottom_up, uint64_t *removed, DexError *err);
+								int bottom_up, uint64_t hold_lsn, uint64_t *removed, DexError *err);
 /*
  * Entries e with lo <= e <= hi (memcmp order). lo NULL: from the first entry;
  * hi NULL: to the last. A bound need not be an entry (a key prefix: "every
@@ -483,6 +486,8 @@ typedef struct DexRegistryState
 int			dex_registry_open(int node, uint64_t ns, int create, uint64_t floor_lsn, uint64_t *addr,
 							  DexError *err);
 int			dex_registry_read(uint64_t addr, DexRegistryState *out, DexError *err);
+/* The writer: raise removal_lsn to at least lsn, then read (one batch, in that order). */
+int			dex_registry_raise_removal_read(uint64_t addr, uint64_t lsn, DexRegistryState *out, DexError *err);
 int			dex_registry_cas_writer(uint64_t addr, uint64_t expected, uint64_t life, uint64_t *seen, DexError *err);
 int			dex_registry_writer_beat(uint64_t addr, uint64_t beat, uint64_t hwm, uint32_t tli, DexError *err);
 int			dex_registry_set_removal_lsn(uint64_t addr, uint64_t lsn, DexError *err);

@@ -98,15 +98,14 @@ void Registry::set_removal_lsn(uint64_t lsn) {
     }
 }
 
-bool Registry::kill_allowed(uint64_t life, uint64_t lsn) {
-    // First the removal position, then the slots: a standby that claims a slot
-    // after our read of the slots reads removal_lsn after our raise (one
-    // memory node executes both in order) and replays past it first. The
-    // raise and the read travel in one batch: a CAS from the value this
-    // process saw last (a guess: usually right, as only this server raises
-    // it), then the READ. A failed CAS that found removal_lsn >= lsn already
-    // raised it before the read just as well; one below lsn is tried again
-    // from the value it reported.
+RegistryHeader Registry::raise_removal_and_read(uint64_t lsn) {
+    // A standby that claims a slot after our read of the slots reads
+    // removal_lsn after our raise (one memory node executes both in order)
+    // and replays past it first. The raise and the read travel in one batch:
+    // a CAS from the value this process saw last (a guess: usually right, as
+    // only this server raises it), then the READ. A failed CAS that found
+    // removal_lsn >= lsn already had it raised before the read just as well;
+    // one below lsn is tried again from the value it reported.
     static std::atomic<uint64_t> guess{0};  // per process; any value is safe
     const GAddr w = addr_ + offsetof(RegistryHeader, removal_lsn);
     RegistryHeader h;
@@ -126,6 +125,12 @@ bool Registry::kill_allowed(uint64_t life, uint64_t lsn) {
     if (h.magic != kRegistryMagic)
         throw Error(ErrorCode::kCorrupt, "the dex cluster registry on memory node " +
                                              std::to_string(gaddr_node(addr_)) + " is damaged");
+    return h;
+}
+
+bool Registry::kill_allowed(uint64_t life, uint64_t lsn) {
+    // First the removal position, then the slots (raise_removal_and_read).
+    const RegistryHeader h = raise_removal_and_read(lsn);
     if (h.writer_life != life || life == 0) return false;
     // A live slot refuses. An expired one does not: its standby stopped
     // answering when its lease ran out, and must claim a slot again and then

@@ -117,6 +117,10 @@ public:
     // snapshots may still need the entries; an expired one answers nothing
     // until it has claimed a slot again and replayed past removal_lsn.
     bool kill_allowed(uint64_t life, uint64_t lsn);
+    // Raise removal_lsn to at least lsn, then read the block -- in one batch,
+    // in that order (kill_allowed's first step; the writer's beat, so that
+    // the standby slots it counts are read after its raise: K7).
+    RegistryHeader raise_removal_and_read(uint64_t lsn);
     // Writer: expire slot i if its beat is still `beat` (CAS). True if done.
     bool expire_slot(uint32_t i, uint64_t beat);
 

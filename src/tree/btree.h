@@ -150,10 +150,14 @@ public:
     // (Scan::leaf_seen_at(); default: unknown). Within a second of it the
     // lock is tried at `version` straight away, the image read in the same
     // batch: two round trips (lock + read, publish) instead of three.
+    // `hold_lsn` (write-back trees): the frame is not written back before
+    // the WAL up to there is durable and replayed by every live standby
+    // (the kill's conflict-horizon record, K7); 0: nothing to hold for.
     uint64_t remove_if_unchanged(GAddr leaf, uint64_t version, const Key* keys, size_t n,
                                  bool bottom_up = false,
                                  std::chrono::steady_clock::time_point seen_at = {},
-                                 uint32_t frame = 0xFFFFFFFFu, uint64_t frame_version = 0);
+                                 uint32_t frame = 0xFFFFFFFFu, uint64_t frame_version = 0,
+                                 uint64_t hold_lsn = 0);
     // May a kill at this stamp still remove anything? Write-back mode with a
     // frame stamp: only while the frame's version word is `frame_version`
     // (a local load; spares a kill that would be skipped its gate). True
@@ -480,7 +484,8 @@ private:
     // Write-back kill: keys[0..n) out of frame `f` of leaf `a` in place, only
     // if the frame's version word is still `fv` (the image a scan copied).
     // Returns how many were removed (logged like any delete).
-    uint64_t wb_kill(GAddr a, uint32_t f, uint64_t fv, const Key* keys, size_t n, bool bottom_up);
+    uint64_t wb_kill(GAddr a, uint32_t f, uint64_t fv, const Key* keys, size_t n, bool bottom_up,
+                     uint64_t hold_lsn);
     // Under frame h's exclusive lock, before the first change of a clean
     // frame: register the tree dirty and note dirty_since. False: the tree
     // cannot be dirtied (registry full); the caller writes through or skips.

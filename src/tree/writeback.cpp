@@ -210,11 +210,16 @@ bool BTreeT<L>::wb_begin_change(cache::FrameHeader& h) {
 // -- so holding it at `fv` means the frame holds exactly the image the scan
 // judged (K1), which in write-back mode is the newest copy of the leaf (W2).
 // The removal then is an in-place delete like VACUUM's: the frame turns
-// dirty and the change is logged for redo. The caller passed the kills' gate
-// (WAL flushed, no standby slot), so nothing removed belongs to a row a crash
-// could bring back.
+// dirty and the change is logged for redo. The caller logged the kill's
+// conflict horizon at `hold_lsn` (K7): the frame's lsn rises to it, so the
+// removal reaches remote memory -- where standbys read -- only once that
+// record is durable (nothing removed belongs to a row a crash could bring
+// back) and replayed by every live standby (which cancelled the queries that
+// could still see the rows). Without a record (0) the caller passed the
+// kills' gate instead.
 template <class L>
-uint64_t BTreeT<L>::wb_kill(GAddr a, uint32_t f, uint64_t fv, const Key* keys, size_t n, bool bottom_up) {
+uint64_t BTreeT<L>::wb_kill(GAddr a, uint32_t f, uint64_t fv, const Key* keys, size_t n, bool bottom_up,
+                            uint64_t hold_lsn) {
     cache::CacheRegion& R = cache_->region();
     uint64_t removed = 0;
     std::vector<Key> gone;
@@ -238,6 +243,10 @@ uint64_t BTreeT<L>::wb_kill(GAddr a, uint32_t f, uint64_t fv, const Key* keys, s
                     }
                 }
                 R.mark_dirty(f);
+                // (under the frame lock, which every write-back holds while
+                // it compares the frame's lsn with the durable position)
+                if (hold_lsn > h.lsn.load(std::memory_order_relaxed))
+                    h.lsn.store(hold_lsn, std::memory_order_relaxed);
                 h.unlock();
                 Stats::add(stats().dirty_updates);
             }

@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Kills of a write-back index while a hot standby is attached (src/README.md
+# "Dead-entry hints", K7; extension/dexkillwal.c). A real streaming replica
+# (pg_basebackup -R) without hot_standby_feedback, so the primary finds rows
+# dead that a standby snapshot still sees.
+# 1. The primary's index scans remove dead entries although the standby holds
+#    a live registry slot (before K7 every such kill was refused), and the
+#    standby's answers equal its seqscans.
+# 2. The conflict: a standby REPEATABLE READ transaction counts 100 rows, the
+#    primary deletes them and its index scan kills their entries (the heap
+#    pages are not pruned: no prune record cancels anything). The kill's
+#    record cancels the standby transaction (conflict with recovery) before
+#    the frame is written back; the transaction, counting every 100 ms until
+#    then, never counts fewer rows than its snapshot sees. Afterwards the standby answers exactly and the
+#    primary's frames are written back.
+source "$(dirname "$0")/common.sh"
+start_memnode mem "$MPORT" 512MB
+SB=$(free_port)
+trap 'test_cleanup; stop_cluster sbk' EXIT
+start_cluster pg "$PPORT" "$MEMNODE_URL" "wal_level = replica" "max_wal_senders = 4" "wal_keep_size = '256MB'" \
+    "dex.cache_size = '64MB'" "dex.writeback_interval = '250ms'" "dex.standby_wait_timeout = '30s'"
+qp() { dpsql "$PPORT" -d postgres -At "$@"; }
+qs() { dpsql "$SB" -d postgres -At "$@"; }
+IDX="set enable_seqscan = off; set enable_bitmapscan = off;"
+stat() { qp -c "select $1 from dex_stats()"; }
+
+qp -c "create extension dex"
+# (two 3 kB rows per heap page leave a quarter of it free: reading the deleted
+# rows does not prune the page, whose record would cancel the standby
+# transaction of phase 2 by itself -- the kill's own record must)
+qp -c "create table t(k int, v int, pad text) with (autovacuum_enabled = off)" \
+   -c "alter table t alter column pad set storage plain" \
+   -c "insert into t select g, g, repeat('x', 3000) from generate_series(1, 4000) g"
+qp -c "create index t_k on t using dex (k) with (write_back = on)" -c "analyze t"
+# (no node cache on the standby: every scan reads remote memory, so a removal
+# written back too early would show at once)
+make_standby sbk "$SB" "dex.standby_wait_timeout = '30s'" "hot_standby_feedback = off" \
+    "max_standby_streaming_delay = '1s'" "dex.cache_size = 0"
+wait_replay "$SB"
+# (a standby answers only while it holds a live slot in the cluster registry)
+[ "$(qs -c "$IDX select count(*) from t where k between 1 and 50")" = 50 ] || fail "standby scan before the test"
+
+echo "== 1. kills go on while the standby is attached"
+qp -c "select dex_stats_reset()" >/dev/null
+qp -c "delete from t where k between 1001 and 1200"
+# the deleter is older than every snapshot now: the scan finds the rows dead
+n=$(qp -c "$IDX select count(*) from t where k between 1001 and 1200")
+[ "$n" = 0 ] || fail "primary counts $n deleted rows"
+kills=$(stat kills); refused=$(stat kills_refused)
+echo "primary: $kills entries killed, $refused refused, with the standby attached"
+[ "$kills" -ge 150 ] || fail "expected the scan to kill the dead entries, got $kills"
+[ "$refused" = 0 ] || fail "kills refused although K7 needs no gate: $refused"
+wait_replay "$SB"
+a=$(qs -c "$IDX select count(*), coalesce(sum(v), 0) from t where k between 900 and 1300")
+b=$(qs -c "set enable_indexscan = off; set enable_bitmapscan = off; select count(*), coalesce(sum(v), 0) from t where k between 900 and 1300")
+[ "$a" = "$b" ] || fail "standby index scan $a, its seqscan $b"
+echo "standby: index scan = seqscan ($a)"
+
+echo "== 2. a standby snapshot that still sees the rows: cancelled, never short"
+out="$DEX_WORK/rr.out"
+( qs -v ON_ERROR_STOP=0 -c "$IDX" \
+     -c "begin isolation level repeatable read" \
+     -c "select 'first', count(*) from t where k between 2001 and 2100" \
+     -c "do \$\$ declare n int; begin
+           for i in 1..300 loop
+             select count(*) into n from t where k between 2001 and 2100;
+             if n <> 100 then raise exception 'short count: %', n; end if;
+             perform pg_sleep(0.1);
+           end loop; end \$\$" \
+     -c "select 'second', count(*) from t where k between 2001 and 2100" \
+     -c "commit" >"$out" 2>&1 ) & rr=$!
+for _ in $(seq 1 100); do grep -q '^first|100' "$out" 2>/dev/null && break; sleep 0.1; done
+grep -q '^first|100' "$out" || fail "the standby transaction did not start: $(cat "$out")"
+qp -c "select dex_stats_reset()" >/dev/null
+qp -c "delete from t where k between 2001 and 2100"
+n=$(qp -c "$IDX select count(*) from t where k between 2001 and 2100")
+[ "$n" = 0 ] || fail "primary counts $n deleted rows"
+kills=$(stat kills)
+[ "$kills" -ge 50 ] || fail "expected the primary to kill the dead entries, got $kills"
+echo "primary killed $kills entries the standby transaction still sees"
+# the kill's record reaches the standby: its replay waits 1 s for the
+# transaction, which keeps counting every 100 ms, then cancels it (the 30 s
+# loop ends early only that way)
+wait $rr || true
+cat "$out"
+grep -q 'short count' "$out" && fail "the standby transaction counted fewer rows than its snapshot sees"
+if grep -q '^second|' "$out"; then
+    grep -q '^second|100$' "$out" || fail "the standby transaction counted fewer rows than its snapshot sees"
+fi
+grep -q 'conflict with recovery' "$out" || fail "expected the kill's record to cancel the standby transaction"
+echo "cancelled by the kill's conflict horizon, never short"
+wait_replay "$SB"
+# the primary's frames go out once the standby replayed the record
+for _ in $(seq 1 100); do
+    d=$(qp -c "select coalesce(sum(dirty), 0) from dex_cache_stats() where index = 't_k'::regclass")
+    [ "$d" = 0 ] && break
+    sleep 0.1
+done
+[ "$d" = 0 ] || fail "the primary's kill frames were never written back ($d dirty)"
+a=$(qs -c "$IDX select count(*), coalesce(sum(v), 0) from t where k >= 0")
+b=$(qp -c "select count(*), coalesce(sum(v), 0) from t")
+[ "$a" = "$b" ] || fail "standby index scan $a, primary $b"
+echo "standby after the write-back: $a (primary $b)"
+qp -c "select dex_check('t_k')" >/dev/null || fail "dex_check"
+echo "kills with a standby attached: ok"
