@@ -309,6 +309,7 @@ typedef struct DexScanOpaqueData
 
 	/* dead-entry hints (dexkill.c) */
 	DexLeafStamp stamp;			/* leaf and version the current batch was read at */
+	uint64		kill_epoch;		/* dex_ios_vacuum_epoch() when it was read (K8) */
 	DexKey	   *killed;			/* entries of this batch found dead */
 	DexBytes   *bkilled;		/* the same for byte-string entries, */
 	uint8	   *bkillbuf;		/* whose bytes are copied here */
@@ -337,6 +338,7 @@ extern bool dex_bytes_gettuple(IndexScanDesc scan, ScanDirection dir);
 extern int64 dex_bytes_getbitmap(IndexScanDesc scan, TIDBitmap *tbm);
 extern void dex_end_core_scan(DexScanOpaque so);
 extern bool dex_next_batch(IndexScanDesc scan);
+extern void dex_kill_leave_batch(IndexScanDesc scan);
 extern bool dex_standby_block_exists(IndexScanDesc scan, BlockNumber block);
 
 /* ---- dexentry.c ------------------------------------------------------- */
@@ -735,6 +737,10 @@ extern void dex_ios_end(IndexScanDesc scan);
 extern void dex_ios_wait_readers(Relation index);
 extern int	dex_ios_hold(Relation index);
 extern void dex_ios_unhold(int slot);
+extern void dex_ios_vacuum_begin(void);
+extern void dex_ios_vacuum_end(void);
+extern uint64 dex_ios_vacuum_epoch(void);
+extern int	dex_ios_hold_unvacuumed(Relation index, uint64 epoch);
 
 /* ---- dexbottomup.c ---------------------------------------------------- */
 
@@ -748,7 +754,7 @@ extern uint64 dex_bottomup_pass_bytes(Relation index, Relation heapRel, DexTree 
 
 extern bool dex_kill_gate(Relation index, int n);
 extern void dex_kill_remember(IndexScanDesc scan);
-extern void dex_kill_flush(IndexScanDesc scan);
+extern void dex_kill_flush(IndexScanDesc scan, bool present_only);
 
 /* ---- access method entry points ------------------------------------- */
 

@@ -190,7 +190,7 @@ dex_bottomup_pass(Relation index, Relation heapRel, DexTree *tree, const DexKey 
 	{
 		dex_sort_keys(dead, ndead);
 		memset(&err, 0, sizeof(err));
-		if (dex_tree_kill(tree, full, dead, ndead, 1, wal_hold, &removed, &err) != DEX_OK)
+		if (dex_tree_kill(tree, full, dead, ndead, DEX_KILL_BOTTOM_UP, wal_hold, &removed, &err) != DEX_OK)
 		{
 			bottomup_dropped(index, &err);
 			removed = 0;
@@ -256,7 +256,7 @@ dex_bottomup_pass_bytes(Relation index, Relation heapRel, DexTree *tree,
 	{
 		qsort(dead, ndead, sizeof(DexBytes), dex_bytes_cmp);
 		memset(&err, 0, sizeof(err));
-		if (dex_tree_kill_bytes(tree, full, dead, ndead, 1, wal_hold, &removed, &err) != DEX_OK)
+		if (dex_tree_kill_bytes(tree, full, dead, ndead, DEX_KILL_BOTTOM_UP, wal_hold, &removed, &err) != DEX_OK)
 		{
 			bottomup_dropped(index, &err);
 			removed = 0;

@@ -44,6 +44,10 @@
 typedef struct DexIosShared
 {
 	int			nprocs;
+	/* K8: +1 whenever a dex index's ambulkdelete begins (never 0) */
+	pg_atomic_uint64 vacuum_epoch;
+	/* ... and how many are running now */
+	pg_atomic_uint32 vacuums_running;
 	pg_atomic_uint64 slots[FLEXIBLE_ARRAY_MEMBER];	/* nprocs * DEX_IOS_PER_PROC */
 } DexIosShared;
 
@@ -73,6 +77,8 @@ dex_ios_shmem_init(void *mem, bool found)
 	if (!found)
 	{
 		ios_shared->nprocs = ios_nprocs();
+		pg_atomic_init_u64(&ios_shared->vacuum_epoch, 1);
+		pg_atomic_init_u32(&ios_shared->vacuums_running, 0);
 		for (int i = 0; i < ios_shared->nprocs * DEX_IOS_PER_PROC; i++)
 			pg_atomic_init_u64(&ios_shared->slots[i], 0);
 	}
@@ -315,6 +321,61 @@ dex_ios_unhold(int slot)
 	pg_memory_barrier();
 	pg_atomic_write_u64(ios_slot(slot), 0);
 	ios_used &= ~(1 << slot);
+}
+
+/*
+ * Kills of entries still present (src/README.md K8). A scan judged entries
+ * of a batch dead; by the time it leaves the batch the leaf may have
+ * changed. An entry (key, TID) still there can only be a different row than
+ * the one judged if VACUUM removed the old entry, its heap pass freed the
+ * TID and a new row with the same key took it -- and that pass comes after
+ * this index's ambulkdelete, which waits for the announcements it sees
+ * (K4). So: a batch read while no ambulkdelete of a dex index ran remembers
+ * the epoch (dex_ios_vacuum_epoch; 0: one was running); when it kills, it
+ * announces (dex_ios_hold_unvacuumed) and then checks that no ambulkdelete
+ * began since. One that began before that check changed the epoch (the kill
+ * keeps to the exact frame version then); one that begins after it sees the
+ * announcement and keeps its heap pass until the kill is done.
+ */
+void
+dex_ios_vacuum_begin(void)
+{
+	pg_atomic_fetch_add_u32(&ios_shared->vacuums_running, 1);
+	pg_atomic_fetch_add_u64(&ios_shared->vacuum_epoch, 1);
+}
+
+void
+dex_ios_vacuum_end(void)
+{
+	pg_atomic_fetch_sub_u32(&ios_shared->vacuums_running, 1);
+}
+
+uint64
+dex_ios_vacuum_epoch(void)
+{
+	uint64		e;
+
+	if (ios_shared == NULL)
+		return 0;
+	e = pg_atomic_read_u64(&ios_shared->vacuum_epoch);
+	pg_memory_barrier();
+	return pg_atomic_read_u32(&ios_shared->vacuums_running) == 0 ? e : 0;
+}
+
+/* An announcement for index, if no ambulkdelete began since `epoch`; else -1. */
+int
+dex_ios_hold_unvacuumed(Relation index, uint64 epoch)
+{
+	int			slot;
+
+	if (epoch == 0 || (slot = dex_ios_hold(index)) < 0)
+		return -1;
+	if (pg_atomic_read_u64(&ios_shared->vacuum_epoch) != epoch)
+	{
+		dex_ios_unhold(slot);
+		return -1;
+	}
+	return slot;
 }
 
 /* Does the heap hold a tuple at tid (a HOT chain's root) visible to the scan? */

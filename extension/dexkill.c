@@ -165,10 +165,12 @@ kill_wb_hold(IndexScanDesc scan, int n, uint64 *hold)
  * Leaving the current batch: remove what was remembered for it. Called
  * before the core scan fetches another batch or ends; never errors (but for
  * the heap access of a write-back kill's horizon, which may, as any heap
- * access may).
+ * access may). present_only: the caller holds an announcement and no
+ * ambulkdelete began since the batch was read, so a write-back frame's
+ * entries still there go even if the frame changed meanwhile (K8).
  */
 void
-dex_kill_flush(IndexScanDesc scan)
+dex_kill_flush(IndexScanDesc scan, bool present_only)
 {
 	DexScanOpaque so = (DexScanOpaque) scan->opaque;
 	int			n = so->nkilled;
@@ -188,7 +190,7 @@ dex_kill_flush(IndexScanDesc scan)
 	if (n < dex_kill_min_entries)
 		return;
 	/* a write-back leaf changed since the batch: the kill would be skipped */
-	if (dex_tree_kill_futile(so->tree, &so->stamp, n))
+	if (!present_only && dex_tree_kill_futile(so->tree, &so->stamp, n))
 		return;
 	if (!kill_wb_hold(scan, n, &hold) && !dex_kill_gate(scan->indexRelation, n))
 		return;
@@ -196,12 +198,14 @@ dex_kill_flush(IndexScanDesc scan)
 	if (so->bytes)
 	{
 		qsort(so->bkilled, n, sizeof(DexBytes), dex_bytes_cmp);
-		rc = dex_tree_kill_bytes(so->tree, &so->stamp, so->bkilled, n, 0, hold, &removed, &err);
+		rc = dex_tree_kill_bytes(so->tree, &so->stamp, so->bkilled, n, present_only ? DEX_KILL_PRESENT : 0,
+								 hold, &removed, &err);
 	}
 	else
 	{
 		dex_sort_keys(so->killed, n);
-		rc = dex_tree_kill(so->tree, &so->stamp, so->killed, n, 0, hold, &removed, &err);
+		rc = dex_tree_kill(so->tree, &so->stamp, so->killed, n, present_only ? DEX_KILL_PRESENT : 0,
+						   hold, &removed, &err);
 	}
 	if (rc != DEX_OK)
 		elog(DEBUG1, "dex: dead-entry hints of \"%s\" dropped: %s",

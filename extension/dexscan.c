@@ -79,7 +79,7 @@ dexrescan(IndexScanDesc scan, ScanKey scankey, int nscankeys,
 {
 	DexScanOpaque so = (DexScanOpaque) scan->opaque;
 
-	dex_kill_flush(scan);
+	dex_kill_leave_batch(scan);
 	dex_end_core_scan(so);
 	dex_ios_quiet(so);			/* the executor is done with what we returned */
 	if (scankey && scan->numberOfKeys > 0)
@@ -97,7 +97,7 @@ dexendscan(IndexScanDesc scan)
 {
 	DexScanOpaque so = (DexScanOpaque) scan->opaque;
 
-	dex_kill_flush(scan);
+	dex_kill_leave_batch(scan);
 	dex_end_core_scan(so);
 	dex_ios_end(scan);
 	MemoryContextDelete(so->scancxt);	/* so is gone now */
@@ -384,7 +384,7 @@ dex_next_entry(IndexScanDesc scan, ScanDirection dir)
 	else if (dir != so->dir)
 	{
 		/* direction change: continue from the current position */
-		dex_kill_flush(scan);
+		dex_kill_leave_batch(scan);
 		dex_end_core_scan(so);
 		so->dir = dir;
 		switch (so->pos)

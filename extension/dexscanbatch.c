@@ -33,7 +33,7 @@ dex_next_batch(IndexScanDesc scan)
 	int			rc;
 
 	memset(&err, 0, sizeof(err));
-	dex_kill_flush(scan);		/* leaving the batch: its dead entries */
+	dex_kill_leave_batch(scan);	/* leaving the batch: its dead entries */
 	if (scan->xs_want_itup)
 		dex_ios_announce(scan); /* VACUUM waits for what we read now */
 	if (so->bytes)
@@ -55,7 +55,39 @@ dex_next_batch(IndexScanDesc scan)
 	so->nbatch = n;
 	so->batch_pos = 0;
 	dex_scan_stamp(so->dscan, &so->stamp);
+	so->kill_epoch = dex_ios_vacuum_epoch();
 	return true;
+}
+
+/*
+ * Leaving a batch: its dead entries go (dex_kill_flush). A write-back
+ * batch's kill holds an announcement while it runs, and if no VACUUM
+ * removal began since the batch was read, removes the entries still in the
+ * frame even though the frame changed meanwhile -- an UPDATE's own new
+ * version in the same leaf, another backend's insert, a write-back (K8).
+ */
+void
+dex_kill_leave_batch(IndexScanDesc scan)
+{
+	DexScanOpaque so = (DexScanOpaque) scan->opaque;
+	int			hold = -1;
+
+	if (so->nkilled >= dex_kill_min_entries && so->stamp.frame_version != 0)
+		hold = dex_ios_hold_unvacuumed(scan->indexRelation, so->kill_epoch);
+	if (hold < 0)
+	{
+		dex_kill_flush(scan, false);
+		return;
+	}
+	PG_TRY();
+	{
+		dex_kill_flush(scan, true);
+	}
+	PG_FINALLY();
+	{
+		dex_ios_unhold(hold);
+	}
+	PG_END_TRY();
 }
 
 /*

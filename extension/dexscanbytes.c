@@ -102,7 +102,7 @@ dex_bytes_turn(IndexScanDesc scan, bool forward)
 {
 	DexScanOpaque so = (DexScanOpaque) scan->opaque;
 
-	dex_kill_flush(scan);		/* leaving the batch: its dead entries */
+	dex_kill_leave_batch(scan);		/* leaving the batch: its dead entries */
 	dex_end_core_scan(so);
 	so->dir = forward ? ForwardScanDirection : BackwardScanDirection;
 	if (so->pos == DEX_POS_AT)

@@ -135,6 +135,29 @@ TEST_F(WbKillTest, SkippedAfterAnInPlaceInsert) {
     EXPECT_TRUE(logged_deletes.empty());
 }
 
+// K8: with present_only the frame may have changed since the batch (here an
+// in-place insert into the leaf, as an UPDATE's own new version does): the
+// entries still in it go, absent ones count as skipped. (The caller vouches
+// that no VACUUM could have recycled a TID meanwhile; the exact mode below
+// keeps a reused TID's new entry.)
+TEST_F(WbKillTest, PresentOnlyRemovesDespiteAnInPlaceInsert) {
+    Stamp s = first_batch();
+    ASSERT_TRUE(t->insert(K(7, 2, 1)));
+    EXPECT_FALSE(t->stamp_current(s.leaf, s.frame, s.frame_version));
+    EntryKey gone = s.batch[0];
+    ASSERT_EQ(t->remove(&gone, 1), 1u);  // removed by someone else meanwhile
+    stats().reset();
+    const uint64_t trips = x.t->trips;
+    EXPECT_EQ(t->remove_if_unchanged(s.leaf, s.version, s.batch.data(), 10, false, {}, s.frame, s.frame_version, 0,
+                                     true),
+              9u);
+    EXPECT_EQ(x.t->trips, trips);
+    EXPECT_EQ(stats().kills.load(), 9u);
+    EXPECT_EQ(stats().kills_skipped.load(), 1u);
+    EXPECT_EQ(count7(), 11u);  // 20 + 1 inserted - 1 removed - 9 killed
+    EXPECT_TRUE(t->contains(K(7, 2, 1)));
+}
+
 // VACUUM removed (k, tid), the TID was reused by a new row with the same key:
 // the frame's image is byte for byte the one the scan read, body_version
 // included, and the live entry must stay.

@@ -121,7 +121,7 @@ int dex_tree_delete_bytes(DexTree* tree, const DexBytes* entries, int n, uint64_
     });
 }
 
-int dex_tree_kill_bytes(DexTree* tree, const DexLeafStamp* stamp, const DexBytes* entries, int n, int bottom_up,
+int dex_tree_kill_bytes(DexTree* tree, const DexLeafStamp* stamp, const DexBytes* entries, int n, int flags,
                         uint64_t hold_lsn, uint64_t* removed, DexError* err) {
     if (removed) *removed = 0;
     return guarded(err, [&] {
@@ -131,9 +131,11 @@ int dex_tree_kill_bytes(DexTree* tree, const DexLeafStamp* stamp, const DexBytes
         std::vector<std::string> v = entries_of(entries, n);
         uint64_t d = 0;
         tree->run_bytes([&](SlottedTree& t) {
-            d = t.remove_if_unchanged(stamp->leaf, stamp->version, v.data(), v.size(), bottom_up != 0,
+            d = t.remove_if_unchanged(stamp->leaf, stamp->version, v.data(), v.size(),
+                                      (flags & DEX_KILL_BOTTOM_UP) != 0,
                                       dex::capi::stamp_time(stamp->seen_at_ns), stamp->frame,
-                                      stamp->frame_version, hold_lsn);
+                                      stamp->frame_version, hold_lsn,
+                                      (flags & DEX_KILL_PRESENT) != 0);
         });
         if (removed) *removed = d;
     });

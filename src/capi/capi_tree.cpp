@@ -382,7 +382,7 @@ int dex_tree_kill_futile(DexTree* tree, const DexLeafStamp* stamp, int n) {
     return 1;
 }
 
-int dex_tree_kill(DexTree* tree, const DexLeafStamp* stamp, const DexKey* keys, int n, int bottom_up,
+int dex_tree_kill(DexTree* tree, const DexLeafStamp* stamp, const DexKey* keys, int n, int flags,
                   uint64_t hold_lsn, uint64_t* removed, DexError* err) {
     if (removed) *removed = 0;
     return guarded(err, [&] {
@@ -392,9 +392,11 @@ int dex_tree_kill(DexTree* tree, const DexLeafStamp* stamp, const DexKey* keys, 
         std::memcpy(v.data(), keys, v.size() * sizeof(dex::EntryKey));
         uint64_t d = 0;
         tree->run([&](dex::tree::BTree& b) {
-            d = b.remove_if_unchanged(stamp->leaf, stamp->version, v.data(), v.size(), bottom_up != 0,
+            d = b.remove_if_unchanged(stamp->leaf, stamp->version, v.data(), v.size(),
+                                      (flags & DEX_KILL_BOTTOM_UP) != 0,
                                       dex::capi::stamp_time(stamp->seen_at_ns), stamp->frame,
-                                      stamp->frame_version, hold_lsn);
+                                      stamp->frame_version, hold_lsn,
+                                      (flags & DEX_KILL_PRESENT) != 0);
         });
         if (removed) *removed = d;
     });

@@ -324,8 +324,10 @@ void		dex_scan_end(DexScan *scan);
  * image read (both 0: unknown). dex_tree_kill removes keys[0..n) (sorted
  * ascending, all from that batch) only if the leaf is still at that version;
  * *removed = how many went (0: it changed since, or a write-back tree).
- * bottom_up != 0: a bottom-up deletion pass's removal (counted in
- * bottomup_removed instead of kills). hold_lsn (a write-back tree's frame
+ * flags: DEX_KILL_BOTTOM_UP, a bottom-up deletion pass's removal (counted
+ * in bottomup_removed instead of kills); DEX_KILL_PRESENT, a write-back
+ * frame's entries go if still there, whether or not the frame changed since
+ * (the caller knows no VACUUM recycled their TIDs meanwhile, K8). hold_lsn (a write-back tree's frame
  * kill, K7): the WAL position of the kill's conflict-horizon record; the
  * frame is written back only once WAL is durable and every live standby has
  * replayed that far. 0: the caller passed the kills' gate instead.
@@ -335,8 +337,10 @@ void		dex_scan_stamp(const DexScan *scan, DexLeafStamp *out);
  * frame changed since; counted as kills_skipped); 0: it may remove
  * something. A local check, never an error. */
 int			dex_tree_kill_futile(DexTree *tree, const DexLeafStamp *stamp, int n);
+#define DEX_KILL_BOTTOM_UP	1
+#define DEX_KILL_PRESENT	2
 int			dex_tree_kill(DexTree *tree, const DexLeafStamp *stamp, const DexKey *keys, int n,
-						  int bottom_up, uint64_t hold_lsn, uint64_t *removed, DexError *err);
+						  int flags, uint64_t hold_lsn, uint64_t *removed, DexError *err);
 
 /*
  * Merge away leaves left empty by deletes (merges skipped under contention are
@@ -380,7 +384,7 @@ int			dex_tree_read_leaf_bytes(DexTree *tree, const DexLeafStamp *stamp, const D
 int			dex_tree_delete_bytes(DexTree *tree, const DexBytes *entries, int n, uint64_t *deleted,
 								  DexError *err);
 int			dex_tree_kill_bytes(DexTree *tree, const DexLeafStamp *stamp, const DexBytes *entries, int n,
-								int bottom_up, uint64_t hold_lsn, uint64_t *removed, DexError *err);
+								int flags, uint64_t hold_lsn, uint64_t *removed, DexError *err);
 /*
  * Entries e with lo <= e <= hi (memcmp order). lo NULL: from the first entry;
  * hi NULL: to the last. A bound need not be an entry (a key prefix: "every

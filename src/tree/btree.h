@@ -153,11 +153,15 @@ public:
     // `hold_lsn` (write-back trees): the frame is not written back before
     // the WAL up to there is durable and replayed by every live standby
     // (the kill's conflict-horizon record, K7); 0: nothing to hold for.
+    // `present_only` (write-back trees, K8): the frame need not be at
+    // `frame_version` any more; the entries still in it go. Only for a
+    // caller that knows no VACUUM can have recycled one of their TIDs since
+    // the batch was read.
     uint64_t remove_if_unchanged(GAddr leaf, uint64_t version, const Key* keys, size_t n,
                                  bool bottom_up = false,
                                  std::chrono::steady_clock::time_point seen_at = {},
                                  uint32_t frame = 0xFFFFFFFFu, uint64_t frame_version = 0,
-                                 uint64_t hold_lsn = 0);
+                                 uint64_t hold_lsn = 0, bool present_only = false);
     // May a kill at this stamp still remove anything? Write-back mode with a
     // frame stamp: only while the frame's version word is `frame_version`
     // (a local load; spares a kill that would be skipped its gate). True
@@ -485,7 +489,7 @@ private:
     // if the frame's version word is still `fv` (the image a scan copied).
     // Returns how many were removed (logged like any delete).
     uint64_t wb_kill(GAddr a, uint32_t f, uint64_t fv, const Key* keys, size_t n, bool bottom_up,
-                     uint64_t hold_lsn);
+                     uint64_t hold_lsn, bool present_only);
     // Under frame h's exclusive lock, before the first change of a clean
     // frame: register the tree dirty and note dirty_since. False: the tree
     // cannot be dirtied (registry full); the caller writes through or skips.

@@ -216,16 +216,24 @@ bool BTreeT<L>::wb_begin_change(cache::FrameHeader& h) {
 // record is durable (nothing removed belongs to a row a crash could bring
 // back) and replayed by every live standby (which cancelled the queries that
 // could still see the rows). Without a record (0) the caller passed the
-// kills' gate instead.
+// kills' gate instead. `present_only` (K8): the frame may have changed since
+// (an insert into the leaf, another kill, a write-back); whatever of the
+// entries it still holds goes -- the caller knows no VACUUM can have handed
+// one of their TIDs to a new row meanwhile.
 template <class L>
 uint64_t BTreeT<L>::wb_kill(GAddr a, uint32_t f, uint64_t fv, const Key* keys, size_t n, bool bottom_up,
-                            uint64_t hold_lsn) {
+                            uint64_t hold_lsn, bool present_only) {
     cache::CacheRegion& R = cache_->region();
     uint64_t removed = 0;
     std::vector<Key> gone;
     if (f < R.frame_count()) {
         cache::FrameHeader& h = R.header(f);
-        if (h.try_upgrade(fv)) {
+        bool locked = h.try_upgrade(fv);
+        if (!locked && present_only) {
+            h.lock();  // we hold no other frame lock
+            locked = true;
+        }
+        if (locked) {
             Node* nd = R.node(f);
             if (frame_holds_leaf(h, *nd, a)) {
                 for (size_t i = 0; i < n; i++)
