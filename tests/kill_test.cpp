@@ -265,4 +265,26 @@ TEST(KillRegistry, GateIsOneRoundTrip) {
     EXPECT_EQ(r.read().removal_lsn, 0x9000u);
 }
 
+// The writer's beat (K7): removal_lsn raised before the slots are read, in
+// one batch, so a standby's claim either shows in the block it returns or
+// comes after the raise (and then reads the raised value); never lowered.
+TEST(KillRegistry, BeatRaisesRemovalBeforeItReadsTheSlots) {
+    auto engine = make_engine(64ull << 20);
+    auto mem = make_mem(*engine);
+    cluster::Registry r(*mem, cluster::Registry::open(*mem, 0, ns_create(mem->node(0)), true, 0x100));
+    ASSERT_EQ(r.cas_writer(0, 42), 0u);
+    const uint64_t rt0 = stats().round_trips.load();
+    cluster::RegistryHeader h = r.raise_removal_and_read(0x2000);
+    EXPECT_LE(stats().round_trips.load() - rt0, 2u);
+    EXPECT_EQ(h.removal_lsn, 0x2000u) << "the block read after the raise";
+    EXPECT_EQ(h.writer_life, 42u);
+    uint64_t beat = 0;
+    const int slot = r.claim_slot(777, 0x50, 1, &beat);
+    ASSERT_GE(slot, 0);
+    EXPECT_GE(r.read().removal_lsn, 0x2000u) << "a claim after the beat reads the raised position";
+    h = r.raise_removal_and_read(0x1000);  // an older position never lowers it
+    EXPECT_EQ(h.removal_lsn, 0x2000u);
+    EXPECT_EQ(h.slots[slot].owner, 777u) << "the claim shows in the next beat's read";
+}
+
 }  // namespace
