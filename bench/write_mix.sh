@@ -10,6 +10,8 @@
 #
 # CHECKOUT is a dex source tree (built and installed into a private copy of
 # the system PostgreSQL, so two versions can be measured one after another).
+# WITH_STANDBY=1: a streaming hot standby (pg_basebackup -R, no
+# hot_standby_feedback) is attached to the primary throughout.
 set -euo pipefail
 CO=$(cd "${1:?CHECKOUT}" && pwd); ROUNDS=${2:-3}; SECS=${3:-6}; CLIENTS=${4:-4}; W=${5:-wi}; DIST=${6:-uniform}
 ROWS=${7:-200000}
@@ -19,11 +21,12 @@ DEX_WORK=/tmp/dex-write-mix; export DEX_WORK
 rm -rf "$DEX_WORK"
 private_pg_install "$CO" "$DEX_WORK-pgroot"
 prepare_workdir
-mport=$(free_port); pport=$(free_port)
-trap 'stop_cluster wm; stop_memnode wm-mem' EXIT
+mport=$(free_port); pport=$(free_port); sport=$(free_port)
+stop_standby() { as_user "$PG_BIN/pg_ctl" -D "$DEX_WORK/standby" -m immediate stop >/dev/null 2>&1 || true; }
+trap 'stop_standby; stop_cluster wm; stop_memnode wm-mem' EXIT
 start_memnode wm-mem "$mport" 1GB --threads 2
 start_cluster wm "$pport" "tcp://127.0.0.1:$mport" "dex.cache_size = '256MB'" "shared_buffers = '256MB'" \
-    "autovacuum = off" "max_wal_size = '2GB'"
+    "autovacuum = off" "max_wal_size = '2GB'" "wal_level = replica" "max_wal_senders = 4" "wal_keep_size = '1GB'"
 P() { dpsql "$pport" -d postgres -At "$@"; }
 PB() { "$PG_BIN/pgbench" -n -h "$DEX_WORK" -p "$pport" -U postgres "$@" postgres; }
 P -q -c "create extension dex" -c "create extension pg_prewarm"
@@ -42,6 +45,20 @@ P -c "set dex.leaf_admission = 1; set enable_seqscan = off; set enable_bitmapsca
       set enable_mergejoin = off;
       select count(*) from generate_series(0, $((ROWS - 1)), 8) g,
         lateral (select 1 from mix_dex where k between 4 * g and 4 * g + 1) x" >/dev/null
+if [ "${WITH_STANDBY:-0}" = 1 ]; then
+    as_user "$PG_BIN/pg_basebackup" -h "$DEX_WORK" -p "$pport" -U postgres -D "$DEX_WORK/standby" -R -X stream -c fast \
+        >/dev/null
+    printf "port = %s\nhot_standby = on\nhot_standby_feedback = off\ndex.cache_size = '64MB'\n" "$sport" |
+        as_user tee -a "$DEX_WORK/standby/postgresql.conf" >/dev/null
+    as_user "$PG_BIN/pg_ctl" -D "$DEX_WORK/standby" -l "$DEX_WORK/standby.log" -w start >/dev/null
+    for _ in $(seq 1 100); do
+        dpsql "$sport" -d postgres -At -c "set enable_seqscan = off; select count(*) from mix_dex where k = 4" \
+            >/dev/null 2>&1 && break
+        sleep 0.2
+    done
+    dpsql "$sport" -d postgres -At -c "set enable_seqscan = off; select count(*) from mix_dex where k = 4" >/dev/null ||
+        die "the standby does not answer"
+fi
 S=$DEX_WORK/scripts; mkdir -p "$S"
 for t in mix_dex mix_btree; do
     if [ "$DIST" = uniform ]; then pick="\\set r random(0, $((ROWS - 1)))"
@@ -53,7 +70,7 @@ for t in mix_dex mix_btree; do
         "$((ROWS - 1))" "$ROWS" "$t" "'i'" >"$S/insert-$t.sql"
 done
 chmod -R a+r "$S"
-echo "# $(git -C "$CO" rev-parse --short HEAD) $W $DIST clients=$CLIENTS rows=$ROWS secs=$SECS"
+echo "# $(git -C "$CO" rev-parse --short HEAD) $W $DIST clients=$CLIENTS rows=$ROWS secs=$SECS standby=${WITH_STANDBY:-0}"
 echo "# round index tps | dex per transaction: round_trips kills kills_skipped kills_refused"
 for r in $(seq 1 "$ROUNDS"); do
     order="mix_dex mix_btree"; [ $((r % 2)) = 0 ] && order="mix_btree mix_dex"
