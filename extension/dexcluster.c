@@ -64,6 +64,7 @@ typedef struct DexClusterShared
 	char		writer_problem[256];
 	TimestampTz writer_lease_until;
 	uint64		published_hwm;	/* writer_hwm as last written to the registry */
+	uint64		beat_hwm;		/* the highest a beat published (<= removal_lsn, K7) */
 	uint64		standby_floor;	/* min replay of live standbys; UINT64_MAX: none */
 	uint64		flush_request;	/* the registry's flush_request_lsn at the last beat */
 	/* standby */
@@ -328,6 +329,7 @@ dex_primary_beat(uint64 addr, uint64 mine)
 	uint64		floor = PG_UINT64_MAX;
 	uint64		flush;
 	uint64		hwm;
+	bool		writer;
 	char		why[256];
 
 	memset(&err, 0, sizeof(err));
@@ -336,12 +338,17 @@ dex_primary_beat(uint64 addr, uint64 mine)
 	 * standby slots (one batch): every standby it does not count below will
 	 * replay past that before it answers, so the position published from
 	 * this beat (hwm: what write-backs may depend on) covers the removals a
-	 * write-back publishes -- frame kills wait for it (K7). Not yet the
-	 * writer: only read (an LSN of ours must not bind another's standbys).
+	 * write-back publishes -- frame kills wait for it (K7). Not the writer
+	 * with a valid lease: only read (an LSN of ours must not bind another
+	 * primary's standbys; one that took over waited for our silence to
+	 * exceed the lease, so a server resuming from such a stall reads first
+	 * and learns it).
 	 */
 	flush = dex_wal_durable();
-	if ((dcs->writer_state == DEX_WRITER_CLAIMED
-		 ? dex_registry_raise_removal_read(addr, flush, &st, &err)
+	SpinLockAcquire(&dcs->mutex);
+	writer = dcs->writer_state == DEX_WRITER_CLAIMED && issued < dcs->writer_lease_until;
+	SpinLockRelease(&dcs->mutex);
+	if ((writer ? dex_registry_raise_removal_read(addr, flush, &st, &err)
 		 : dex_registry_read(addr, &st, &err)) != DEX_OK)
 	{
 		dex_cluster_set_problem(dcs->writer_problem, err.message);
@@ -424,7 +431,12 @@ dex_primary_beat(uint64 addr, uint64 mine)
 		}
 		floor = Min(floor, s->replay_lsn);
 	}
-	hwm = Min(flush, floor);
+	/*
+	 * (capped at the removal position this beat read: a standby that claims
+	 * a slot after this read reads at least that and replays past it -- the
+	 * beats that only read do not publish past it either)
+	 */
+	hwm = Min(Min(flush, floor), st.removal_lsn);
 	if (dex_registry_writer_beat(addr, ++my_writer_beat, hwm, GetWALInsertionTimeLine(), &err) != DEX_OK)
 	{
 		dex_cluster_set_problem(dcs->writer_problem, err.message);
@@ -438,6 +450,8 @@ dex_primary_beat(uint64 addr, uint64 mine)
 	dcs->flush_request = st.flush_request_lsn;
 	if (hwm > dcs->published_hwm)
 		dcs->published_hwm = hwm;
+	if (hwm > dcs->beat_hwm)
+		dcs->beat_hwm = hwm;
 	SpinLockRelease(&dcs->mutex);
 }
 
@@ -793,27 +807,36 @@ dex_cluster_retention(void)
 	return want;
 }
 
-/* writer_hwm as last published (no remote access: callable anywhere). */
+/*
+ * How far write-backs may go: what a beat published, which it read together
+ * with removal_lsn after raising that -- not dex_cluster_retention()'s raises
+ * between beats, whose standby floor was read before them (a standby that
+ * claimed meanwhile may not have replayed a frame kill's record, K7).
+ */
 uint64
-dex_cluster_published_hwm(void)
+dex_cluster_writeback_hwm(void)
 {
 	uint64		v;
 
 	if (dcs == NULL)
 		return 0;
 	SpinLockAcquire(&dcs->mutex);
-	v = dcs->published_hwm;
+	v = dcs->beat_hwm;
 	SpinLockRelease(&dcs->mutex);
 	return v;
 }
 
-/* A journal slot waits for lsn to fall under the retention horizon. */
+/*
+ * A journal slot or a dirty frame waits for lsn to fall under the retention
+ * horizon -- and under what the writer's beats published (write-backs: at
+ * most one beat later, K7).
+ */
 void
 dex_cluster_wait_retention(uint64 lsn, Relation index)
 {
 	TimestampTz start = GetCurrentTimestamp();
 
-	while (dex_cluster_retention() < lsn)
+	while (dex_cluster_retention() < lsn || dex_cluster_writeback_hwm() < lsn)
 	{
 		if (TimestampDifferenceExceeds(start, GetCurrentTimestamp(), dex_standby_wait_timeout_ms))
 			ereport(ERROR,
