@@ -25,6 +25,23 @@ qp() { dpsql "$PPORT" -d postgres -At "$@"; }
 qs() { dpsql "$SB" -d postgres -At "$@"; }
 IDX="set enable_seqscan = off; set enable_bitmapscan = off;"
 stat() { qp -c "select $1 from dex_stats()"; }
+# removed_without_refusal COUNTER MIN WHAT: dex_stats' COUNTER reached MIN, no kill refused
+removed_without_refusal() {
+    local n refused
+    n=$(stat "$1"); refused=$(stat kills_refused)
+    echo "primary: $n $3, $refused refused, with the standby attached"
+    [ "$n" -ge "$2" ] || fail "expected at least $2 $3 with the standby attached, got $n"
+    [ "$refused" = 0 ] || fail "refused although K7 needs no gate: $refused"
+}
+# standby_matches TABLE WHERE: once replayed, the standby's index scan = the primary's seqscan
+standby_matches() {
+    local a b
+    wait_replay "$SB"
+    a=$(qs -c "$IDX select count(*), coalesce(sum(v), 0) from $1 where $2")
+    b=$(qp -c "set enable_indexscan = off; set enable_bitmapscan = off; select count(*), coalesce(sum(v), 0) from $1 where $2")
+    [ "$a" = "$b" ] || fail "standby index scan of $1 where $2: $a, primary seqscan $b"
+    echo "standby: index scan = the primary's seqscan ($a)"
+}
 
 qp -c "create extension dex"
 # (two 3 kB rows per heap page leave a quarter of it free: reading the deleted
@@ -48,15 +65,8 @@ qp -c "delete from t where k between 1001 and 1200"
 # the deleter is older than every snapshot now: the scan finds the rows dead
 n=$(qp -c "$IDX select count(*) from t where k between 1001 and 1200")
 [ "$n" = 0 ] || fail "primary counts $n deleted rows"
-kills=$(stat kills); refused=$(stat kills_refused)
-echo "primary: $kills entries killed, $refused refused, with the standby attached"
-[ "$kills" -ge 150 ] || fail "expected the scan to kill the dead entries, got $kills"
-[ "$refused" = 0 ] || fail "kills refused although K7 needs no gate: $refused"
-wait_replay "$SB"
-a=$(qs -c "$IDX select count(*), coalesce(sum(v), 0) from t where k between 900 and 1300")
-b=$(qs -c "set enable_indexscan = off; set enable_bitmapscan = off; select count(*), coalesce(sum(v), 0) from t where k between 900 and 1300")
-[ "$a" = "$b" ] || fail "standby index scan $a, its seqscan $b"
-echo "standby: index scan = seqscan ($a)"
+removed_without_refusal kills 150 "entries killed"
+standby_matches t "k between 900 and 1300"
 
 echo "== 2. a standby snapshot that still sees the rows: cancelled, never short"
 out="$DEX_WORK/rr.out"
@@ -99,10 +109,7 @@ for _ in $(seq 1 100); do
     sleep 0.1
 done
 [ "$d" = 0 ] || fail "the primary's kill frames were never written back ($d dirty)"
-a=$(qs -c "$IDX select count(*), coalesce(sum(v), 0) from t where k >= 0")
-b=$(qp -c "select count(*), coalesce(sum(v), 0) from t")
-[ "$a" = "$b" ] || fail "standby index scan $a, primary $b"
-echo "standby after the write-back: $a (primary $b)"
+standby_matches t "k >= 0"
 qp -c "select dex_check('t_k')" >/dev/null || fail "dex_check"
 
 echo "== 3. bottom-up deletion goes on while the standby is attached"
@@ -122,14 +129,7 @@ qp -c "$IDX select count(*) from u where k > 0" >/dev/null    # its leaves cache
 qp -c "select dex_stats_reset()" >/dev/null
 qp -c "set enable_indexscan = off" -c "set enable_bitmapscan = off" -c "set enable_indexonlyscan = off" \
    -c "call u_rounds(10)"
-removed=$(stat bottomup_removed); refused=$(stat kills_refused)
-echo "primary: $removed dead versions removed by bottom-up passes, $refused refused"
-[ "$removed" -ge 200 ] || fail "expected bottom-up deletion with the standby attached, got $removed"
-[ "$refused" = 0 ] || fail "bottom-up passes refused: $refused"
-wait_replay "$SB"
-a=$(qs -c "$IDX select count(*), sum(v) from u where k > 0")
-b=$(qp -c "select count(*), sum(v) from u")
-[ "$a" = "$b" ] || fail "standby index scan of u: $a, primary $b"
-echo "standby: $a"
+removed_without_refusal bottomup_removed 200 "dead versions removed by bottom-up passes"
+standby_matches u "k > 0"
 qp -c "select dex_check('u_k')" >/dev/null || fail "dex_check u_k"
 echo "kills with a standby attached: ok"
