@@ -598,7 +598,7 @@ extern void dex_cluster_wait_retention(uint64 lsn, Relation index);
 extern void dex_cluster_wait_standbys(uint64 target, Relation index);
 extern void dex_cluster_require_writer(const char *what);
 extern bool dex_cluster_is_writer(void);
-extern uint64 dex_cluster_writeback_hwm(void);
+extern uint64 dex_cluster_published_hwm(void);
 extern uint64 dex_cluster_flush_request(void);
 extern void dex_cluster_request_flush(uint64 lsn);
 extern uint64 dex_cluster_registry_lookup(uint64 sysid, bool create, uint64 floor,

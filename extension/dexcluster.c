@@ -64,7 +64,6 @@ typedef struct DexClusterShared
 	char		writer_problem[256];
 	TimestampTz writer_lease_until;
 	uint64		published_hwm;	/* writer_hwm as last written to the registry */
-	uint64		beat_hwm;		/* the highest a beat published (<= removal_lsn, K7) */
 	uint64		standby_floor;	/* min replay of live standbys; UINT64_MAX: none */
 	uint64		flush_request;	/* the registry's flush_request_lsn at the last beat */
 	/* standby */
@@ -450,8 +449,6 @@ dex_primary_beat(uint64 addr, uint64 mine)
 	dcs->flush_request = st.flush_request_lsn;
 	if (hwm > dcs->published_hwm)
 		dcs->published_hwm = hwm;
-	if (hwm > dcs->beat_hwm)
-		dcs->beat_hwm = hwm;
 	SpinLockRelease(&dcs->mutex);
 }
 
@@ -807,36 +804,27 @@ dex_cluster_retention(void)
 	return want;
 }
 
-/*
- * How far write-backs may go: what a beat published, which it read together
- * with removal_lsn after raising that -- not dex_cluster_retention()'s raises
- * between beats, whose standby floor was read before them (a standby that
- * claimed meanwhile may not have replayed a frame kill's record, K7).
- */
+/* writer_hwm as last published (no remote access: callable anywhere). */
 uint64
-dex_cluster_writeback_hwm(void)
+dex_cluster_published_hwm(void)
 {
 	uint64		v;
 
 	if (dcs == NULL)
 		return 0;
 	SpinLockAcquire(&dcs->mutex);
-	v = dcs->beat_hwm;
+	v = dcs->published_hwm;
 	SpinLockRelease(&dcs->mutex);
 	return v;
 }
 
-/*
- * A journal slot or a dirty frame waits for lsn to fall under the retention
- * horizon -- and under what the writer's beats published (write-backs: at
- * most one beat later, K7).
- */
+/* A journal slot waits for lsn to fall under the retention horizon. */
 void
 dex_cluster_wait_retention(uint64 lsn, Relation index)
 {
 	TimestampTz start = GetCurrentTimestamp();
 
-	while (dex_cluster_retention() < lsn || dex_cluster_writeback_hwm() < lsn)
+	while (dex_cluster_retention() < lsn)
 	{
 		if (TimestampDifferenceExceeds(start, GetCurrentTimestamp(), dex_standby_wait_timeout_ms))
 			ereport(ERROR,

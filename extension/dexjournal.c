@@ -35,15 +35,14 @@
 
 /*
  * The core's durable-LSN source (dirty write-back leaves wait for it): WAL
- * flushed and published by the writer's beat as the trees' high-water mark
- * in the cluster registry, which also covers every live standby's replay
- * and stays below removal_lsn (dexcluster.c, K7). Called under frame locks:
- * no error, no remote access.
+ * flushed and published as the trees' high-water mark in the cluster
+ * registry, which also covers every live standby's replay (dexcluster.c).
+ * Called under frame locks: no error, no remote access.
  */
 static uint64_t
 dex_wal_durable_cb(void)
 {
-	return (uint64_t) Min(dex_wal_durable(), dex_cluster_writeback_hwm());
+	return (uint64_t) Min(dex_wal_durable(), dex_cluster_published_hwm());
 }
 
 void
