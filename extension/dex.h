@@ -624,7 +624,7 @@ extern void dex_wal_init(void);
 #define XLOG_DEX_KILL		0x40	/* a write-back kill's conflict horizon (dexkillwal.c) */
 
 /* dexkillwal.c: a write-back kill's conflict horizon (K7) */
-extern bool dex_kill_wb_hold(Relation index, Relation heap, ItemPointerData *tids, int n, uint64 *hold);
+extern bool dex_kill_scan_horizon(Relation heap, ItemPointerData *tids, int n, TransactionId *horizon);
 extern uint64 dex_kill_log_horizon(Relation index, TransactionId horizon);
 #if PG_VERSION_NUM >= 150000
 struct XLogReaderState;
@@ -753,6 +753,8 @@ extern uint64 dex_bottomup_pass_bytes(Relation index, Relation heapRel, DexTree 
 /* ---- dexkill.c -------------------------------------------------------- */
 
 extern bool dex_kill_gate(Relation index, int n);
+extern bool dex_kill_frame_hold(Relation index, const DexLeafStamp *stamp, TransactionId horizon,
+								uint64 *hold);
 extern void dex_kill_remember(IndexScanDesc scan);
 extern void dex_kill_flush(IndexScanDesc scan, bool present_only);
 

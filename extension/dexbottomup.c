@@ -19,7 +19,6 @@
 #include "dex.h"
 
 #include "access/tableam.h"
-#include "access/xlog.h"
 #include "utils/rel.h"
 
 #include "tree/key_bytes.h"
@@ -124,13 +123,7 @@ bottomup_may_remove(Relation index, const DexLeafStamp *full, int ndead, Transac
 	*wal_hold = 0;
 	if (ndead <= 0)
 		return false;
-	if (full->frame_version != 0 && !RecoveryInProgress() && dex_cluster_registry() != 0)
-	{
-		*wal_hold = dex_kill_log_horizon(index, horizon);
-		if (*wal_hold != 0)
-			return true;
-	}
-	return dex_kill_gate(index, ndead);
+	return dex_kill_frame_hold(index, full, horizon, wal_hold) || dex_kill_gate(index, ndead);
 }
 
 static void

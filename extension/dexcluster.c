@@ -311,6 +311,18 @@ dex_writer_refuse(const char *why)
 	SpinLockRelease(&dcs->mutex);
 }
 
+/* One word of the shared state, read under its mutex. */
+static uint64
+dcs_read(const uint64 *field)
+{
+	uint64		v;
+
+	SpinLockAcquire(&dcs->mutex);
+	v = *field;
+	SpinLockRelease(&dcs->mutex);
+	return v;
+}
+
 /* Observation of another writer's beat (worker-local). */
 static uint64 seen_writer = 0;
 static uint64 seen_beat = 0;
@@ -459,14 +471,7 @@ dex_primary_beat(uint64 addr, uint64 mine)
 uint64
 dex_cluster_flush_request(void)
 {
-	uint64		v;
-
-	if (dcs == NULL)
-		return 0;
-	SpinLockAcquire(&dcs->mutex);
-	v = dcs->flush_request;
-	SpinLockRelease(&dcs->mutex);
-	return v;
+	return dcs == NULL ? 0 : dcs_read(&dcs->flush_request);
 }
 
 /*
@@ -808,14 +813,7 @@ dex_cluster_retention(void)
 uint64
 dex_cluster_published_hwm(void)
 {
-	uint64		v;
-
-	if (dcs == NULL)
-		return 0;
-	SpinLockAcquire(&dcs->mutex);
-	v = dcs->published_hwm;
-	SpinLockRelease(&dcs->mutex);
-	return v;
+	return dcs == NULL ? 0 : dcs_read(&dcs->published_hwm);
 }
 
 /* A journal slot waits for lsn to fall under the retention horizon. */
@@ -961,12 +959,5 @@ dex_cluster_require_writer(const char *what)
 uint64
 dex_cluster_registry(void)
 {
-	uint64		addr;
-
-	if (dcs == NULL)
-		return 0;
-	SpinLockAcquire(&dcs->mutex);
-	addr = dcs->registry;
-	SpinLockRelease(&dcs->mutex);
-	return addr;
+	return dcs == NULL ? 0 : dcs_read(&dcs->registry);
 }

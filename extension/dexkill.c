@@ -131,22 +131,41 @@ dex_kill_gate(Relation index, int n)
 	return allowed != 0;
 }
 
+/* Does a removal at `stamp` go to a write-back frame on the writer? */
+static bool
+kill_in_frame(const DexLeafStamp *stamp)
+{
+	return stamp->frame_version != 0 && !RecoveryInProgress() && dex_cluster_registry() != 0;
+}
+
 /*
- * A write-back batch's kill goes to the frame and reaches remote memory only
- * with the frame's write-back (K5, K7): instead of the registry gate, log its
- * conflict horizon and let the frame wait for that record (*hold). Only on
- * the writer with a cluster registry (whose worker raises removal_lsn before
- * it counts the standbys). False: use the gate.
+ * A write-back frame's removal (a scan's kill, a bottom-up pass) reaches
+ * remote memory only with the frame's write-back (K5, K7): instead of the
+ * registry gate, log its conflict horizon and let the frame wait for that
+ * record (*hold). Only on the writer with a cluster registry (whose worker
+ * raises removal_lsn before it counts the standbys). False: use the gate.
  */
+bool
+dex_kill_frame_hold(Relation index, const DexLeafStamp *stamp, TransactionId horizon, uint64 *hold)
+{
+	*hold = 0;
+	if (!kill_in_frame(stamp))
+		return false;
+	*hold = dex_kill_log_horizon(index, horizon);
+	return *hold != 0;
+}
+
+/* The same for the batch a scan leaves: the horizon from the heap. */
 static bool
 kill_wb_hold(IndexScanDesc scan, int n, uint64 *hold)
 {
 	DexScanOpaque so = (DexScanOpaque) scan->opaque;
 	ItemPointerData *tids;
+	TransactionId horizon;
 	bool		ok;
 
 	*hold = 0;
-	if (so->stamp.frame_version == 0 || RecoveryInProgress() || dex_cluster_registry() == 0)
+	if (!kill_in_frame(&so->stamp))
 		return false;
 	tids = palloc(sizeof(ItemPointerData) * n);
 	for (int i = 0; i < n; i++)
@@ -156,7 +175,8 @@ kill_wb_hold(IndexScanDesc scan, int n, uint64 *hold)
 		else
 			dex_key_to_tid(&so->killed[i], &tids[i]);
 	}
-	ok = dex_kill_wb_hold(scan->indexRelation, scan->heapRelation, tids, n, hold) && *hold != 0;
+	ok = dex_kill_scan_horizon(scan->heapRelation, tids, n, &horizon) &&
+		dex_kill_frame_hold(scan->indexRelation, &so->stamp, horizon, hold);
 	pfree(tids);
 	return ok;
 }

@@ -150,20 +150,16 @@ dex_kill_log_horizon(Relation index, TransactionId horizon)
 }
 
 /*
- * A scan's kill of tids[0..n) (reordered) in a write-back frame: computes
- * the horizon and logs it; *hold = the position the frame must wait for.
- * False: not possible here (not a heap table); use the gate.
+ * A scan's kill of tids[0..n) (reordered): its conflict horizon. False: not
+ * known here (not a heap table); use the gate.
  */
 bool
-dex_kill_wb_hold(Relation index, Relation heap, ItemPointerData *tids, int n, uint64 *hold)
+dex_kill_scan_horizon(Relation heap, ItemPointerData *tids, int n, TransactionId *horizon)
 {
 	bool		ok;
-	TransactionId horizon = kill_horizon(heap, tids, n, &ok);
 
-	if (!ok)
-		return false;
-	*hold = dex_kill_log_horizon(index, horizon);
-	return true;
+	*horizon = kill_horizon(heap, tids, n, &ok);
+	return ok;
 }
 
 /* Redo: on a hot standby, cancel the queries that could see the rows. */
@@ -204,7 +200,7 @@ dex_kill_desc(struct StringInfoData *buf, XLogReaderState *record)
 #else							/* PG < 15: no custom WAL resource managers */
 
 bool
-dex_kill_wb_hold(Relation index, Relation heap, ItemPointerData *tids, int n, uint64 *hold)
+dex_kill_scan_horizon(Relation heap, ItemPointerData *tids, int n, TransactionId *horizon)
 {
 	return false;
 }

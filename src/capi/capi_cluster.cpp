@@ -35,9 +35,9 @@ void fill_state(const dex::cluster::RegistryHeader& h, DexRegistryState* out) {
     out->removal_lsn = h.removal_lsn;
     out->writer_tli = h.writer_tli;
     out->flush_request_lsn = h.flush_request_lsn;
-        std::memcpy(out->slots, h.slots, sizeof out->slots);
+    std::memcpy(out->slots, h.slots, sizeof out->slots);
     out->moved_to = h.moved_to;
-        std::memcpy(out->adopted, h.adopted, sizeof out->adopted);
+    std::memcpy(out->adopted, h.adopted, sizeof out->adopted);
 }
 }  // namespace
 

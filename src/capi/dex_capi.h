@@ -327,10 +327,11 @@ void		dex_scan_end(DexScan *scan);
  * flags: DEX_KILL_BOTTOM_UP, a bottom-up deletion pass's removal (counted
  * in bottomup_removed instead of kills); DEX_KILL_PRESENT, a write-back
  * frame's entries go if still there, whether or not the frame changed since
- * (the caller knows no VACUUM recycled their TIDs meanwhile, K8). hold_lsn (a write-back tree's frame
- * kill, K7): the WAL position of the kill's conflict-horizon record; the
- * frame is written back only once WAL is durable and every live standby has
- * replayed that far. 0: the caller passed the kills' gate instead.
+ * (the caller knows no VACUUM recycled their TIDs meanwhile, K8).
+ * hold_lsn (a write-back tree's frame kill, K7): the WAL position of the
+ * kill's conflict-horizon record; the frame is written back only once WAL
+ * is durable and every live standby has replayed that far. 0: the caller
+ * passed the kills' gate instead.
  */
 void		dex_scan_stamp(const DexScan *scan, DexLeafStamp *out);
 /* 1: a kill of n entries at `stamp` would be skipped (a write-back tree's

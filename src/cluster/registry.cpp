@@ -88,14 +88,7 @@ void Registry::request_flush(uint64_t lsn) {
 void Registry::set_removal_lsn(uint64_t lsn) {
     // A CAS loop, not a plain write: several VACUUMs and killing scans of the
     // writer raise it concurrently, and a read-then-write could lower it.
-    GAddr w = addr_ + offsetof(RegistryHeader, removal_lsn);
-    uint64_t cur = 0;
-    mem_.read(w, &cur, sizeof cur);
-    while (cur < lsn) {
-        uint64_t seen = mem_.cas(w, cur, lsn);
-        if (seen == cur) return;
-        cur = seen;
-    }
+    (void)raise_word(mem_, addr_ + offsetof(RegistryHeader, removal_lsn), lsn);
 }
 
 RegistryHeader Registry::raise_removal_and_read(uint64_t lsn) {

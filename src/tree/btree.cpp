@@ -558,7 +558,8 @@ uint64_t BTreeT<L>::remove_if_unchanged(GAddr leaf, uint64_t version, const Key*
                                         uint64_t frame_version, uint64_t hold_lsn, bool present_only) {
     Stats::add(stats().index_ops);
     if (n == 0) return 0;
-    if (wb_ && leaf != kNullGAddr && frame_version != 0) return wb_kill(leaf, frame, frame_version, keys, n, bottom_up, hold_lsn, present_only);
+    if (wb_ && leaf != kNullGAddr && frame_version != 0)
+        return wb_kill(leaf, frame, frame_version, keys, n, bottom_up, hold_lsn, present_only);
     if (wb_ || leaf == kNullGAddr || version == 0) {
         Stats::add(stats().kills_skipped, n);
         return 0;
