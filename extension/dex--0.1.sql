@@ -477,3 +477,22 @@ LANGUAGE C STABLE STRICT;
 CREATE FUNCTION dex_key_roundtrip(anyelement) RETURNS anyelement
 AS 'MODULE_PATHNAME', 'dex_sql_key_roundtrip'
 LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+-- dex's cluster registry on memory node 0 (src/README.md "Hot standbys"):
+-- the writer and how far the remote trees depend on its WAL (writer_hwm, never
+-- past removal_lsn: what a standby replays before it answers) ...
+CREATE FUNCTION dex_cluster(
+    OUT this_life text, OUT writer_life text, OUT this_is_writer boolean,
+    OUT writer_hwm pg_lsn, OUT removal_lsn pg_lsn, OUT writer_tli int,
+    OUT flush_request_lsn pg_lsn, OUT live_standbys int)
+RETURNS record
+AS 'MODULE_PATHNAME', 'dex_sql_cluster'
+LANGUAGE C STRICT VOLATILE;
+
+-- ... and the hot standbys' slots (expired: the writer no longer waits for it).
+CREATE FUNCTION dex_cluster_standbys(
+    OUT slot int, OUT life text, OUT replay_lsn pg_lsn, OUT tli int,
+    OUT expired boolean, OUT this_server boolean)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'dex_sql_cluster_standbys'
+LANGUAGE C STRICT VOLATILE;

@@ -7,7 +7,7 @@
  * The files call each other without cycles; each uses only files listed
  * after it here (scripts/tests/t_layers.sh checks it):
  *
- *   dexfuncs.c     SQL-callable functions
+ *   dexfuncs.c dexclusterfuncs.c  SQL-callable functions
  *   dex.c          _PG_init, shared memory hooks, AM handler, reloptions
  *   dexbuild.c dexinsert.c dexscan.c dexvacuum.c dexvalidate.c dexcost.c
  *                  access method entry points
@@ -34,6 +34,8 @@
  *                  against the heap, strays removed (both layouts)
  *   dexupgrade.c   pg_upgrade: taking over the trees of the cluster upgraded from
  *   dexclusterns.c which namespaces on the memory nodes are this cluster's
+ *   dexhorizon.c   the WAL positions a primary's writes and VACUUM wait for:
+ *                  journal retention, write-backs' hwm, standbys' replay
  *   dexcluster.c   primary and hot standbys: the cluster registry, this life
  *   dexwal.c       dex's WAL resource manager
  *   dexkillwal.c   a write-back index's kill: its conflict horizon, logged for
@@ -476,6 +478,7 @@ extern bool dex_type_returnable(Oid coltype);
 extern bool dex_key_datum(const DexKey *key, Oid coltype, Datum *out);
 
 /* ---- dexutils.c ------------------------------------------------------- */
+extern char *dex_hex64(uint64 v);
 
 extern int	dex_bytes_cmp(const void *a, const void *b);
 
@@ -604,6 +607,17 @@ extern void dex_cluster_request_flush(uint64 lsn);
 extern uint64 dex_cluster_registry_lookup(uint64 sysid, bool create, uint64 floor,
 										  DexError *err);
 extern uint64 dex_cluster_registry(void);
+
+/* The writer's state as dexcluster.c's beats keep it (dexhorizon.c reads it). */
+typedef struct DexWriterView
+{
+	uint64		registry;		/* 0: not found yet */
+	uint64		standby_floor;	/* live standbys' min replay at the last beat; UINT64_MAX: none */
+	uint64		published_hwm;	/* the registry's writer_hwm as last raised by us */
+	bool		writer;			/* this server holds the writer role with a valid lease */
+} DexWriterView;
+extern void dex_cluster_writer_view(DexWriterView *v);
+extern void dex_cluster_note_published_hwm(uint64 hwm);
 
 /*
  * A server that holds the writer role beats at least every DEX_LEASE_MS; one

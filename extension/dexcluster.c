@@ -499,11 +499,15 @@ dex_cluster_release_writer(void)
 	DexError	err;
 	uint64		seen;
 	uint64		addr = dcs ? dcs->registry : 0;
+	uint64		durable;
 
 	if (!addr || dcs->writer_state != DEX_WRITER_CLAIMED || RecoveryInProgress())
 		return;
+	durable = dex_wal_durable();
 	memset(&err, 0, sizeof(err));
-	if (dex_registry_raise_hwm(addr, dex_wal_durable(), &err) == DEX_OK)
+	/* removal_lsn first: writer_hwm never passes it (K7) */
+	if (dex_registry_set_removal_lsn(addr, durable, &err) == DEX_OK &&
+		dex_registry_raise_hwm(addr, durable, &err) == DEX_OK)
 		(void) dex_registry_cas_writer(addr, dex_life(), 0, &seen, &err);
 }
 
@@ -755,58 +759,32 @@ dex_cluster_check(Relation index)
 }
 
 /*
- * How far the trees may depend on WAL (journal slot reuse) without a remote
- * access: min(flushed WAL, every live standby's replay, what the registry
- * shows). The registry's value lags (the worker raises it each beat, and
- * dex_cluster_retention() when a journal lane is full), which only makes an
- * insert wait for a slot sooner, never reuse one too early. An insert passes
- * this, not dex_cluster_retention(): raising the registry on every insert
- * would add a remote round trip per row whenever WAL was flushed since.
+ * What dexhorizon.c's retention needs of the writer's state, in one read:
+ * the registry, the live standbys' replay floor and the hwm as the last
+ * beats read and published, and whether this server is the writer with a
+ * valid lease now.
  */
-uint64
-dex_cluster_retention_published(void)
+void
+dex_cluster_writer_view(DexWriterView *v)
 {
-	uint64		flush = dex_wal_durable();
-	uint64		v;
+	TimestampTz now = GetCurrentTimestamp();
 
 	SpinLockAcquire(&dcs->mutex);
-	v = Min(Min(flush, dcs->standby_floor), dcs->published_hwm);
+	v->registry = dcs->registry;
+	v->standby_floor = dcs->standby_floor;
+	v->published_hwm = dcs->published_hwm;
+	v->writer = dcs->writer_state == DEX_WRITER_CLAIMED && now < dcs->writer_lease_until;
 	SpinLockRelease(&dcs->mutex);
-	return v;
 }
 
-/*
- * How far the trees may depend on WAL (journal slot reuse): min(flushed WAL,
- * every live standby's replay), and never beyond what the registry shows
- * (raising it there first if needed: a remote round trip). Primary only.
- */
-uint64
-dex_cluster_retention(void)
+/* The registry's writer_hwm was raised to hwm (by a backend, not a beat). */
+void
+dex_cluster_note_published_hwm(uint64 hwm)
 {
-	uint64		flush = dex_wal_durable();
-	uint64		want;
-	uint64		have;
-	uint64		addr;
-
 	SpinLockAcquire(&dcs->mutex);
-	want = Min(flush, dcs->standby_floor);
-	have = dcs->published_hwm;
-	addr = dcs->registry;
+	if (hwm > dcs->published_hwm)
+		dcs->published_hwm = hwm;
 	SpinLockRelease(&dcs->mutex);
-	if (want <= have || addr == 0)
-		return Min(want, have);
-	{
-		DexError	err;
-
-		memset(&err, 0, sizeof(err));
-		if (dex_registry_raise_hwm(addr, want, &err) != DEX_OK)
-			return have;
-	}
-	SpinLockAcquire(&dcs->mutex);
-	if (want > dcs->published_hwm)
-		dcs->published_hwm = want;
-	SpinLockRelease(&dcs->mutex);
-	return want;
 }
 
 /* writer_hwm as last published (no remote access: callable anywhere). */
@@ -814,100 +792,6 @@ uint64
 dex_cluster_published_hwm(void)
 {
 	return dcs == NULL ? 0 : dcs_read(&dcs->published_hwm);
-}
-
-/* A journal slot waits for lsn to fall under the retention horizon. */
-void
-dex_cluster_wait_retention(uint64 lsn, Relation index)
-{
-	TimestampTz start = GetCurrentTimestamp();
-
-	while (dex_cluster_retention() < lsn)
-	{
-		if (TimestampDifferenceExceeds(start, GetCurrentTimestamp(), dex_standby_wait_timeout_ms))
-			ereport(ERROR,
-					(errcode(ERRCODE_QUERY_CANCELED),
-					 errmsg("%s%s%sa standby did not replay WAL up to %X/%X within dex.standby_wait_timeout",
-							index ? "index \"" : "", index ? RelationGetRelationName(index) : "",
-							index ? "\": " : "", LSN_FORMAT_ARGS((XLogRecPtr) lsn)),
-					 errhint("A row stays recorded in dex's insert journal until every live standby replayed it. "
-							 "Check the standbys' replay lag.")));
-		CHECK_FOR_INTERRUPTS();
-		pg_usleep(2 * 1000L);
-	}
-}
-
-/*
- * VACUUM on a primary: before removing entries whose removal the WAL up to
- * `target` justifies, record it in the registry (a standby registering later
- * replays past it first) and wait until every live standby has replayed it
- * (replaying the heap's prune records resolves its conflicts: no standby
- * snapshot can still need the entries). A standby silent for a lease and a
- * margin is expired instead.
- */
-void
-dex_cluster_wait_standbys(uint64 target, Relation index)
-{
-	TimestampTz start = GetCurrentTimestamp();
-	uint64		addr = dcs->registry;
-	uint64		mine = dex_life();
-	uint64		beats[DEX_MAX_STANDBYS];
-	TimestampTz since[DEX_MAX_STANDBYS];
-	DexError	err;
-
-	if (addr == 0)
-		return;
-	memset(&err, 0, sizeof(err));
-	if (dex_registry_set_removal_lsn(addr, target, &err) != DEX_OK)
-		dex_report_error(err.code, &err, index);
-	memset(beats, 0, sizeof(beats));
-	memset(since, 0, sizeof(since));
-	for (;;)
-	{
-		DexRegistryState st;
-		TimestampTz now = GetCurrentTimestamp();
-		bool		waiting = false;
-
-		if (dex_registry_read(addr, &st, &err) != DEX_OK)
-			dex_report_error(err.code, &err, index);
-		for (int i = 0; i < DEX_MAX_STANDBYS; i++)
-		{
-			DexStandbySlot *s = &st.slots[i];
-
-			if (s->owner == 0 || s->owner == mine || (s->beat & DEX_SLOT_EXPIRED) || s->replay_lsn >= target)
-				continue;
-			if (s->beat != beats[i])
-			{
-				beats[i] = s->beat;
-				since[i] = now;
-			}
-			if (TimestampDifferenceExceeds(since[i], now, DEX_LEASE_MS + DEX_MARGIN_MS))
-			{
-				int			done = 0;
-
-				if (dex_registry_expire_slot(addr, i, s->beat, &done, &err) != DEX_OK)
-					dex_report_error(err.code, &err, index);
-				if (done)
-				{
-					ereport(LOG,
-							(errmsg("dex: a standby (life %016llx) was silent for %d ms: VACUUM no longer waits for it",
-									(unsigned long long) s->owner, DEX_LEASE_MS + DEX_MARGIN_MS)));
-					continue;
-				}
-			}
-			waiting = true;
-		}
-		if (!waiting)
-			return;
-		if (TimestampDifferenceExceeds(start, now, dex_standby_wait_timeout_ms))
-			ereport(ERROR,
-					(errcode(ERRCODE_QUERY_CANCELED),
-					 errmsg("index \"%s\": VACUUM waited dex.standby_wait_timeout for a standby to replay WAL up to %X/%X",
-							RelationGetRelationName(index), LSN_FORMAT_ARGS((XLogRecPtr) target)),
-					 errhint("A standby whose replay is paused or delayed by a long query holds back dex removals.")));
-		CHECK_FOR_INTERRUPTS();
-		pg_usleep(10 * 1000L);
-	}
 }
 
 /*

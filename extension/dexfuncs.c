@@ -1,6 +1,7 @@
 /*
  * dexfuncs.c — SQL-callable functions: dex_check, dex_index_info, dex_stats,
- * dex_stats_reset, dex_memnodes, dex_orphans, dex_free_orphans, dex_cache_stats.
+ * dex_stats_reset, dex_memnodes, dex_orphans, dex_free_orphans, dex_cache_stats
+ * (the cluster registry's: dexclusterfuncs.c).
  */
 #include "dex.h"
 
@@ -72,12 +73,6 @@ dex_open_index_for_check(Oid relid)
 	if (OidIsValid(heapoid))
 		LockRelationOid(heapoid, ShareUpdateExclusiveLock);
 	return dex_open_index_arg(relid);
-}
-
-static char *
-dex_hex64(uint64 v)
-{
-	return psprintf("%016llx", (unsigned long long) v);	/* 18 has no INT64_MODIFIER */
 }
 
 /* dex_check(regclass) -> (entries, leaves, inner_nodes, height) */

@@ -446,3 +446,10 @@ dex_bytes_cmp(const void *a, const void *b)
 
 	return dex_kb_compare(x->data, x->len, y->data, y->len);
 }
+
+/* A 64-bit id (incarnation, life) as SQL functions show it: 16 hex digits. */
+char *
+dex_hex64(uint64 v)
+{
+	return psprintf("%016llx", (unsigned long long) v);	/* 18 has no INT64_MODIFIER */
+}

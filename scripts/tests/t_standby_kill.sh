@@ -15,6 +15,12 @@
 #    standby answers exactly and the primary's frames are written back.
 # 3. Bottom-up deletion of a write-back index (single-row UPDATEs found by
 #    sequential scans) removes dead versions with the standby attached.
+# 0. (before the standby exists) A backend that cannot wait for the worker's
+#    next beat raises the registry's writer_hwm itself (dex_flush(); a dirty
+#    leaf's write-back before a split does the same): with the dex worker
+#    stopped, it raises removal_lsn first -- writer_hwm never passes it, so a
+#    standby claiming a slot then replays past every write-back before it
+#    answers (dex_cluster() shows both).
 source "$(dirname "$0")/common.sh"
 start_memnode mem "$MPORT" 512MB
 SB=$(free_port)
@@ -51,6 +57,25 @@ qp -c "create table t(k int, v int, pad text) with (autovacuum_enabled = off)" \
    -c "alter table t alter column pad set storage plain" \
    -c "insert into t select g, g, repeat('x', 3000) from generate_series(1, 4000) g"
 qp -c "create index t_k on t using dex (k) with (write_back = on)" -c "analyze t"
+echo "== 0. a backend's raise of writer_hwm raises removal_lsn first"
+worker=$(qp -c "select pid from pg_stat_activity where backend_type = 'dex worker'")
+[ -n "$worker" ] || fail "no dex worker on the primary"
+# (within the writer's 3 s lease from its last beat: one psql session)
+kill -STOP "$worker"
+r=$(qp 2>&1 <<'SQL'
+set dex.standby_wait_timeout = '2s';
+select pg_current_wal_insert_lsn() as before \gset
+insert into t values (4001, 4001, 'x');
+select dex_flush() > 0 as flushed \gset
+select :'flushed', writer_hwm >= :'before' as raised,
+       writer_hwm <= removal_lsn as under_removal, writer_hwm, removal_lsn from dex_cluster();
+SQL
+) || true
+kill -CONT "$worker"
+echo "with the dex worker stopped: $r"
+[ "$(cut -d'|' -f1-3 <<<"$r")" = "t|t|t" ] ||
+    fail "flushed|raised|writer_hwm <= removal_lsn expected t|t|t, got: $r"
+
 # (no node cache on the standby: every scan reads remote memory, so a removal
 # written back too early would show at once)
 make_standby sbk "$SB" "dex.standby_wait_timeout = '30s'" "hot_standby_feedback = off" \
@@ -58,6 +83,9 @@ make_standby sbk "$SB" "dex.standby_wait_timeout = '30s'" "hot_standby_feedback 
 wait_replay "$SB"
 # (a standby answers only while it holds a live slot in the cluster registry)
 [ "$(qs -c "$IDX select count(*) from t where k between 1 and 50")" = 50 ] || fail "standby scan before the test"
+[ "$(qs -c "select count(*) from dex_cluster_standbys() where this_server and not expired")" = 1 ] &&
+    [ "$(qp -c "select live_standbys from dex_cluster()")" = 1 ] ||
+    fail "the registry does not show the standby's live slot"
 
 echo "== 1. kills go on while the standby is attached"
 qp -c "select dex_stats_reset()" >/dev/null
