@@ -10,6 +10,8 @@
 #
 # CHECKOUT is a dex source tree (built and installed into a private copy of
 # the system PostgreSQL, so two versions can be measured one after another).
+# DEX_WITH: the dex index's options (default "write_back = on"; "write_back =
+# off" measures the default write-through mode).
 # WITH_STANDBY=1: a streaming hot standby (pg_basebackup -R, no
 # hot_standby_feedback) is attached to the primary throughout.
 set -euo pipefail
@@ -35,7 +37,7 @@ CREATE TABLE mix_dex (k int8 NOT NULL, v text NOT NULL);
 INSERT INTO mix_dex SELECT 4 * g, substr(repeat(md5(g::text), 4), 1, 100) FROM generate_series(0, $ROWS - 1) g;
 CREATE TABLE mix_btree AS SELECT * FROM mix_dex;
 VACUUM ANALYZE mix_dex; VACUUM ANALYZE mix_btree;
-CREATE INDEX mix_dex_k ON mix_dex USING dex (k) WITH (write_back = on);
+CREATE INDEX mix_dex_k ON mix_dex USING dex (k) WITH (${DEX_WITH:-write_back = on});
 CREATE INDEX mix_btree_k ON mix_btree (k);
 ANALYZE mix_dex; ANALYZE mix_btree;
 SQL
@@ -70,7 +72,7 @@ for t in mix_dex mix_btree; do
         "$((ROWS - 1))" "$ROWS" "$t" "'i'" >"$S/insert-$t.sql"
 done
 chmod -R a+r "$S"
-echo "# $(git -C "$CO" rev-parse --short HEAD) $W $DIST clients=$CLIENTS rows=$ROWS secs=$SECS standby=${WITH_STANDBY:-0}"
+echo "# $(git -C "$CO" rev-parse --short HEAD) $W $DIST clients=$CLIENTS rows=$ROWS secs=$SECS standby=${WITH_STANDBY:-0} with=(${DEX_WITH:-write_back = on})"
 echo "# round index tps | dex per transaction: round_trips kills kills_skipped kills_refused"
 for r in $(seq 1 "$ROUNDS"); do
     order="mix_dex mix_btree"; [ $((r % 2)) = 0 ] && order="mix_btree mix_dex"

@@ -221,4 +221,43 @@ TEST_F(WbKillTest, FullCachedLeafGivesUpWithAFrameStamp) {
     EXPECT_TRUE(leaf.empty());
 }
 
+// A write-through tree caches leaves too, but its removal is remote at once:
+// its scans' stamps carry no frame version (the extension routes its kills
+// through the registry gate, never a frame's hold), and a removal that must
+// wait for a logged horizon record (hold_lsn) is refused outright -- remote
+// memory, where standbys read, would lose the entries before they replayed
+// it. (K7 as first landed routed a cached write-through leaf's kill to the
+// frame path, which removed remotely at once, standbys attached or not.)
+TEST(WriteThroughKill, CachedLeafGivesNoFrameStampAndRefusesAHold) {
+    WbFixture x;
+    tree::TreeOptions o;
+    o.cache = &x.handle;
+    tree::BTree t(*x.mem, 0, x.ns, o);
+    t.init_empty();
+    for (uint16_t i = 1; i <= 20; i++) ASSERT_TRUE(t.insert(K(7, 1, i)));
+    std::vector<EntryKey> batch;
+    std::unique_ptr<tree::BTree::Scan> sc;
+    for (int i = 0; i < 20; i++) {  // (leaf admission may turn the first fetches away)
+        batch.clear();
+        sc = t.scan(KMin(7), KMax(7));
+        ASSERT_TRUE(sc->next(batch));
+        if (sc->leaf_frame() != cache::kNoFrame) break;
+    }
+    ASSERT_EQ(batch.size(), 20u);
+    ASSERT_NE(sc->leaf_frame(), cache::kNoFrame);  // the leaf is cached ...
+    EXPECT_EQ(sc->leaf_frame_version(), 0u);        // ... but gives no frame stamp
+    // Even with a frame version (a caller's mistake), a hold keeps the entries.
+    const uint64_t fv = x.reg.region->header(sc->leaf_frame()).version.load() & ~cache::kVerLocked;
+    stats().reset();
+    EXPECT_EQ(t.remove_if_unchanged(sc->leaf(), sc->leaf_version(), batch.data(), 5, false, {}, sc->leaf_frame(), fv,
+                                    0x5000),
+              0u);
+    EXPECT_EQ(stats().kills_skipped.load(), 5u);
+    EXPECT_EQ(scan_all(t, KMin(7), KMax(7), false).size(), 20u);
+    // Without a hold (the registry gate passed) the removal goes remote.
+    EXPECT_EQ(t.remove_if_unchanged(sc->leaf(), sc->leaf_version(), batch.data(), 5, false, {}, sc->leaf_frame(), 0),
+              5u);
+    EXPECT_EQ(scan_all(t, KMin(7), KMax(7), false).size(), 15u);
+}
+
 }  // namespace

@@ -15,6 +15,12 @@
 #    standby answers exactly and the primary's frames are written back.
 # 3. Bottom-up deletion of a write-back index (single-row UPDATEs found by
 #    sequential scans) removes dead versions with the standby attached.
+# 4. A write-through index (the default) whose leaves are cached: its kills
+#    are remote at once, so with the standby attached they are refused (the
+#    registry gate) and log nothing -- a standby REPEATABLE READ transaction
+#    that still sees 100 deleted rows keeps counting them, not cancelled.
+#    (K7 as first landed sent a cached write-through leaf's kill down the
+#    write-back frame path, which removed the entries remotely at once.)
 # 0. (before the standby exists) A backend that cannot wait for the worker's
 #    next beat raises the registry's writer_hwm itself (dex_flush(); a dirty
 #    leaf's write-back before a split does the same): with the dex worker
@@ -160,4 +166,39 @@ qp -c "set enable_indexscan = off" -c "set enable_bitmapscan = off" -c "set enab
 removed_without_refusal bottomup_removed 200 "dead versions removed by bottom-up passes"
 standby_matches u "k > 0"
 qp -c "select dex_check('u_k')" >/dev/null || fail "dex_check u_k"
+echo "== 4. a write-through index's kills are refused while the standby is attached"
+qp -c "create table w(k int, v int, pad text) with (autovacuum_enabled = off)" \
+   -c "alter table w alter column pad set storage plain" \
+   -c "insert into w select g, g, repeat('x', 3000) from generate_series(1, 2000) g" \
+   -c "create index w_k on w using dex (k)" -c "analyze w"
+# (every leaf cached on the primary: the path K7 first took by mistake)
+qp -c "set dex.leaf_admission = 1" -c "$IDX select count(*) from w where k > 0" >/dev/null
+wait_replay "$SB"
+out="$DEX_WORK/rr4.out"
+( qs -v ON_ERROR_STOP=0 -c "$IDX" \
+     -c "begin isolation level repeatable read" \
+     -c "select 'first', count(*) from w where k between 1001 and 1100" \
+     -c "do \$\$ declare n int; begin
+           for i in 1..30 loop
+             select count(*) into n from w where k between 1001 and 1100;
+             if n <> 100 then raise exception 'short count: %', n; end if;
+             perform pg_sleep(0.1);
+           end loop; end \$\$" \
+     -c "select 'second', count(*) from w where k between 1001 and 1100" \
+     -c "commit" >"$out" 2>&1 ) & rr=$!
+for _ in $(seq 1 100); do grep -q '^first|100' "$out" 2>/dev/null && break; sleep 0.1; done
+grep -q '^first|100' "$out" || fail "the standby transaction did not start: $(cat "$out")"
+qp -c "select dex_stats_reset()" >/dev/null
+qp -c "delete from w where k between 1001 and 1100"
+n=$(qp -c "$IDX select count(*) from w where k between 1001 and 1100")
+[ "$n" = 0 ] || fail "primary counts $n deleted rows"
+kills=$(stat kills); refused=$(stat kills_refused)
+echo "primary: $kills killed, $refused refused (write-through, standby attached)"
+[ "$kills" = 0 ] && [ "$refused" -ge 50 ] ||
+    fail "a write-through index must not kill with a standby attached: $kills killed, $refused refused"
+wait $rr || true
+cat "$out"
+grep -q '^second|100$' "$out" || fail "the standby transaction was cancelled or counted fewer rows"
+standby_matches w "k between 900 and 1200"
+qp -c "select dex_check('w_k')" >/dev/null || fail "dex_check w_k"
 echo "kills with a standby attached: ok"

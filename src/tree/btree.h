@@ -191,9 +191,12 @@ public:
         // A moment before that image was read (it was current after it).
         std::chrono::steady_clock::time_point leaf_seen_at() const { return leaf_seen_at_; }
         // The cache frame the last batch was copied from and its version word
-        // then (0xFFFFFFFF / 0: not copied from a frame).
+        // then (0xFFFFFFFF / 0: not copied from a frame). The version only on
+        // a write-back tree: it is what routes a kill to the frame
+        // (remove_if_unchanged), and a write-through tree's removal is remote
+        // at once -- it must take the registry gate, never a frame's hold.
         uint32_t leaf_frame() const { return leaf_frame_; }
-        uint64_t leaf_frame_version() const { return leaf_frame_version_; }
+        uint64_t leaf_frame_version() const { return t_.write_back() ? leaf_frame_version_ : 0; }
 
     private:
         BTreeT& t_;
