@@ -4,7 +4,8 @@
 # dex index and a btree copy, side by side: dex and btree alternate within a
 # round, the order flips every round. Prints per run the tps, and for dex
 # per transaction: remote round trips, entries killed, kills skipped (the
-# leaf changed), kills refused (a standby) -- counts, not times.
+# leaf changed), kills refused (a standby), kills deferred (write-through,
+# a standby attached) -- counts, not times.
 #
 #   bash bench/write_mix.sh CHECKOUT [ROUNDS] [SECONDS] [CLIENTS] [wi|ii] [uniform|zipfian] [ROWS]
 #
@@ -73,7 +74,7 @@ for t in mix_dex mix_btree; do
 done
 chmod -R a+r "$S"
 echo "# $(git -C "$CO" rev-parse --short HEAD) $W $DIST clients=$CLIENTS rows=$ROWS secs=$SECS standby=${WITH_STANDBY:-0} with=(${DEX_WITH:-write_back = on})"
-echo "# round index tps | dex per transaction: round_trips kills kills_skipped kills_refused"
+echo "# round index tps | dex per transaction: round_trips kills kills_skipped kills_refused kills_deferred"
 for r in $(seq 1 "$ROUNDS"); do
     order="mix_dex mix_btree"; [ $((r % 2)) = 0 ] && order="mix_btree mix_dex"
     for t in $order; do
@@ -89,8 +90,9 @@ for r in $(seq 1 "$ROUNDS"); do
         per=""
         if [ "$t" = mix_dex ]; then
             per=$(P -c "select round(round_trips::numeric / $xacts, 3) || ' ' || round(kills::numeric / $xacts, 3) || ' '
-                               || round(kills_skipped::numeric / $xacts, 3) || ' ' || round(kills_refused::numeric / $xacts, 3)
-                        from dex_stats()")
+                               || round(kills_skipped::numeric / $xacts, 3) || ' ' || round(kills_refused::numeric / $xacts, 3) || ' '
+                               || round(coalesce((to_jsonb(s) ->> 'kills_deferred')::numeric, 0) / $xacts, 3)
+                        from dex_stats() s")  # (kills_deferred: not in checkouts before K9)
         fi
         echo "$r $t $tps $per"
     done

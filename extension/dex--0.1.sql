@@ -378,7 +378,8 @@ CREATE FUNCTION dex_stats(
     OUT dirty_updates bigint, OUT write_backs bigint, OUT offloads bigint,
     OUT migrations bigint, OUT batched_inserts bigint, OUT kills bigint,
     OUT kills_skipped bigint, OUT kills_refused bigint,
-    OUT bottomup_passes bigint, OUT bottomup_removed bigint, OUT memnode_splits bigint)
+    OUT bottomup_passes bigint, OUT bottomup_removed bigint, OUT memnode_splits bigint,
+    OUT kills_deferred bigint)
 RETURNS record
 AS 'MODULE_PATHNAME', 'dex_sql_stats'
 LANGUAGE C STRICT VOLATILE;

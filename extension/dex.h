@@ -22,6 +22,8 @@
  *                  interlock, heap verification on a standby
  *   dexkill.c      dead-entry hints: entries kill_prior_tuple found dead, removed
  *                  when the scan leaves their batch
+ *   dexkilldefer.c a write-through index's kills while standbys are attached:
+ *                  queued until they replayed the kill's record
  *   dexguc.c       GUC definitions, the dex worker
  *   dexckptfence.c checkpoints wait for the dex worker's write-back of dirty nodes
  *   dexpending.c   batched inserts: entries aminsert holds back, their flushes,
@@ -771,6 +773,17 @@ extern bool dex_kill_frame_hold(Relation index, const DexLeafStamp *stamp, Trans
 								uint64 *hold);
 extern void dex_kill_remember(IndexScanDesc scan);
 extern void dex_kill_flush(IndexScanDesc scan, bool present_only);
+
+/* ---- dexkilldefer.c --------------------------------------------------- */
+
+typedef struct DexDeferredKill DexDeferredKill;
+extern void dex_kill_defer(Relation index, uint64 leaf, bool bytes, const DexKey *keys,
+						   const DexBytes *entries, int n, uint64 record, uint64 epoch);
+extern bool dex_kill_deferred_queued(Relation index, uint64 leaf, bool bytes, const DexKey *keys,
+									 const DexBytes *entries, int n);
+extern bool dex_kill_deferred_any(void);
+extern DexDeferredKill *dex_kill_deferred_take(Relation index, uint64 hwm, uint64 *epoch);
+extern void dex_kill_deferred_apply(Relation index, DexTree *tree, DexDeferredKill *k, bool apply);
 
 /* ---- access method entry points ------------------------------------- */
 

@@ -15,7 +15,9 @@
  * (dex_registry_kill_allowed, which first raises the registry's removal_lsn)
  * -- except in a write-back tree's frame, which logs the kill's conflict
  * horizon instead and waits for every standby to replay it before the frame
- * is written back (dexkillwal.c, K7). Kills are hints: anything that goes
+ * is written back (dexkillwal.c, K7). A write-through tree's kill while a
+ * standby is attached logs the horizon too and is queued until every standby
+ * replayed it (dexkilldefer.c, K9). Kills are hints: anything that goes
  * wrong drops them (DEBUG1), never the query. No latch, frame or remote
  * lock is held when this runs; the C API returns with all of them released.
  */
@@ -155,6 +157,22 @@ dex_kill_frame_hold(Relation index, const DexLeafStamp *stamp, TransactionId hor
 	return *hold != 0;
 }
 
+/* The TIDs of the batch's n remembered entries (palloc'd). */
+static ItemPointerData *
+kill_tids(DexScanOpaque so, int n)
+{
+	ItemPointerData *tids = palloc(sizeof(ItemPointerData) * n);
+
+	for (int i = 0; i < n; i++)
+	{
+		if (so->bytes)
+			dex_entry_tid(so->bkilled[i].data, so->bkilled[i].len, &tids[i]);
+		else
+			dex_key_to_tid(&so->killed[i], &tids[i]);
+	}
+	return tids;
+}
+
 /* The same for the batch a scan leaves: the horizon from the heap. */
 static bool
 kill_wb_hold(IndexScanDesc scan, int n, uint64 *hold)
@@ -167,18 +185,56 @@ kill_wb_hold(IndexScanDesc scan, int n, uint64 *hold)
 	*hold = 0;
 	if (!kill_in_frame(&so->stamp))
 		return false;
-	tids = palloc(sizeof(ItemPointerData) * n);
-	for (int i = 0; i < n; i++)
-	{
-		if (so->bytes)
-			dex_entry_tid(so->bkilled[i].data, so->bkilled[i].len, &tids[i]);
-		else
-			dex_key_to_tid(&so->killed[i], &tids[i]);
-	}
+	tids = kill_tids(so, n);
 	ok = dex_kill_scan_horizon(scan->heapRelation, tids, n, &horizon) &&
 		dex_kill_frame_hold(scan->indexRelation, &so->stamp, horizon, hold);
 	pfree(tids);
 	return ok;
+}
+
+/* Did the writer's last beat count a live standby (no registry round trip)? */
+static bool
+kill_standbys_attached(void)
+{
+	DexWriterView v;
+
+	dex_cluster_writer_view(&v);
+	return v.standby_floor != PG_UINT64_MAX;
+}
+
+/*
+ * A write-through batch's kill that may not go now because a standby is
+ * attached (K9): log its conflict horizon and queue it until every standby
+ * replayed the record (dexkilldefer.c). Only with the batch's vacuum epoch
+ * (the later removal is present-only) and on the writer.
+ */
+static void
+kill_defer(IndexScanDesc scan, int n)
+{
+	DexScanOpaque so = (DexScanOpaque) scan->opaque;
+	ItemPointerData *tids;
+	TransactionId horizon;
+	uint64		record = 0;
+	DexOptions *opts = (DexOptions *) scan->indexRelation->rd_options;
+
+	/* (a write-back leaf not read from a frame: its kill waits for VACUUM) */
+	if ((opts && opts->write_back) || so->kill_epoch == 0 || so->stamp.leaf == 0 || RecoveryInProgress() ||
+		dex_cluster_registry() == 0)
+		return;
+	if (so->bytes)
+		qsort(so->bkilled, n, sizeof(DexBytes), dex_bytes_cmp);
+	else
+		dex_sort_keys(so->killed, n);
+	/* (met again by a later scan before the first kill of them went) */
+	if (dex_kill_deferred_queued(scan->indexRelation, so->stamp.leaf, so->bytes, so->killed, so->bkilled, n))
+		return;
+	tids = kill_tids(so, n);
+	if (dex_kill_scan_horizon(scan->heapRelation, tids, n, &horizon))
+		record = dex_kill_log_horizon(scan->indexRelation, horizon);
+	pfree(tids);
+	if (record != 0)
+		dex_kill_defer(scan->indexRelation, so->stamp.leaf, so->bytes, so->killed, so->bkilled, n, record,
+					   so->kill_epoch);
 }
 
 /*
@@ -212,8 +268,17 @@ dex_kill_flush(IndexScanDesc scan, bool present_only)
 	/* a write-back leaf changed since the batch: the kill would be skipped */
 	if (!present_only && dex_tree_kill_futile(so->tree, &so->stamp, n))
 		return;
-	if (!kill_wb_hold(scan, n, &hold) && !dex_kill_gate(scan->indexRelation, n))
+	/*
+	 * A write-back frame holds the removal for its logged horizon; else the
+	 * removal is remote at once: through the registry gate while no standby
+	 * is attached, queued behind a logged horizon while one is (K9).
+	 */
+	if (!kill_wb_hold(scan, n, &hold) &&
+		(kill_standbys_attached() || !dex_kill_gate(scan->indexRelation, n)))
+	{
+		kill_defer(scan, n);
 		return;
+	}
 	memset(&err, 0, sizeof(err));
 	if (so->bytes)
 	{

@@ -60,6 +60,39 @@ dex_next_batch(IndexScanDesc scan)
 }
 
 /*
+ * This backend's deferred kills of the scan's index (K9) whose record every
+ * live standby has replayed: their entries still in the leaf go, under an
+ * announcement, if no ambulkdelete began since their batch was read.
+ */
+static void
+dex_kill_apply_deferred(IndexScanDesc scan)
+{
+	DexScanOpaque so = (DexScanOpaque) scan->opaque;
+	uint64		hwm;
+	uint64		epoch;
+	DexDeferredKill *k;
+
+	if (!dex_kill_deferred_any() || so->tree == NULL || RecoveryInProgress())
+		return;
+	hwm = dex_cluster_published_hwm();
+	while ((k = dex_kill_deferred_take(scan->indexRelation, hwm, &epoch)) != NULL)
+	{
+		int			hold = dex_ios_hold_unvacuumed(scan->indexRelation, epoch);
+
+		PG_TRY();
+		{
+			dex_kill_deferred_apply(scan->indexRelation, so->tree, k, hold >= 0);
+		}
+		PG_FINALLY();
+		{
+			if (hold >= 0)
+				dex_ios_unhold(hold);
+		}
+		PG_END_TRY();
+	}
+}
+
+/*
  * Leaving a batch: its dead entries go (dex_kill_flush). A write-back
  * batch's kill holds an announcement while it runs, and if no VACUUM
  * removal began since the batch was read, removes the entries still in the
@@ -72,6 +105,7 @@ dex_kill_leave_batch(IndexScanDesc scan)
 	DexScanOpaque so = (DexScanOpaque) scan->opaque;
 	int			hold = -1;
 
+	dex_kill_apply_deferred(scan);
 	if (so->nkilled >= dex_kill_min_entries && so->stamp.frame_version != 0)
 		hold = dex_ios_hold_unvacuumed(scan->indexRelation, so->kill_epoch);
 	if (hold < 0)

@@ -258,6 +258,47 @@ TEST(WriteThroughKill, CachedLeafGivesNoFrameStampAndRefusesAHold) {
     EXPECT_EQ(t.remove_if_unchanged(sc->leaf(), sc->leaf_version(), batch.data(), 5, false, {}, sc->leaf_frame(), 0),
               5u);
     EXPECT_EQ(scan_all(t, KMin(7), KMax(7), false).size(), 15u);
+    // A deferred present-only kill of the same entries (K9: another backend
+    // queued it too): the cached copy already lacks them, no round trip.
+    const uint64_t trips = x.t->trips;
+    stats().reset();
+    EXPECT_EQ(t.remove_if_unchanged(sc->leaf(), 0, batch.data(), 5, false, {}, cache::kNoFrame, 0, 0, true), 0u);
+    EXPECT_EQ(x.t->trips, trips);
+    EXPECT_EQ(stats().kills_skipped.load(), 5u);
+    // One still there: remote (and removed).
+    EXPECT_EQ(t.remove_if_unchanged(sc->leaf(), 0, batch.data() + 4, 2, false, {}, cache::kNoFrame, 0, 0, true), 1u);
+    EXPECT_GT(x.t->trips, trips);
+    EXPECT_EQ(scan_all(t, KMin(7), KMax(7), false).size(), 14u);
+}
+
+// K9: a write-through kill deferred until the standbys replayed its record
+// finds its leaf changed (here: an insert into it). present_only removes the
+// entries still there at the leaf's current version; without it the kill is
+// skipped as before.
+TEST(WriteThroughKill, PresentOnlyRemovesFromAChangedLeaf) {
+    WbFixture x;
+    tree::TreeOptions o;
+    tree::BTree t(*x.mem, 0, x.ns, o);
+    t.init_empty();
+    for (uint16_t i = 1; i <= 20; i++) ASSERT_TRUE(t.insert(K(7, 1, i)));
+    std::vector<EntryKey> batch;
+    auto sc = t.scan(KMin(7), KMax(7));
+    ASSERT_TRUE(sc->next(batch));
+    ASSERT_EQ(batch.size(), 20u);
+    ASSERT_TRUE(t.insert(K(7, 2, 1)));  // the leaf moves on
+    stats().reset();
+    EXPECT_EQ(t.remove_if_unchanged(sc->leaf(), sc->leaf_version(), batch.data(), 5), 0u);
+    EXPECT_EQ(stats().kills_skipped.load(), 5u);
+    EntryKey gone[6] = {batch[0], batch[1], batch[2], batch[3], batch[4], K(7, 9, 9)};  // (the last: absent)
+    EXPECT_EQ(t.remove_if_unchanged(sc->leaf(), sc->leaf_version(), gone, 6, false, {}, cache::kNoFrame, 0, 0, true),
+              5u);
+    EXPECT_EQ(stats().kills.load(), 5u);
+    EXPECT_EQ(stats().kills_skipped.load(), 6u);
+    EXPECT_EQ(scan_all(t, KMin(7), KMax(7), false).size(), 16u);  // 20 + 1 - 5
+    // A hold is still refused, present_only or not.
+    EXPECT_EQ(t.remove_if_unchanged(sc->leaf(), 0, batch.data() + 5, 5, false, {}, cache::kNoFrame, 0, 0x10, true),
+              0u);
+    EXPECT_EQ(scan_all(t, KMin(7), KMax(7), false).size(), 16u);
 }
 
 }  // namespace

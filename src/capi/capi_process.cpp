@@ -54,6 +54,10 @@ void dex_stats_read(DexStatsSnapshot* out) {
 
 void dex_stats_reset(void) { dex::stats().reset(); }
 
+void dex_stats_count_deferred_kills(int n) {
+    if (n > 0) dex::Stats::add(dex::stats().kills_deferred, static_cast<uint64_t>(n));
+}
+
 void dex_stats_private(int on) { proc().stats_private(on != 0); }
 
 void dex_disconnect_all(void) {

@@ -132,6 +132,8 @@ size_t		dex_stats_shmem_size(void);
 void		dex_stats_attach(void *mem, int initialize);
 void		dex_stats_read(DexStatsSnapshot *out);
 void		dex_stats_reset(void);
+/* n dead-entry hints queued until every standby replayed their horizon (the extension's queue). */
+void		dex_stats_count_deferred_kills(int n);
 /*
  * Count this process's remote operations privately (on != 0) or in the
  * shared counters again: the dex worker's registry beats are not index work

@@ -45,6 +45,7 @@
 	X(kills_refused, "dead-entry hints: not removed, a standby holds a registry slot") \
 	X(bottomup_passes, "bottom-up deletion: inserts that gave up before splitting a full leaf") \
 	X(bottomup_removed, "bottom-up deletion: dead entries removed from such a leaf") \
-	X(memnode_splits, "leaf splits done by a memory node inside an offloaded insert or batch (OFFLOAD_SPLIT, OFFLOAD_BATCH_SPLIT)")
+	X(memnode_splits, "leaf splits done by a memory node inside an offloaded insert or batch (OFFLOAD_SPLIT, OFFLOAD_BATCH_SPLIT)") \
+	X(kills_deferred, "dead-entry hints: entries of a write-through index queued behind their logged conflict horizon until every standby replayed it")
 
 #endif							/* DEX_STATS_LIST_H */

@@ -553,6 +553,23 @@ bool BTreeT<L>::read_leaf_at(GAddr leaf, uint64_t version, Node& out, const Dead
 }
 
 template <class L>
+bool BTreeT<L>::cached_copy_lacks(GAddr leaf, const Key* keys, size_t n) {
+    if (!cache_) return false;
+    cache::CacheRegion& R = cache_->region();
+    const uint32_t f = R.table().lookup(leaf);
+    if (f == cache::kNoFrame || f == cache::MappingTable::kIoInProgress) return false;
+    cache::FrameHeader& h = R.header(f);
+    const uint64_t v = h.begin_read();
+    if (v == cache::FrameHeader::kRestart) return false;
+    Node img;
+    R.copy_unswizzled(f, img);
+    if (!R.validate(f, v) || !frame_holds_leaf(h, img, leaf)) return false;
+    for (size_t i = 0; i < n; i++)
+        if (has_entry(img, L::lower_bound(img, keys[i]), keys[i])) return false;
+    return true;
+}
+
+template <class L>
 uint64_t BTreeT<L>::remove_if_unchanged(GAddr leaf, uint64_t version, const Key* keys, size_t n, bool bottom_up,
                                         std::chrono::steady_clock::time_point seen_at, uint32_t frame,
                                         uint64_t frame_version, uint64_t hold_lsn, bool present_only) {
@@ -562,7 +579,15 @@ uint64_t BTreeT<L>::remove_if_unchanged(GAddr leaf, uint64_t version, const Key*
         return wb_kill(leaf, frame, frame_version, keys, n, bottom_up, hold_lsn, present_only);
     // A removal that must wait for a logged record (K7) only a write-back
     // frame can hold back: remote memory would lose the entries at once.
-    if (wb_ || leaf == kNullGAddr || version == 0 || hold_lsn != 0) {
+    // present_only (write-through): the leaf at whatever version it has now
+    // -- a kill the extension deferred until the standbys replayed its
+    // horizon (K9), whose leaf has usually changed since; only entries still
+    // in it go (those a split moved right stay: hints).
+    if (wb_ || leaf == kNullGAddr || (version == 0 && !present_only) || hold_lsn != 0) {
+        Stats::add(stats().kills_skipped, n);
+        return 0;
+    }
+    if (present_only && cached_copy_lacks(leaf, keys, n)) {
         Stats::add(stats().kills_skipped, n);
         return 0;
     }
@@ -571,11 +596,14 @@ uint64_t BTreeT<L>::remove_if_unchanged(GAddr leaf, uint64_t version, const Key*
     for (;;) {
         dl.check("removing dead entries");
         Locks locks(io_);
-        LockedNode* ln = attempt == 0 ? lock_at_version(locks, leaf, version, seen_at) : nullptr;
+        LockedNode* ln = attempt == 0 && !present_only ? lock_at_version(locks, leaf, version, seen_at) : nullptr;
         if (!ln) {
             Node snap;
             auto t0 = std::chrono::steady_clock::now();
-            if (!read_leaf_at(leaf, version, snap, dl)) {
+            const bool ok = present_only ? io_.read(leaf, snap, dl) == NodeIO::Read::kOk && valid_node(snap, 0) &&
+                                               !snap.is_deleted()
+                                         : read_leaf_at(leaf, version, snap, dl);
+            if (!ok) {
                 Stats::add(stats().kills_skipped, n);
                 return 0;
             }
@@ -586,7 +614,8 @@ uint64_t BTreeT<L>::remove_if_unchanged(GAddr leaf, uint64_t version, const Key*
             backoff(attempt++);
             continue;
         }
-        // Locked at `version`: the node is exactly the image the scan read.
+        // Locked at `version` (or, present_only, at the version just read):
+        // the node is exactly the image judged.
         Node& nd = ln->node;
         uint64_t removed = 0;
         for (size_t i = 0; i < n; i++) {

@@ -152,11 +152,13 @@ public:
     // batch: two round trips (lock + read, publish) instead of three.
     // `hold_lsn` (write-back trees): the frame is not written back before
     // the WAL up to there is durable and replayed by every live standby
-    // (the kill's conflict-horizon record, K7); 0: nothing to hold for.
-    // `present_only` (write-back trees, K8): the frame need not be at
-    // `frame_version` any more; the entries still in it go. Only for a
-    // caller that knows no VACUUM can have recycled one of their TIDs since
-    // the batch was read.
+    // (the kill's conflict-horizon record, K7); 0: nothing to hold for. A
+    // write-through tree refuses a hold (its removal is remote at once).
+    // `present_only` (K8): a write-back tree's frame need not be at
+    // `frame_version` any more, a write-through leaf not at `version` (K9:
+    // a kill deferred until the standbys replayed its record); the entries
+    // still in it go. Only for a caller that knows no VACUUM can have
+    // recycled one of their TIDs since the batch was read.
     uint64_t remove_if_unchanged(GAddr leaf, uint64_t version, const Key* keys, size_t n,
                                  bool bottom_up = false,
                                  std::chrono::steady_clock::time_point seen_at = {},
@@ -408,6 +410,12 @@ private:
     // body_version `version` (read_leaf, remove_if_unchanged): a version means
     // nothing on a node of another tree or level, or a freed one.
     bool read_leaf_at(GAddr leaf, uint64_t version, Node& out, const Deadline& dl);
+    // A present-only kill of a write-through leaf (K9): does this server's
+    // cached copy of `leaf` hold none of keys[0..n)? Then another backend's
+    // kill removed them already and no round trip is spent. (The primary is
+    // the only writer and updates its copy after each publish; a copy that
+    // lags only keeps a kill going remote, or loses a hint.)
+    bool cached_copy_lacks(GAddr leaf, const Key* keys, size_t n);
     // remove_if_unchanged's first attempt: the lock at `version` without a
     // read first, the image read in the lock's batch (btree.cpp).
     LockedNode* lock_at_version(Locks& locks, GAddr leaf, uint64_t version,
