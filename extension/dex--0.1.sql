@@ -480,8 +480,9 @@ AS 'MODULE_PATHNAME', 'dex_sql_key_roundtrip'
 LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 
 -- dex's cluster registry on memory node 0 (src/README.md "Hot standbys"):
--- the writer and how far the remote trees depend on its WAL (writer_hwm, never
--- past removal_lsn: what a standby replays before it answers) ...
+-- the writer and how far the remote trees depend on its WAL (up to the greater
+-- of writer_hwm and removal_lsn; removal_lsn: what a standby replays before it
+-- answers) ...
 CREATE FUNCTION dex_cluster(
     OUT this_life text, OUT writer_life text, OUT this_is_writer boolean,
     OUT writer_hwm pg_lsn, OUT removal_lsn pg_lsn, OUT writer_tli int,

@@ -615,7 +615,7 @@ typedef struct DexWriterView
 {
 	uint64		registry;		/* 0: not found yet */
 	uint64		standby_floor;	/* live standbys' min replay at the last beat; UINT64_MAX: none */
-	uint64		published_hwm;	/* the registry's writer_hwm as last raised by us */
+	uint64		published_hwm;	/* how far the trees may depend on WAL (<= removal_lsn) */
 	bool		writer;			/* this server holds the writer role with a valid lease */
 } DexWriterView;
 extern void dex_cluster_writer_view(DexWriterView *v);

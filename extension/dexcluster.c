@@ -63,7 +63,8 @@ typedef struct DexClusterShared
 	DexWriterState writer_state;
 	char		writer_problem[256];
 	TimestampTz writer_lease_until;
-	uint64		published_hwm;	/* writer_hwm as last written to the registry */
+	uint64		published_hwm;	/* how far the trees may depend on WAL: <= the
+								 * registry's removal_lsn, and writer_hwm as of a beat */
 	uint64		standby_floor;	/* min replay of live standbys; UINT64_MAX: none */
 	uint64		flush_request;	/* the registry's flush_request_lsn at the last beat */
 	/* standby */
@@ -777,7 +778,10 @@ dex_cluster_writer_view(DexWriterView *v)
 	SpinLockRelease(&dcs->mutex);
 }
 
-/* The registry's writer_hwm was raised to hwm (by a backend, not a beat). */
+/*
+ * A backend may rely on hwm: the registry's removal_lsn covers it (raised by
+ * the backend, dexhorizon.c; writer_hwm itself follows at the next beat).
+ */
 void
 dex_cluster_note_published_hwm(uint64 hwm)
 {
@@ -787,7 +791,7 @@ dex_cluster_note_published_hwm(uint64 hwm)
 	SpinLockRelease(&dcs->mutex);
 }
 
-/* writer_hwm as last published (no remote access: callable anywhere). */
+/* How far the trees may depend on WAL (no remote access: callable anywhere). */
 uint64
 dex_cluster_published_hwm(void)
 {

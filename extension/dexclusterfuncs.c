@@ -46,8 +46,10 @@ dex_slot_live(const DexStandbySlot *s)
 /*
  * dex_cluster() -> (this_life, writer_life, this_is_writer, writer_hwm,
  *                   removal_lsn, writer_tli, flush_request_lsn, live_standbys)
- * writer_hwm: how far the remote trees may depend on the writer's WAL (never
- * past removal_lsn); removal_lsn: what a standby replays before it answers.
+ * The remote trees depend on the writer's WAL up to max(writer_hwm,
+ * removal_lsn) (the beats publish writer_hwm <= removal_lsn; backends between
+ * beats raise removal_lsn only); removal_lsn: what a standby replays before
+ * it answers.
  */
 Datum
 dex_sql_cluster(PG_FUNCTION_ARGS)

@@ -60,14 +60,17 @@ dex_slots_floor(const DexRegistryState *st, uint64 mine)
  * registry shows (raising it there first if needed: a remote round trip).
  * Primary only.
  *
- * The raise is the writer's beat in small (K7): removal_lsn is raised to the
- * position wanted and the slots are read in one batch, and the hwm goes no
- * further than that read's floor and removal_lsn. A standby that claimed its
- * slot before the batch is in the read; one that claims after it reads the
- * raised removal_lsn and replays past it before it answers -- so a frame kill
- * written back on this raise was replayed (its horizon's conflicts resolved)
- * by every standby that can answer. Without a valid writer lease nothing is
- * raised (an LSN of ours must not bind another primary's standbys).
+ * The raise is the writer's beat in small (K7), one round trip: removal_lsn
+ * is raised to flushed WAL and the slots are read in one batch, and the hwm
+ * this server relies on goes no further than that read's floor and
+ * removal_lsn. A standby that claimed its slot before the batch is in the
+ * read; one that claims after it reads the raised removal_lsn and replays
+ * past it before it answers -- so a frame kill written back on this raise
+ * was replayed (its horizon's conflicts resolved) by every standby that can
+ * answer. The registry's writer_hwm is left to the next beat: a new writer's
+ * WAL must cover max(writer_hwm, removal_lsn), and removal_lsn covers what
+ * this raise relies on. Without a valid writer lease nothing is raised (an
+ * LSN of ours must not bind another primary's standbys).
  */
 uint64
 dex_cluster_retention(void)
@@ -89,7 +92,7 @@ dex_cluster_retention(void)
 	if (dex_registry_raise_removal_read(v.registry, flush, &st, &err) != DEX_OK || st.writer_life != dex_life())
 		return v.published_hwm;
 	want = Min(Min(flush, dex_slots_floor(&st, dex_life())), st.removal_lsn);
-	if (want <= v.published_hwm || dex_registry_raise_hwm(v.registry, want, &err) != DEX_OK)
+	if (want <= v.published_hwm)
 		return v.published_hwm;
 	dex_cluster_note_published_hwm(want);
 	return want;

@@ -109,8 +109,8 @@ DROP TABLE wb;
 DROP TABLE wt;
 DROP FUNCTION wb_diff();
 SELECT dex_flush() >= 0 AS flushed;
--- the cluster registry: this server writes; writer_hwm (what the write-backs
--- depended on) was published and never passes removal_lsn (src/README.md K7)
+-- the cluster registry: this server writes; its beats published writer_hwm,
+-- which never passes removal_lsn (src/README.md K7)
 SELECT this_is_writer, writer_hwm > '0/0' AS hwm_published,
        writer_hwm <= removal_lsn AS hwm_under_removal, live_standbys
 FROM dex_cluster();

@@ -52,8 +52,12 @@ struct RegistryHeader {
     uint64_t magic;
     uint64_t writer_life;   // the primary life that writes the trees (0: none yet)
     uint64_t writer_beat;   // incremented by its every beat
-    uint64_t writer_hwm;    // every change to the trees depends only on its WAL up to here
-    uint64_t removal_lsn;   // highest WAL position an entry removal waited for
+    // The trees depend only on the writer's WAL up to max(writer_hwm,
+    // removal_lsn): its beats publish writer_hwm (<= the removal_lsn they
+    // raised first); its backends, needing more between beats, raise only
+    // removal_lsn (src/README.md K7). A new writer's WAL must cover both.
+    uint64_t writer_hwm;
+    uint64_t removal_lsn;   // highest WAL position a removal or write-back waited for
     uint64_t writer_tli;    // the writer's timeline
     // A hot standby's scan of a write-back index waits until the writer has
     // written back every entry change logged before this (raised by the
