@@ -21,7 +21,8 @@
 #    standby replayed it: nothing is removed at once, the standby REPEATABLE
 #    READ transaction that still sees 100 deleted rows is cancelled by the
 #    replay and never counts fewer, and a later scan of the same session
-#    removes the entries. (K7 as first landed sent a cached write-through
+#    removes the entries; for a 16-byte key and a byte-string (numeric) one.
+#    (K7 as first landed sent a cached write-through
 #    leaf's kill down the write-back frame path, which removed the entries
 #    remotely at once: the standby counted 0.)
 # 0. (before the standby exists) A backend that cannot wait for the worker's
@@ -183,38 +184,45 @@ qp -c "set enable_indexscan = off" -c "set enable_bitmapscan = off" -c "set enab
 removed_without_refusal bottomup_removed 200 "dead versions removed by bottom-up passes"
 standby_matches u "k > 0"
 qp -c "select dex_check('u_k')" >/dev/null || fail "dex_check u_k"
+# deferred_kill_phase TABLE TYPE: phase 4 on a write-through index of a TYPE key
+deferred_kill_phase() {
+    local w=$1 type=$2 r at_once later out="$DEX_WORK/rr4-$1.out"
+    qp -c "create table $w(k $type, v int, pad text) with (autovacuum_enabled = off)" \
+       -c "alter table $w alter column pad set storage plain" \
+       -c "insert into $w select g, g, repeat('x', 3000) from generate_series(1, 2000) g" \
+       -c "create index ${w}_k on $w using dex (k)" -c "analyze $w"
+    # (every leaf cached on the primary: the path K7 first took by mistake)
+    qp -c "set dex.leaf_admission = 1" -c "$IDX select count(*) from $w where k > 0" >/dev/null
+    wait_replay "$SB"
+    rr_start "$w" 1001 "$out"
+    qp -c "delete from $w where k between 1001 and 1100"
+    # One session (its deferred kills are its own): the first scan finds the
+    # rows dead and queues the kill behind its record; later scans remove the
+    # entries once the standby replayed it -- after its transaction was cancelled.
+    r=$(qp -c "select dex_stats_reset()" -c "$IDX" \
+           -c "select 'scan', count(*) from $w where k between 1001 and 1100" \
+           -c "select 'at_once', kills, kills_deferred from dex_stats()" \
+           -c "do \$\$ begin
+                 for i in 1..300 loop
+                   perform count(*) from $w where k between 1001 and 1100;
+                   exit when (select kills from dex_stats()) >= 50;
+                   perform pg_sleep(0.1);
+                 end loop; end \$\$" \
+           -c "select 'later', kills, kills_refused from dex_stats()")
+    echo "$r"
+    grep -q '^scan|0$' <<<"$r" || fail "primary counts deleted rows of $w"
+    at_once=$(sed -n 's/^at_once|//p' <<<"$r")
+    [ "${at_once%%|*}" = 0 ] || fail "$w: a write-through index killed at once with a standby attached: $at_once"
+    [ "${at_once#*|}" -ge 50 ] || fail "$w: the kill was not queued (kills|kills_deferred: $at_once)"
+    later=$(sed -n 's/^later|//p' <<<"$r")
+    [ "${later%%|*}" -ge 50 ] || fail "$w: the deferred kill never removed the entries (kills|refused: $later)"
+    rr_cancelled_never_short "$out"
+    standby_matches "$w" "k between 900 and 1200"
+    qp -c "select dex_check('${w}_k')" >/dev/null || fail "dex_check ${w}_k"
+}
+
 echo "== 4. a write-through index's kills wait until the standby replayed their record"
-qp -c "create table w(k int, v int, pad text) with (autovacuum_enabled = off)" \
-   -c "alter table w alter column pad set storage plain" \
-   -c "insert into w select g, g, repeat('x', 3000) from generate_series(1, 2000) g" \
-   -c "create index w_k on w using dex (k)" -c "analyze w"
-# (every leaf cached on the primary: the path K7 first took by mistake)
-qp -c "set dex.leaf_admission = 1" -c "$IDX select count(*) from w where k > 0" >/dev/null
-wait_replay "$SB"
-out="$DEX_WORK/rr4.out"
-rr_start w 1001 "$out"
-qp -c "delete from w where k between 1001 and 1100"
-# One session (its deferred kills are its own): the first scan finds the rows
-# dead and queues the kill behind its record; later scans remove the entries
-# once the standby replayed it -- after its transaction was cancelled.
-r=$(qp -c "select dex_stats_reset()" -c "$IDX" \
-       -c "select 'scan', count(*) from w where k between 1001 and 1100" \
-       -c "select 'at_once', kills, kills_deferred from dex_stats()" \
-       -c "do \$\$ begin
-             for i in 1..300 loop
-               perform count(*) from w where k between 1001 and 1100;
-               exit when (select kills from dex_stats()) >= 50;
-               perform pg_sleep(0.1);
-             end loop; end \$\$" \
-       -c "select 'later', kills, kills_refused from dex_stats()")
-echo "$r"
-grep -q '^scan|0$' <<<"$r" || fail "primary counts deleted rows"
-at_once=$(sed -n 's/^at_once|//p' <<<"$r")
-[ "${at_once%%|*}" = 0 ] || fail "a write-through index killed at once with a standby attached: $at_once"
-[ "${at_once#*|}" -ge 50 ] || fail "the kill was not queued (kills|kills_deferred: $at_once)"
-later=$(sed -n 's/^later|//p' <<<"$r")
-[ "${later%%|*}" -ge 50 ] || fail "the deferred kill never removed the entries (kills|refused: $later)"
-rr_cancelled_never_short "$out"
-standby_matches w "k between 900 and 1200"
-qp -c "select dex_check('w_k')" >/dev/null || fail "dex_check w_k"
+deferred_kill_phase w int
+echo "-- the same with byte-string entries (numeric key)"
+deferred_kill_phase wn numeric
 echo "kills with a standby attached: ok"
