@@ -610,6 +610,13 @@ extern uint64 dex_cluster_registry_lookup(uint64 sysid, bool create, uint64 floo
 										  DexError *err);
 extern uint64 dex_cluster_registry(void);
 
+/* A standby slot that is held and not expired by the writer (a live standby). */
+static inline bool
+dex_slot_live(const DexStandbySlot *s)
+{
+	return s->owner != 0 && !(s->beat & DEX_SLOT_EXPIRED);
+}
+
 /* The writer's state as dexcluster.c's beats keep it (dexhorizon.c reads it). */
 typedef struct DexWriterView
 {

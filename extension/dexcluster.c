@@ -426,7 +426,7 @@ dex_primary_beat(uint64 addr, uint64 mine)
 		DexStandbySlot *s = &st.slots[i];
 		int			done = 0;
 
-		if (s->owner == 0 || s->owner == mine || (s->beat & DEX_SLOT_EXPIRED))
+		if (!dex_slot_live(s) || s->owner == mine)
 			continue;
 		if (s->beat != slot_beat[i])
 		{

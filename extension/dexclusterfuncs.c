@@ -37,12 +37,6 @@ dex_read_registry(DexRegistryState *st)
 		dex_report_error(err.code, &err, NULL);
 }
 
-static bool
-dex_slot_live(const DexStandbySlot *s)
-{
-	return s->owner != 0 && !(s->beat & DEX_SLOT_EXPIRED);
-}
-
 /*
  * dex_cluster() -> (this_life, writer_life, this_is_writer, writer_hwm,
  *                   removal_lsn, writer_tli, flush_request_lsn, live_standbys)

@@ -3,8 +3,9 @@
  * remote trees may depend on them (src/README.md "Hot standbys", K7):
  *   - retention: how far journal slots may be reused and dirty write-back
  *     frames written back -- flushed WAL that every live standby replayed,
- *     published as the registry's writer_hwm (raised here when a backend
- *     cannot wait for the worker's next beat);
+ *     covered by the registry's removal_lsn before it is relied on (the
+ *     worker's beats publish it as writer_hwm; a backend that cannot wait
+ *     for the next beat raises removal_lsn and reads the slots here);
  *   - VACUUM's removals: recorded as the registry's removal_lsn, then waited
  *     for until every live standby replayed them.
  * The writer's state they read is kept by dexcluster.c's beats.
@@ -48,7 +49,7 @@ dex_slots_floor(const DexRegistryState *st, uint64 mine)
 	{
 		const DexStandbySlot *s = &st->slots[i];
 
-		if (s->owner != 0 && s->owner != mine && !(s->beat & DEX_SLOT_EXPIRED))
+		if (dex_slot_live(s) && s->owner != mine)
 			floor = Min(floor, s->replay_lsn);
 	}
 	return floor;
@@ -156,7 +157,7 @@ dex_cluster_wait_standbys(uint64 target, Relation index)
 		{
 			DexStandbySlot *s = &st.slots[i];
 
-			if (s->owner == 0 || s->owner == mine || (s->beat & DEX_SLOT_EXPIRED) || s->replay_lsn >= target)
+			if (!dex_slot_live(s) || s->owner == mine || s->replay_lsn >= target)
 				continue;
 			if (s->beat != beats[i])
 			{

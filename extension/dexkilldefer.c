@@ -145,7 +145,7 @@ dex_kill_deferred_any(void)
 
 /*
  * The oldest queued kill of `index` whose record is at or below `hwm`, out of
- * the queue (the caller applies it or not, then dex_kill_deferred_done), or
+ * the queue (the caller passes it to dex_kill_deferred_apply, which frees it), or
  * NULL. Kills queued for an earlier storage of the index are dropped.
  */
 DexDeferredKill *

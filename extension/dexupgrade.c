@@ -144,7 +144,7 @@ dex_fence_old_cluster(uint64 old_sysid, DexRegistryState *st, char *why, size_t 
 				 * that lease runs out.
 				 */
 				for (int i = 0; i < DEX_MAX_STANDBYS; i++)
-					if (st->slots[i].owner != 0 && !(st->slots[i].beat & DEX_SLOT_EXPIRED))
+					if (dex_slot_live(&st->slots[i]))
 					{
 						dex_upgrade_sleep(DEX_LEASE_MS + DEX_MARGIN_MS);
 						break;

@@ -328,8 +328,9 @@ void		dex_scan_end(DexScan *scan);
  * *removed = how many went (0: it changed since, or a write-back tree).
  * flags: DEX_KILL_BOTTOM_UP, a bottom-up deletion pass's removal (counted
  * in bottomup_removed instead of kills); DEX_KILL_PRESENT, a write-back
- * frame's entries go if still there, whether or not the frame changed since
- * (the caller knows no VACUUM recycled their TIDs meanwhile, K8).
+ * frame's entries (K8) or a write-through leaf's (a deferred kill, K9) go if
+ * still there, whether or not the frame or leaf changed since (the caller
+ * knows no VACUUM recycled their TIDs meanwhile).
  * hold_lsn (a write-back tree's frame kill, K7): the WAL position of the
  * kill's conflict-horizon record; the frame is written back only once WAL
  * is durable and every live standby has replayed that far. 0: the caller
