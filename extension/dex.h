@@ -623,7 +623,7 @@ typedef struct DexWriterView
 	uint64		registry;		/* 0: not found yet */
 	uint64		standby_floor;	/* live standbys' min replay at the last beat; UINT64_MAX: none */
 	uint64		published_hwm;	/* how far the trees may depend on WAL (<= removal_lsn) */
-	bool		writer;			/* this server holds the writer role with a valid lease */
+	TimestampTz writer_lease_until; /* this server's writer lease (0: not the writer) */
 } DexWriterView;
 extern void dex_cluster_writer_view(DexWriterView *v);
 extern void dex_cluster_note_published_hwm(uint64 hwm);

@@ -762,19 +762,17 @@ dex_cluster_check(Relation index)
 /*
  * What dexhorizon.c's retention needs of the writer's state, in one read:
  * the registry, the live standbys' replay floor and the hwm as the last
- * beats read and published, and whether this server is the writer with a
- * valid lease now.
+ * beats read and published, and this server's writer lease (no clock read
+ * here: an insert reads the view for every row).
  */
 void
 dex_cluster_writer_view(DexWriterView *v)
 {
-	TimestampTz now = GetCurrentTimestamp();
-
 	SpinLockAcquire(&dcs->mutex);
 	v->registry = dcs->registry;
 	v->standby_floor = dcs->standby_floor;
 	v->published_hwm = dcs->published_hwm;
-	v->writer = dcs->writer_state == DEX_WRITER_CLAIMED && now < dcs->writer_lease_until;
+	v->writer_lease_until = dcs->writer_state == DEX_WRITER_CLAIMED ? dcs->writer_lease_until : 0;
 	SpinLockRelease(&dcs->mutex);
 }
 

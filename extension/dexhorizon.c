@@ -87,7 +87,8 @@ dex_cluster_retention(void)
 	 * (the last beat's floor holding it back: wait for the next beat rather
 	 * than read the slots every time a waiter polls)
 	 */
-	if (Min(flush, v.standby_floor) <= v.published_hwm || v.registry == 0 || !v.writer)
+	if (Min(flush, v.standby_floor) <= v.published_hwm || v.registry == 0 ||
+		GetCurrentTimestamp() >= v.writer_lease_until)
 		return Min(Min(flush, v.standby_floor), v.published_hwm);
 	memset(&err, 0, sizeof(err));
 	if (dex_registry_raise_removal_read(v.registry, flush, &st, &err) != DEX_OK || st.writer_life != dex_life())
