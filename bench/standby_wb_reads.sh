@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Reads of a write_back = on index on a hot standby while the primary keeps
 # writing it: a standby scan waits until the primary has written back what
-# its snapshot can see. Measures the standby's point-select throughput and
+# its snapshot can need (for a point select: the changes of its key). Measures the standby's point-select throughput and
 # latency (pgbench, 1 client) while the primary inserts (pgbench, 1 client),
 # next to the same selects through a btree index of the same table.
 #
@@ -51,13 +51,17 @@ for r in $(seq 1 "$ROUNDS"); do
         "$PG_BIN/pgbench" -n -h "$DEX_WORK" -p "$pport" -U postgres -c 1 -T $((SECS + 2)) -f "$DEX_WORK/ins.sql" postgres \
             >"$DEX_WORK/ins.out" 2>&1 & ins=$!
         sleep 1
+        S -c "SELECT dex_stats_reset()" >/dev/null
         res=$("$PG_BIN/pgbench" -n -h "$DEX_WORK" -p "$sport" -U postgres -c 1 -T "$SECS" -f "$DEX_WORK/sel_$t.sql" postgres)
+        # the standby's scans of the dex index that waited for a write-back, per select
+        n=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' <<<"$res")
+        waits=$(S -c "SELECT round(standby_wb_waits::numeric / greatest(${n:-0}, 1), 4) FROM dex_stats()")
         wait $ins || die "primary inserts failed: $(cat "$DEX_WORK/ins.out")"
         tps=$(sed -n 's/^tps = \([0-9.]*\).*/\1/p' <<<"$res")
         lat=$(sed -n 's/^latency average = \([0-9.]*\) ms.*/\1/p' <<<"$res")
         itps=$(sed -n 's/^tps = \([0-9.]*\).*/\1/p' "$DEX_WORK/ins.out")
         [ -n "$tps" ] && [ -n "$lat" ] || die "standby pgbench failed: $res"
-        echo "$t $r $tps $lat $itps" | tee -a "$raw"
+        echo "$t $r $tps $lat $itps $waits" | tee -a "$raw"
     done
 done
 # answers: the standby's index scan = its seqscan (same snapshot)
@@ -72,19 +76,21 @@ import sys, statistics as st, collections
 raw, out, cmd, machine = sys.argv[1:]
 d = collections.defaultdict(list); lines = []
 for line in open(raw):
-    t, r, tps, lat, itps = line.split(); lines.append(line.rstrip())
-    d[t].append((float(tps), float(lat), float(itps)))
-med = {t: [st.median(x[i] for x in v) for i in range(3)] for t, v in d.items()}
+    t, r, tps, lat, itps, waits = line.split(); lines.append(line.rstrip())
+    d[t].append((float(tps), float(lat), float(itps), float(waits)))
+med = {t: [st.median(x[i] for x in v) for i in range(4)] for t, v in d.items()}
 L = ["# Hot standby point selects while the primary inserts: write_back = on dex index vs btree\n",
      f"Command: `{cmd}`\n", f"Machine: {machine}.\n",
      "Standby: pgbench 1 client `SELECT v FROM kv WHERE k = :k` through the index under test; primary: pgbench 1 client "
      "single-row INSERTs into the same table (both indexes get every row). Rounds alternate the order; the standby's index "
      "scan equals its seqscan afterwards.\n",
-     "| standby index | standby tps (median) | standby latency ms (median) | primary insert tps (median) |",
-     "|---|---|---|---|"]
+     "| standby index | standby tps (median) | standby latency ms (median) | primary insert tps (median) | standby scans that waited for a write-back, per select (median) |",
+     "|---|---|---|---|---|"]
 for t, name in (("dex", "dex (write_back = on)"), ("bt", "btree")):
     if t in med:
-        L.append(f"| {name} | {med[t][0]:.0f} | {med[t][1]:.3f} | {med[t][2]:.0f} |")
-L += ["", "Every round (index round standby_tps standby_latency_ms primary_insert_tps):", "", "```"] + lines + ["```", ""]
+        L.append(f"| {name} | {med[t][0]:.0f} | {med[t][1]:.3f} | {med[t][2]:.0f} | {med[t][3]:.4f} |")
+if "dex" in med and "bt" in med:
+    L.append(f"\nstandby tps dex / btree: {med['dex'][0] / med['bt'][0]:.2f}x\n")
+L += ["", "Every round (index round standby_tps standby_latency_ms primary_insert_tps waits_per_select):", "", "```"] + lines + ["```", ""]
 open(out, "w").write("\n".join(L)); print("\n".join(L))
 PY

@@ -535,11 +535,14 @@ extern void dex_config_changed(void);
 extern int	dex_try_configure(DexError *err);
 extern void dex_ensure_configured(void);
 extern DexTree *dex_open_tree(Relation index);
+extern DexTree *dex_open_tree_for_scan(Relation index);
+extern void dex_standby_scan_wait(Relation index, const uint64 *place);
 
 /* dexpending.c: entries held back by aminsert (src/README.md "Batched inserts") */
 extern int	dex_insert_batch;
 extern bool dex_bottom_up;
 extern DexTree *dex_get_tree(Relation index);
+extern DexTree *dex_get_tree_for_scan(Relation index);
 extern bool dex_pending_allowed(Relation index, IndexUniqueCheck checkUnique,
 								struct IndexInfo *indexInfo);
 extern bool dex_pending_add(Relation index, Relation heapRel, const DexKey *key);
@@ -660,12 +663,17 @@ extern Size dex_wbstandby_shmem_size(void);
 extern void dex_wbstandby_shmem_init(void *mem, bool found);
 /* ask_flush: asks the primary to write back up to a position (dex_cluster_request_flush) */
 extern void dex_wb_standby_wait(Relation index, DexTree *tree, uint64 owner_word, uint32 node, uint64 ns,
-								int timeout_ms, uint64 *checked_life, void (*ask_flush) (uint64 lsn));
+								int timeout_ms, uint64 *checked_life, void (*ask_flush) (uint64 lsn),
+								const uint64 *place);
+extern bool dex_wbs_point_of_keys(const DexKey *lo, const DexKey *hi, uint64 *place);
+extern bool dex_wbs_point_of_bytes(const uint8 *lo, size_t lolen, const uint8 *hi, size_t hilen,
+								   uint64 *place);
 extern void dex_wbs_log_flushed(uint64 gen, uint64 l);
 #if PG_VERSION_NUM >= 150000
 struct XLogReaderState;
 extern void dex_wbs_redo_startup(void);
-extern void dex_wbs_redo_entries(uint32 node, uint64 ns, uint64 lsn);
+extern void dex_wbs_redo_entries(uint32 node, uint64 ns, int layout, const char *entries, uint32 count,
+								 uint32 len, uint64 lsn);
 extern void dex_wbs_redo_flushed(struct XLogReaderState *record);
 #endif
 

@@ -425,6 +425,14 @@ dex_get_tree(Relation index)
 	return dex_open_tree(index);
 }
 
+/* The same for an index scan (dex_open_tree_for_scan: it waits per range). */
+DexTree *
+dex_get_tree_for_scan(Relation index)
+{
+	dex_pending_flush_index(index);
+	return dex_open_tree_for_scan(index);
+}
+
 /* Rule 2: every index's entries (end of statement, commit, PREPARE). */
 static void
 dex_pending_flush_all(void)

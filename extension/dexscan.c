@@ -341,6 +341,12 @@ dex_start_core_scan(IndexScanDesc scan, const DexKey *lo, const DexKey *hi,
 	DexScan    *ds = NULL;
 
 	Assert(so->dscan == NULL);
+	if (RecoveryInProgress())
+	{
+		uint64		place;
+
+		dex_standby_scan_wait(scan->indexRelation, dex_wbs_point_of_keys(lo, hi, &place) ? &place : NULL);
+	}
 	memset(&err, 0, sizeof(err));
 	rc = dex_scan_begin(so->tree, lo, hi, backward ? 1 : 0, &ds, &err);
 	if (rc != DEX_OK)
@@ -356,7 +362,7 @@ dex_ensure_ready(IndexScanDesc scan)
 	DexScanOpaque so = (DexScanOpaque) scan->opaque;
 
 	if (so->tree == NULL)
-		so->tree = dex_get_tree(scan->indexRelation);
+		so->tree = dex_get_tree_for_scan(scan->indexRelation);
 	if (!so->keys_ready)
 		dex_prepare_keys(scan);
 }

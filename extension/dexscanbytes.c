@@ -16,6 +16,7 @@
 #include "pgstat.h"
 
 #include "access/relscan.h"
+#include "access/xlog.h"
 #include "miscadmin.h"
 #include "nodes/tidbitmap.h"
 #include "utils/memutils.h"
@@ -42,7 +43,7 @@ dex_bytes_ready(IndexScanDesc scan)
 	DexScanOpaque so = (DexScanOpaque) scan->opaque;
 
 	if (so->tree == NULL)
-		so->tree = dex_get_tree(scan->indexRelation);
+		so->tree = dex_get_tree_for_scan(scan->indexRelation);
 	if (!so->keys_ready)
 		dex_bytes_prepare(scan);
 }
@@ -58,6 +59,13 @@ dex_bytes_start(IndexScanDesc scan, const uint8 *lo, size_t lolen, const uint8 *
 	DexScan    *ds = NULL;
 
 	Assert(so->dscan == NULL);
+	if (RecoveryInProgress())
+	{
+		uint64		place;
+
+		dex_standby_scan_wait(scan->indexRelation,
+							  dex_wbs_point_of_bytes(lo, lolen, hi, hilen, &place) ? &place : NULL);
+	}
 	memset(&err, 0, sizeof(err));
 	rc = dex_scan_begin_bytes(so->tree, lo, (uint32_t) lolen, hi, (uint32_t) hilen,
 							  backward ? 1 : 0, &ds, &err);

@@ -208,6 +208,8 @@ typedef struct DexTreeCacheEntry
 	uint64		verified_life;	/* journal found recovered in this life (dexjournal.c) */
 	bool		wb_checked;		/* owner word found ours or free (dexwbredo.c) */
 	uint64		wbs_life;		/* standby: owner word found free or that life's (dexwbstandby.c) */
+	bool		wbs_scans_wait;	/* standby, write-back index: each scan range waits (dex_standby_scan_wait) */
+	uint64		owner_word;		/* ... with this dirty-owner word */
 } DexTreeCacheEntry;
 
 static HTAB *dex_tree_cache = NULL;
@@ -330,13 +332,62 @@ dex_open_write_back(Relation index, DexTreeCacheEntry *e, DexTreeCacheKey *key, 
 	}
 }
 
+static DexTree *dex_open_tree_ex(Relation index, bool scan);
+
 /*
  * Open (or find in the cache) the remote tree of a dex index. Reads the
  * metapage every time (a shared buffer), so REINDEX/TRUNCATE (new
- * relfilenode, new namespace) are noticed.
+ * relfilenode, new namespace) are noticed. On a hot standby, a write-back
+ * index is opened once the primary wrote back all that this snapshot can
+ * need of it (dexwbstandby.c).
  */
 DexTree *
 dex_open_tree(Relation index)
+{
+	return dex_open_tree_ex(index, false);
+}
+
+/*
+ * The same for an index scan, which waits on a hot standby per key range
+ * instead (dex_standby_scan_wait, before each core scan): a point range
+ * needs only its key's changes written back.
+ */
+DexTree *
+dex_open_tree_for_scan(Relation index)
+{
+	return dex_open_tree_ex(index, true);
+}
+
+/*
+ * Hot standby, before a core scan of an index opened by
+ * dex_open_tree_for_scan: of the key place `place` (NULL: of any range).
+ */
+void
+dex_standby_scan_wait(Relation index, const uint64 *place)
+{
+	DexTreeCacheKey key;
+	DexTreeCacheEntry *e;
+
+	if (!RecoveryInProgress() || dex_tree_cache == NULL)
+		return;
+	memset(&key, 0, sizeof(key));
+	key.spcoid = DEX_REL_SPC(index);
+	key.relnumber = DEX_REL_NUMBER(index);
+	e = hash_search(dex_tree_cache, &key, HASH_FIND, NULL);
+	if (e == NULL || e->tree == NULL)
+	{
+		/* the handle went meanwhile: wait as an open for any use does */
+		(void) dex_open_tree(index);
+		return;
+	}
+	if (!e->wbs_scans_wait)
+		return;
+	dex_wb_standby_wait(index, e->tree, e->owner_word, (uint32) e->node, e->ns,
+						dex_standby_wait_timeout_ms, &e->wbs_life, dex_cluster_request_flush, place);
+}
+
+static DexTree *
+dex_open_tree_ex(Relation index, bool scan)
 {
 	DexMetaPageData meta;
 	DexTreeCacheKey key;
@@ -483,6 +534,7 @@ dex_open_tree(Relation index)
 		DexOptions *opts = (DexOptions *) index->rd_options;
 		bool		wb = opts ? opts->write_back : false;
 
+		e->wbs_scans_wait = false;
 		if (wb && RecoveryInProgress())
 		{
 			/*
@@ -493,8 +545,12 @@ dex_open_tree(Relation index)
 			rc = dex_tree_set_write_back(e->tree, 0, 0, &err);
 			if (rc != DEX_OK)
 				dex_report_error(rc, &err, index);
-			dex_wb_standby_wait(index, e->tree, meta.owner_word, (uint32) e->node, meta.ns,
-								dex_standby_wait_timeout_ms, &e->wbs_life, dex_cluster_request_flush);
+			e->owner_word = meta.owner_word;
+			e->wbs_scans_wait = true;
+			if (!scan)
+				dex_wb_standby_wait(index, e->tree, meta.owner_word, (uint32) e->node, meta.ns,
+									dex_standby_wait_timeout_ms, &e->wbs_life, dex_cluster_request_flush,
+									NULL);
 		}
 		else
 			dex_open_write_back(index, e, &key, &meta, wb);

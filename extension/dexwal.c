@@ -106,12 +106,13 @@ dex_desc(StringInfo buf, XLogReaderState *record)
 		dex_kill_desc(buf, record);
 		return;
 	}
-	if (info == XLOG_DEX_WB_FLUSHED && XLogRecGetDataLen(record) == sizeof(uint64))
+	if (info == XLOG_DEX_WB_FLUSHED && XLogRecGetDataLen(record) == 2 * sizeof(uint64))
 	{
-		uint64		l;
+		uint64		p[2];		/* life, L */
 
-		memcpy(&l, data, sizeof(l));
-		appendStringInfo(buf, "write-backs reached %X/%X", LSN_FORMAT_ARGS(l));
+		memcpy(p, data, sizeof(p));
+		appendStringInfo(buf, "write-backs of life %016llx reached %X/%X", (unsigned long long) p[0],
+						 LSN_FORMAT_ARGS(p[1]));
 		return;
 	}
 	if (info != XLOG_DEX_NODES || XLogRecGetDataLen(record) < sizeof(hdr))

@@ -67,7 +67,8 @@ typedef struct DexWalEntries
 	uint32		node;			/* ... on this memory node */
 	uint32		count;
 	uint8		insert;			/* 1: insert, 0: delete */
-	uint8		pad[7];
+	uint8		layout;			/* DEX_LAYOUT_* + 1; 0: not told (records of dex before 2026-11-29) */
+	uint8		pad[6];
 } DexWalEntries;
 
 /* announcement of this life's flushed position (shared) */
@@ -177,7 +178,7 @@ static size_t log_cap = 0;
  * a PANIC, as for any WAL insertion of a page change.
  */
 static void
-dex_wb_log_entries(uint32_t node, uint64_t ns, int insert, const uint8_t *const *entries,
+dex_wb_log_entries(uint32_t node, uint64_t ns, int layout, int insert, const uint8_t *const *entries,
 				   const uint32_t *lens, size_t n)
 {
 	DexWalEntries hdr;
@@ -204,6 +205,7 @@ dex_wb_log_entries(uint32_t node, uint64_t ns, int insert, const uint8_t *const 
 	hdr.node = node;
 	hdr.count = (uint32) n;
 	hdr.insert = insert ? 1 : 0;
+	hdr.layout = (uint8) (layout + 1);
 	memcpy(log_buf, &hdr, sizeof(hdr));
 	p = log_buf + sizeof(hdr);
 	for (size_t i = 0; i < n; i++)
@@ -396,7 +398,8 @@ dex_wb_redo_entries(XLogReaderState *record)
 		elog(PANIC, "dex_redo: short entries record");
 	memcpy(&hdr, data, sizeof(hdr));
 	/* a hot standby's scans wait until the primary wrote this back */
-	dex_wbs_redo_entries(hdr.node, hdr.ns, lsn);
+	dex_wbs_redo_entries(hdr.node, hdr.ns, (int) hdr.layout - 1, data + sizeof(hdr), hdr.count,
+						 len - (uint32) sizeof(hdr), lsn);
 	if (!collecting)
 		return;
 	path = wb_ops_path(hdr.gen, hdr.node, hdr.ns);

@@ -9,9 +9,12 @@
 # 2. A primary with dex.writeback_interval = 1h: the standby's scan of the
 #    freshly inserted rows asks for a write-back (the registry's
 #    flush_request_lsn) and answers with them within its 2 s wait bound.
-#    Then the primary's dex worker is stopped (SIGSTOP): the scan waits and
-#    fails with a clear ERROR (dex.standby_wait_timeout) instead of answering
-#    without them; once the worker goes on (SIGCONT) it answers with them.
+#    Then the primary's dex worker is stopped (SIGSTOP) with new rows in its
+#    dirty frames: point scans of other keys (an int and a text index)
+#    answer at once and exactly (dex_stats: no wait), while point scans of
+#    the new keys (also one element of = ANY) wait and fail with a clear
+#    ERROR (dex.standby_wait_timeout) instead of answering without them;
+#    once the worker goes on (SIGCONT) they answer with them.
 # 3. The primary crashes with dirty frames: until its first use of the index
 #    replays the lost changes, the standby refuses the same way; then it
 #    answers exactly.
@@ -45,6 +48,10 @@ qp -c "create extension dex"
 qp -c "create table t(k int, v bigint) with (autovacuum_enabled = off)" \
    -c "insert into t select g % 1000, g from generate_series(1, 30000) g"
 qp -c "create index t_k on t using dex (k) with (write_back = on)" -c "analyze t"
+# a byte-string (text) write-back index for the point scans of phase 2b
+qp -c "create table ts(s text, v int) with (autovacuum_enabled = off)" \
+   -c "insert into ts select md5(g::text), g from generate_series(1, 2000) g" \
+   -c "create index ts_s on ts using dex (s) with (write_back = on)" -c "analyze ts"
 # (hot_standby_feedback: a scan that waits for a write-back must not be
 # cancelled by the replay of the VACUUMs meanwhile)
 make_standby sb1 "$SB1" "dex.cache_size = '1MB'" "dex.standby_wait_timeout = '30s'" "hot_standby_feedback = on"
@@ -84,21 +91,46 @@ echo "the standby's scan asked, the primary wrote back: 200 rows"
 echo "== 2b. a primary whose dex worker does not write back: the standby waits, then refuses"
 worker=$(qp -c "select pid from pg_stat_activity where backend_type = 'dex worker'")
 [ -n "$worker" ] || fail "no dex worker on the primary"
-qp -c "insert into t select 5200 + g, g from generate_series(1, 200) g"
+qp -c "insert into t select 5200 + g, g from generate_series(1, 200) g" \
+   -c "insert into ts select md5(g::text), g from generate_series(5201, 5400) g"
 wait_replay "$SB1"
-# (stopped for about the 2 s wait bound only: its beats keep the primary's
-# writer lease, DEX_LEASE_MS = 3 s)
+# standby_point SQL: run a point select with a 1 s wait bound, index scans only
+standby_point() {
+    q1 -c "set dex.standby_wait_timeout = '1s'; set enable_seqscan = off; set enable_bitmapscan = off; $1"
+}
+seq_t7=$(q1 -c "set enable_indexscan = off; set enable_bitmapscan = off; select count(*), sum(v) from t where k = 7")
+seq_ts7=$(q1 -c "set enable_indexscan = off; set enable_bitmapscan = off; select count(*), sum(v) from ts where s = md5('7')")
+q1 -c "select dex_stats_reset()" >/dev/null
+# (stopped for about 2 s only: its beats keep the primary's writer lease,
+# DEX_LEASE_MS = 3 s)
 trap 'kill -CONT "$worker" 2>/dev/null || true; test_cleanup; stop_cluster sb1' EXIT
 kill -STOP "$worker"
-rc=0; out=$(count_on_standby 5201 5400 2>&1) || rc=$?
+# Point scans of keys without a pending change answer at once, exactly
+# (only their key's changes must be written back: the point table).
+p_t7=$(standby_point "select count(*), sum(v) from t where k = 7" 2>&1) || p_t7="ERROR $p_t7"
+p_ts7=$(standby_point "select count(*), sum(v) from ts where s = md5('7')" 2>&1) || p_ts7="ERROR $p_ts7"
+st_free=$(q1 -c "select standby_wb_scans, standby_wb_waits from dex_stats()")
+# ... while a point scan of a pending key, of either index, and any range
+# scan of the tree must wait for the write-back: refused after 1 s
+rc1=0; o1=$(standby_point "select count(*) from t where k = 5300" 2>&1) || rc1=$?
+rc2=0; o2=$(standby_point "select count(*) from ts where s = md5('5300')" 2>&1) || rc2=$?
+rc3=0; o3=$(standby_point "select count(*) from t where k = any(array[7, 5301])" 2>&1) || rc3=$?
 kill -CONT "$worker"
-[ $rc = 0 ] && fail "expected the standby to refuse, got: $out"
-grep -q 'has not written back the changes' <<<"$out" || fail "unexpected error: $out"
-grep -q 'HINT:' <<<"$out" || fail "no HINT: $out"
-echo "refused: $(head -1 <<<"$out")"
+[ "$p_t7" = "$seq_t7" ] || fail "standby point scan k = 7: $p_t7, its seqscan $seq_t7"
+[ "$p_ts7" = "$seq_ts7" ] || fail "standby point scan s = md5('7'): $p_ts7, its seqscan $seq_ts7"
+[ "$st_free" = "2|0" ] || fail "standby scans|waits for the two quiet point scans: $st_free (expected 2|0)"
+echo "point scans of quiet keys while the primary's worker stood still: exact, no wait ($st_free)"
+for o in "$rc1 $o1" "$rc2 $o2" "$rc3 $o3"; do
+    [ "${o%% *}" != 0 ] || fail "expected a point scan of a pending key to refuse, got: $o"
+    grep -q 'has not written back the changes' <<<"$o" || fail "unexpected error: $o"
+done
+grep -q 'HINT:' <<<"$o1" || fail "no HINT: $o1"
+echo "refused: $(head -1 <<<"$o1")"
 # the worker, running again, flushes for the request (its interval is still 1 h)
 standby_counts_eventually 5201 5400 200 "after the worker went on"
-echo "after the worker went on: 200 rows"
+[ "$(standby_point "select count(*) from t where k = 5300")" = 1 ] || fail "k = 5300 after the write-back"
+[ "$(standby_point "select count(*) from ts where s = md5('5300')")" = 1 ] || fail "s = md5('5300') after the write-back"
+echo "after the worker went on: 200 rows, the pending keys found"
 
 echo "== 3. the primary crashes with dirty frames"
 qp -c "insert into t select 6000 + g, g from generate_series(1, 100) g"

@@ -58,6 +58,11 @@ void dex_stats_count_deferred_kills(int n) {
     if (n > 0) dex::Stats::add(dex::stats().kills_deferred, static_cast<uint64_t>(n));
 }
 
+void dex_stats_count_standby_wb_scan(int waited) {
+    dex::Stats::add(dex::stats().standby_wb_scans, 1);
+    if (waited) dex::Stats::add(dex::stats().standby_wb_waits, 1);
+}
+
 void dex_stats_private(int on) { proc().stats_private(on != 0); }
 
 void dex_disconnect_all(void) {

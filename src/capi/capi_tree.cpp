@@ -475,15 +475,16 @@ int dex_tree_set_write_back(DexTree* tree, int on, uint64_t owner_word, DexError
                     DexTree* t = tree;
                     const uint32_t node = static_cast<uint32_t>(t->node);
                     const uint64_t ns = t->ns;
+                    const int layout = t->layout;
                     b.set_write_back(
                         true,
                         [t]() {
                             return proc().register_dirty(&t->wb_slot, t->node, t->ns, t->owner_word, t->incarnation,
                                                          t->name);
                         },
-                        [node, ns](bool insert, const uint8_t* const* e, const uint32_t* lens, size_t n) {
+                        [node, ns, layout](bool insert, const uint8_t* const* e, const uint32_t* lens, size_t n) {
                             if (DexEntryLogFn fn = g_entry_log.load(std::memory_order_acquire))
-                                fn(node, ns, insert ? 1 : 0, e, lens, n);
+                                fn(node, ns, layout, insert ? 1 : 0, e, lens, n);
                         });
                 } else {
                     b.set_write_back(false, {});

@@ -134,6 +134,8 @@ void		dex_stats_read(DexStatsSnapshot *out);
 void		dex_stats_reset(void);
 /* n dead-entry hints queued until every standby replayed their horizon (the extension's queue). */
 void		dex_stats_count_deferred_kills(int n);
+/* A hot standby's scan of a write-back index, which waited (waited != 0) for the primary's write-back or not. */
+void		dex_stats_count_standby_wb_scan(int waited);
 /*
  * Count this process's remote operations privately (on != 0) or in the
  * shared counters again: the dex worker's registry beats are not index work
@@ -555,11 +557,11 @@ void		dex_set_log_position_fn(uint64_t (*fn) (void));
 /*
  * Told of every entry change of a write-back tree right after it was made
  * (insert != 0: added unless present; 0: removed if present): entries[i] has
- * lens[i] bytes (a fixed tree: a DexKey image; a byte-string tree: the entry).
- * (node, ns) is the tree's home namespace. Runs inside dex's C++ frames: must
+ * lens[i] bytes (layout DEX_LAYOUT_FIXED: a DexKey image; DEX_LAYOUT_BYTES:
+ * the entry). (node, ns) is the tree's home namespace. Runs inside dex's C++ frames: must
  * not longjmp (PostgreSQL: a critical section). Per process; NULL: nothing.
  */
-typedef void (*DexEntryLogFn) (uint32_t node, uint64_t ns, int insert, const uint8_t *const *entries,
+typedef void (*DexEntryLogFn) (uint32_t node, uint64_t ns, int layout, int insert, const uint8_t *const *entries,
 							   const uint32_t *lens, size_t n);
 void		dex_set_entry_log_fn(DexEntryLogFn fn);
 /*

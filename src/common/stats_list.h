@@ -46,6 +46,8 @@
 	X(bottomup_passes, "bottom-up deletion: inserts that gave up before splitting a full leaf") \
 	X(bottomup_removed, "bottom-up deletion: dead entries removed from such a leaf") \
 	X(memnode_splits, "leaf splits done by a memory node inside an offloaded insert or batch (OFFLOAD_SPLIT, OFFLOAD_BATCH_SPLIT)") \
-	X(kills_deferred, "dead-entry hints: entries of a write-through index queued behind their logged conflict horizon until every standby replayed it")
+	X(kills_deferred, "dead-entry hints: entries of a write-through index queued behind their logged conflict horizon until every standby replayed it") \
+	X(standby_wb_scans, "hot standby: scans (per key range) of a write-back index") \
+	X(standby_wb_waits, "hot standby: of those, scans that waited for the primary's write-back")
 
 #endif							/* DEX_STATS_LIST_H */
