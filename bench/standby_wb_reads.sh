@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Reads of a write_back = on index on a hot standby while the primary keeps
 # writing it: a standby scan waits until the primary has written back what
-# its snapshot can need (for a point select: the changes of its key). Measures the standby's point-select throughput and
-# latency (pgbench, 1 client) while the primary inserts (pgbench, 1 client),
-# next to the same selects through a btree index of the same table.
+# its snapshot can need (for a point select: the changes of its key; for a
+# range, those its range can meet). Measures the standby's point- and
+# short-range-select throughput and latency (pgbench, 1 client) while the
+# primary inserts above the old keys (pgbench, 1 client), next to the same
+# selects through a btree index of the same table.
 #
 #   bash bench/standby_wb_reads.sh [CHECKOUT] [SECONDS] [ROUNDS]
 #
@@ -39,14 +41,19 @@ as_user "$PG_BIN/pg_ctl" -D "$DEX_WORK/sb" -l "$DEX_WORK/sb-server.log" -w -t 60
 printf '\\set k random(200001, 2000000000)\nINSERT INTO kv VALUES (:k, :k, 1);\n' >"$DEX_WORK/ins.sql"
 printf '\\set k random(1, 200000)\nSELECT v FROM kv WHERE k = :k;\n' >"$DEX_WORK/sel_dex.sql"
 printf '\\set k random(1, 200000)\nSELECT v FROM kv WHERE k2 = :k;\n' >"$DEX_WORK/sel_bt.sql"
+# short ranges of the old keys (the primary inserts above them, as a serial or a timestamp would)
+printf '\\set k random(1, 199980)\nSELECT sum(v) FROM kv WHERE k BETWEEN :k AND :k + 20;\n' >"$DEX_WORK/sel_dexr.sql"
+printf '\\set k random(1, 199980)\nSELECT sum(v) FROM kv WHERE k2 BETWEEN :k AND :k + 20;\n' >"$DEX_WORK/sel_btr.sql"
 chmod a+r "$DEX_WORK"/*.sql
 for f in dex bt; do  # the plans must use the index under test
-    q="SELECT v FROM kv WHERE $([ $f = dex ] && echo k || echo k2) = 5"
-    S -c "EXPLAIN (COSTS OFF) $q" | grep -q "Index Scan using kv_$f" || die "standby plan for [$q] does not use kv_$f"
+    c=$([ $f = dex ] && echo k || echo k2)
+    for q in "SELECT v FROM kv WHERE $c = 5" "SELECT sum(v) FROM kv WHERE $c BETWEEN 5 AND 25"; do
+        S -c "EXPLAIN (COSTS OFF) $q" | grep -q "Index Scan using kv_$f" || die "standby plan for [$q] does not use kv_$f"
+    done
 done
 raw="$DEX_WORK/raw.txt"; : >"$raw"
 for r in $(seq 1 "$ROUNDS"); do
-    order="dex bt"; [ $((r % 2)) = 0 ] && order="bt dex"
+    order="dex bt dexr btr"; [ $((r % 2)) = 0 ] && order="btr dexr bt dex"
     for t in $order; do
         "$PG_BIN/pgbench" -n -h "$DEX_WORK" -p "$pport" -U postgres -c 1 -T $((SECS + 2)) -f "$DEX_WORK/ins.sql" postgres \
             >"$DEX_WORK/ins.out" 2>&1 & ins=$!
@@ -79,18 +86,21 @@ for line in open(raw):
     t, r, tps, lat, itps, waits = line.split(); lines.append(line.rstrip())
     d[t].append((float(tps), float(lat), float(itps), float(waits)))
 med = {t: [st.median(x[i] for x in v) for i in range(4)] for t, v in d.items()}
-L = ["# Hot standby point selects while the primary inserts: write_back = on dex index vs btree\n",
+L = ["# Hot standby point and range selects while the primary inserts: write_back = on dex index vs btree\n",
      f"Command: `{cmd}`\n", f"Machine: {machine}.\n",
-     "Standby: pgbench 1 client `SELECT v FROM kv WHERE k = :k` through the index under test; primary: pgbench 1 client "
-     "single-row INSERTs into the same table (both indexes get every row). Rounds alternate the order; the standby's index "
+     "Standby: pgbench 1 client `SELECT v FROM kv WHERE k = :k` (or `SELECT sum(v) ... k BETWEEN :k AND :k + 20`) over the 200000 old keys through the index under test; primary: pgbench 1 client "
+     "single-row INSERTs of keys above them into the same table (both indexes get every row). Rounds alternate the order; the standby's index "
      "scan equals its seqscan afterwards.\n",
      "| standby index | standby tps (median) | standby latency ms (median) | primary insert tps (median) | standby scans that waited for a write-back, per select (median) |",
      "|---|---|---|---|---|"]
-for t, name in (("dex", "dex (write_back = on)"), ("bt", "btree")):
+for t, name in (("dex", "dex (write_back = on), k = :k"), ("bt", "btree, k = :k"),
+                ("dexr", "dex (write_back = on), k BETWEEN :k AND :k + 20"), ("btr", "btree, k BETWEEN :k AND :k + 20")):
     if t in med:
         L.append(f"| {name} | {med[t][0]:.0f} | {med[t][1]:.3f} | {med[t][2]:.0f} | {med[t][3]:.4f} |")
-if "dex" in med and "bt" in med:
-    L.append(f"\nstandby tps dex / btree: {med['dex'][0] / med['bt'][0]:.2f}x\n")
+for d, b, what in (("dex", "bt", "point selects"), ("dexr", "btr", "range selects")):
+    if d in med and b in med:
+        L.append(f"\nstandby tps dex / btree, {what}: {med[d][0] / med[b][0]:.2f}x")
+L.append("")
 L += ["", "Every round (index round standby_tps standby_latency_ms primary_insert_tps waits_per_select):", "", "```"] + lines + ["```", ""]
 open(out, "w").write("\n".join(L)); print("\n".join(L))
 PY

@@ -46,6 +46,8 @@
  *                  by crash recovery, replayed at the index's first use
  *   dexwbstandby.c write-back indexes on hot standbys: the primary's flushed
  *                  position in WAL, a scan's wait for it
+ *   dexwbsplaces.c where in the key order a standby's replayed entry changes
+ *                  lie: the point table and spans a scan's wait reads
  *   dexbounds.c    scan keys of a byte-string index as byte bounds
  *   dexentry.c     index entries as byte strings: an index tuple's entry, the
  *                  key columns a metapage records
@@ -536,7 +538,8 @@ extern int	dex_try_configure(DexError *err);
 extern void dex_ensure_configured(void);
 extern DexTree *dex_open_tree(Relation index);
 extern DexTree *dex_open_tree_for_scan(Relation index);
-extern void dex_standby_scan_wait(Relation index, const uint64 *place);
+typedef struct DexWbsPlaces DexWbsPlaces;	/* dexwbsplaces.c */
+extern void dex_standby_scan_wait(Relation index, const DexWbsPlaces *places);
 
 /* dexpending.c: entries held back by aminsert (src/README.md "Batched inserts") */
 extern int	dex_insert_batch;
@@ -664,10 +667,8 @@ extern void dex_wbstandby_shmem_init(void *mem, bool found);
 /* ask_flush: asks the primary to write back up to a position (dex_cluster_request_flush) */
 extern void dex_wb_standby_wait(Relation index, DexTree *tree, uint64 owner_word, uint32 node, uint64 ns,
 								int timeout_ms, uint64 *checked_life, void (*ask_flush) (uint64 lsn),
-								const uint64 *place);
-extern bool dex_wbs_point_of_keys(const DexKey *lo, const DexKey *hi, uint64 *place);
-extern bool dex_wbs_point_of_bytes(const uint8 *lo, size_t lolen, const uint8 *hi, size_t hilen,
-								   uint64 *place);
+								const DexWbsPlaces *places);
+
 extern void dex_wbs_log_flushed(uint64 gen, uint64 l);
 #if PG_VERSION_NUM >= 150000
 struct XLogReaderState;
@@ -676,6 +677,22 @@ extern void dex_wbs_redo_entries(uint32 node, uint64 ns, int layout, const char 
 								 uint32 len, uint64 lsn);
 extern void dex_wbs_redo_flushed(struct XLogReaderState *record);
 #endif
+
+/* dexwbsplaces.c: where a standby's replayed entry changes lie in the key order */
+#define DEX_WBS_TREES	256		/* trees a standby tracks apart (beyond: one for all) */
+struct DexWbsPlaces
+{
+	uint64		lo;				/* a scan range's key places, lo <= hi */
+	uint64		hi;
+};
+extern Size dex_wbs_places_shmem_size(void);
+extern void dex_wbs_places_shmem_init(void *mem, bool found);
+extern void dex_wbs_places_of_keys(const DexKey *lo, const DexKey *hi, DexWbsPlaces *out);
+extern void dex_wbs_places_of_bytes(const uint8 *lo, size_t lolen, const uint8 *hi, size_t hilen,
+									DexWbsPlaces *out);
+extern bool dex_wbs_places_note(int tree, int layout, const char *entries, uint32 count, uint32 len,
+								uint64 lsn, uint64 flushed);
+extern uint64 dex_wbs_places_need(int tree, const DexWbsPlaces *r);
 
 /* dexwbredo.c: write-back mode survives a crash */
 extern Size dex_wbredo_shmem_size(void);

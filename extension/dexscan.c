@@ -343,9 +343,10 @@ dex_start_core_scan(IndexScanDesc scan, const DexKey *lo, const DexKey *hi,
 	Assert(so->dscan == NULL);
 	if (RecoveryInProgress())
 	{
-		uint64		place;
+		DexWbsPlaces places;
 
-		dex_standby_scan_wait(scan->indexRelation, dex_wbs_point_of_keys(lo, hi, &place) ? &place : NULL);
+		dex_wbs_places_of_keys(lo, hi, &places);
+		dex_standby_scan_wait(scan->indexRelation, &places);
 	}
 	memset(&err, 0, sizeof(err));
 	rc = dex_scan_begin(so->tree, lo, hi, backward ? 1 : 0, &ds, &err);

@@ -61,10 +61,10 @@ dex_bytes_start(IndexScanDesc scan, const uint8 *lo, size_t lolen, const uint8 *
 	Assert(so->dscan == NULL);
 	if (RecoveryInProgress())
 	{
-		uint64		place;
+		DexWbsPlaces places;
 
-		dex_standby_scan_wait(scan->indexRelation,
-							  dex_wbs_point_of_bytes(lo, lolen, hi, hilen, &place) ? &place : NULL);
+		dex_wbs_places_of_bytes(lo, lolen, hi, hilen, &places);
+		dex_standby_scan_wait(scan->indexRelation, &places);
 	}
 	memset(&err, 0, sizeof(err));
 	rc = dex_scan_begin_bytes(so->tree, lo, (uint32_t) lolen, hi, (uint32_t) hilen,

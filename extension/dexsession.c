@@ -349,8 +349,8 @@ dex_open_tree(Relation index)
 
 /*
  * The same for an index scan, which waits on a hot standby per key range
- * instead (dex_standby_scan_wait, before each core scan): a point range
- * needs only its key's changes written back.
+ * instead (dex_standby_scan_wait, before each core scan): a range needs
+ * only the changes it can meet written back (dexwbsplaces.c).
  */
 DexTree *
 dex_open_tree_for_scan(Relation index)
@@ -360,10 +360,10 @@ dex_open_tree_for_scan(Relation index)
 
 /*
  * Hot standby, before a core scan of an index opened by
- * dex_open_tree_for_scan: of the key place `place` (NULL: of any range).
+ * dex_open_tree_for_scan: of the key places `places` (NULL: of any range).
  */
 void
-dex_standby_scan_wait(Relation index, const uint64 *place)
+dex_standby_scan_wait(Relation index, const DexWbsPlaces *places)
 {
 	DexTreeCacheKey key;
 	DexTreeCacheEntry *e;
@@ -383,7 +383,7 @@ dex_standby_scan_wait(Relation index, const uint64 *place)
 	if (!e->wbs_scans_wait)
 		return;
 	dex_wb_standby_wait(index, e->tree, e->owner_word, (uint32) e->node, e->ns,
-						dex_standby_wait_timeout_ms, &e->wbs_life, dex_cluster_request_flush, place);
+						dex_standby_wait_timeout_ms, &e->wbs_life, dex_cluster_request_flush, places);
 }
 
 static DexTree *

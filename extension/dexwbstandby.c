@@ -49,8 +49,6 @@
 #include "dex.h"
 
 #include "access/xlog.h"
-#include "common/hashfn.h"
-#include "port/atomics.h"
 #include "access/xloginsert.h"
 #include "access/xlogreader.h"
 #include "miscadmin.h"
@@ -60,19 +58,13 @@
 #include "utils/rel.h"
 #include "utils/timestamp.h"
 
-/* trees whose entry positions a standby keeps; beyond that, one for all */
-#define DEX_WBS_TREES	256
-/* the point table: buckets of ways (place, position) and a spill position; 4.3 MB */
-#define DEX_WBS_POINT_BUCKETS	(1 << 15)
-#define DEX_WBS_POINT_WAYS		8
-
 typedef struct DexWbsTree
 {
 	uint64		ns;
 	uint32		node;
 	uint32		used;
 	uint64		last_entries;	/* position of the last XLOG_DEX_ENTRIES replayed */
-	uint64		last_unplaced;	/* ... of the last one whose entries are not in points[] */
+	uint64		last_unplaced;	/* ... of the last one whose entries have no places */
 } DexWbsTree;
 
 typedef struct DexWbsShared
@@ -89,167 +81,22 @@ typedef struct DexWbsShared
 
 static DexWbsShared *wbss = NULL;
 
-/*
- * The point table. Bucket hash(tree, key place) remembers, per way, a place
- * and the position of the last replayed change of an entry there; a place
- * pushed out of its bucket (the way whose change is oldest goes) leaves its
- * position in `spill`, which every place of the bucket then needs. A scan
- * of place P needs max(P's way, spill): exact unless more places than ways
- * changed in one bucket since the primary's last write-back (a way whose
- * position the replayed flushed position passed is as good as free).
- *
- * Written by the startup process only, outside the mutex: its stores
- * precede the commit records that make their rows visible to a snapshot.
- * A way is replaced after `spill` took its position (write barrier), and a
- * reader reads the ways before `spill` (read barrier): a reader that misses
- * a place it looks for then sees the spill that holds its position. A torn
- * way (new place, old position or the reverse) only overstates a need.
- */
-typedef struct DexWbsWay
-{
-	pg_atomic_uint64 place;
-	pg_atomic_uint64 lsn;
-} DexWbsWay;
-
-typedef struct DexWbsBucket
-{
-	DexWbsWay	ways[DEX_WBS_POINT_WAYS];
-	pg_atomic_uint64 spill;
-} DexWbsBucket;
-
-static DexWbsBucket *wbs_points = NULL;
-
 Size
 dex_wbstandby_shmem_size(void)
 {
-	return add_size(MAXALIGN(sizeof(DexWbsShared)), mul_size(DEX_WBS_POINT_BUCKETS, sizeof(DexWbsBucket)));
+	return add_size(MAXALIGN(sizeof(DexWbsShared)), dex_wbs_places_shmem_size());
 }
 
 void
 dex_wbstandby_shmem_init(void *mem, bool found)
 {
 	wbss = (DexWbsShared *) mem;
-	wbs_points = (DexWbsBucket *) ((char *) mem + MAXALIGN(sizeof(DexWbsShared)));
 	if (!found)
 	{
 		memset(wbss, 0, sizeof(*wbss));
 		SpinLockInit(&wbss->mutex);
-		for (int i = 0; i < DEX_WBS_POINT_BUCKETS; i++)
-		{
-			DexWbsBucket *b = &wbs_points[i];
-
-			for (int w = 0; w < DEX_WBS_POINT_WAYS; w++)
-			{
-				pg_atomic_init_u64(&b->ways[w].place, 0);
-				pg_atomic_init_u64(&b->ways[w].lsn, 0);
-			}
-			pg_atomic_init_u64(&b->spill, 0);
-		}
 	}
-}
-
-/*
- * A key's place in the index order, as 64 bits that never decrease along it:
- * a fixed tree's value image (NULLs, after every value, at the top), a
- * byte-string tree's first 8 bytes, big-endian, zero-padded (memcmp order,
- * a proper prefix first).
- */
-static uint64
-wbs_place_fixed(const uint8 *key)
-{
-	uint64		v;
-
-	if (key[DEX_KEY_OFFSET_CLS] == DEX_KEYCLASS_NEG_INF)
-		return 0;
-	if (key[DEX_KEY_OFFSET_CLS] != DEX_KEYCLASS_VALUE)
-		return PG_UINT64_MAX;
-	memcpy(&v, key + DEX_KEY_OFFSET_VALUE, sizeof(v));
-	return v;
-}
-
-static uint64
-wbs_place_bytes(const uint8 *b, size_t len)
-{
-	uint64		v = 0;
-
-	for (size_t i = 0; i < sizeof(v); i++)
-		v = (v << 8) | (i < len ? b[i] : 0);
-	return v;
-}
-
-/* A scan range [lo, hi] of a fixed tree: is it one place (returned in *place)? */
-bool
-dex_wbs_point_of_keys(const DexKey *lo, const DexKey *hi, uint64 *place)
-{
-	if (lo->cls != hi->cls || (lo->cls != DEX_KEYCLASS_VALUE && lo->cls != DEX_KEYCLASS_NULL))
-		return false;
-	*place = wbs_place_fixed((const uint8 *) lo);
-	return *place == wbs_place_fixed((const uint8 *) hi);
-}
-
-/* The same for a byte-string tree's range (NULL bound: open end). */
-bool
-dex_wbs_point_of_bytes(const uint8 *lo, size_t lolen, const uint8 *hi, size_t hilen, uint64 *place)
-{
-	if (lo == NULL || hi == NULL)
-		return false;
-	*place = wbs_place_bytes(lo, lolen);
-	return *place == wbs_place_bytes(hi, hilen);
-}
-
-static DexWbsBucket *
-wbs_point_bucket(int tree, uint64 place)
-{
-	uint64		h = hash_bytes_extended((const unsigned char *) &place, sizeof(place), (uint64) tree);
-
-	return &wbs_points[h & (DEX_WBS_POINT_BUCKETS - 1)];
-}
-
-/* Startup process: a change of an entry at `place` of `tree` replayed at `lsn`. */
-pg_attribute_unused()
-static void
-wbs_point_note(int tree, uint64 place, uint64 lsn)
-{
-	DexWbsBucket *b = wbs_point_bucket(tree, place);
-	int			oldest = 0;
-	uint64		oldest_lsn = PG_UINT64_MAX;
-
-	for (int w = 0; w < DEX_WBS_POINT_WAYS; w++)
-	{
-		uint64		wl = pg_atomic_read_u64(&b->ways[w].lsn);
-
-		if (wl != 0 && pg_atomic_read_u64(&b->ways[w].place) == place)
-		{
-			pg_atomic_write_u64(&b->ways[w].lsn, lsn);
-			return;
-		}
-		if (wl < oldest_lsn)
-		{
-			oldest = w;
-			oldest_lsn = wl;
-		}
-	}
-	if (oldest_lsn > pg_atomic_read_u64(&b->spill))
-		pg_atomic_write_u64(&b->spill, oldest_lsn);
-	pg_write_barrier();
-	pg_atomic_write_u64(&b->ways[oldest].place, place);
-	pg_atomic_write_u64(&b->ways[oldest].lsn, lsn);
-}
-
-/* The position of the last change replayed at `place` of `tree` (or later). */
-static uint64
-wbs_point_need(int tree, uint64 place)
-{
-	DexWbsBucket *b = wbs_point_bucket(tree, place);
-	uint64		need = 0;
-
-	for (int w = 0; w < DEX_WBS_POINT_WAYS; w++)
-	{
-		if (pg_atomic_read_u64(&b->ways[w].place) == place)
-			need = Max(need, pg_atomic_read_u64(&b->ways[w].lsn));
-	}
-	pg_read_barrier();
-	return Max(need, pg_atomic_read_u64(&b->spill));
+	dex_wbs_places_shmem_init((char *) mem + MAXALIGN(sizeof(DexWbsShared)), found);
 }
 
 #if PG_VERSION_NUM >= 150000
@@ -304,39 +151,6 @@ dex_wbs_redo_startup(void)
 }
 
 /*
- * Record the places of a record's entries (count x (uint32 len, bytes),
- * `len` bytes in all) in the point table at `lsn`; false if they cannot be
- * told (a record of a dex that did not log its tree's layout, or a
- * malformed one): then the tree's point scans wait for this record too.
- */
-static bool
-wbs_place_entries(int tree, int layout, const char *entries, uint32 count, uint32 len, XLogRecPtr lsn)
-{
-	uint32		off = 0;
-
-	if (layout != DEX_LAYOUT_FIXED && layout != DEX_LAYOUT_BYTES)
-		return false;
-	for (uint32 i = 0; i < count; i++)
-	{
-		uint32		elen;
-		const uint8 *e;
-		uint64		place;
-
-		if (len - off < sizeof(elen))
-			return false;
-		memcpy(&elen, entries + off, sizeof(elen));
-		off += sizeof(elen);
-		if (len - off < elen || (layout == DEX_LAYOUT_FIXED && elen != sizeof(DexKey)))
-			return false;
-		e = (const uint8 *) entries + off;
-		off += elen;
-		place = layout == DEX_LAYOUT_FIXED ? wbs_place_fixed(e) : wbs_place_bytes(e, elen);
-		wbs_point_note(tree, place, (uint64) lsn);
-	}
-	return true;
-}
-
-/*
  * Replay of XLOG_DEX_ENTRIES for tree (node, ns) at `lsn`: `count` entries
  * of a `layout` tree (-1: not told) in `len` bytes at `entries`.
  */
@@ -372,8 +186,8 @@ dex_wbs_redo_entries(uint32 node, uint64 ns, int layout, const char *entries, ui
 	else
 		wbss->overflow = lsn;
 	SpinLockRelease(&wbss->mutex);
-	/* (only this process writes trees[] and the point table) */
-	if (slot >= 0 && !wbs_place_entries(slot, layout, entries, count, len, lsn))
+	/* (only this process writes trees[], `flushed` and the places) */
+	if (slot >= 0 && !dex_wbs_places_note(slot, layout, entries, count, len, lsn, wbss->flushed))
 	{
 		SpinLockAcquire(&wbss->mutex);
 		wbss->trees[slot].last_unplaced = lsn;
@@ -399,12 +213,12 @@ dex_wbs_redo_flushed(XLogReaderState *record)
 
 /*
  * The position a scan of tree (node, ns) must see flushed: max(E, S), where
- * E is the last change of the tree replayed, or, for a point scan (`place`
- * not NULL), the last one replayed in the place's slot of the point table
- * (and the last one whose entries were not placed).
+ * E is the last change of the tree replayed, or, for a scan of key places
+ * `places` (not NULL), the last one it can meet (dexwbsplaces.c) and the
+ * last one whose places are unknown.
  */
 static uint64
-wbs_needed(uint32 node, uint64 ns, const uint64 *place)
+wbs_needed(uint32 node, uint64 ns, const DexWbsPlaces *places)
 {
 	uint64		need;
 	int			slot = -1;
@@ -418,22 +232,22 @@ wbs_needed(uint32 node, uint64 ns, const uint64 *place)
 		if (t->used && t->node == node && t->ns == ns)
 		{
 			slot = i;
-			need = Max(need, place ? t->last_unplaced : t->last_entries);
+			need = Max(need, places ? t->last_unplaced : t->last_entries);
 			break;
 		}
 	}
 	if (slot < 0)
 		need = Max(need, wbss->overflow);
 	SpinLockRelease(&wbss->mutex);
-	if (slot >= 0 && place)
-		need = Max(need, wbs_point_need(slot, *place));
+	if (slot >= 0 && places)
+		need = Max(need, dex_wbs_places_need(slot, places));
 	return need;
 }
 
 /*
  * Hot standby, before a scan of write-back index `index` (tree node/ns,
- * dirty-owner word `owner_word`) -- of one key place if `place` is not NULL
- * (dex_wbs_point_of_keys / _bytes), of anything in it otherwise: wait until
+ * dirty-owner word `owner_word`) -- of the key places `places` if not NULL
+ * (dex_wbs_places_of_keys / _bytes), of anything in it otherwise: wait until
  * the primary's write-backs covered what this snapshot can need. An owner word naming another life
  * than the one whose flushed position we replayed is a primary that crashed
  * with dirty frames of this tree: its changes come back only when the
@@ -443,7 +257,7 @@ wbs_needed(uint32 node, uint64 ns, const uint64 *place)
  */
 void
 dex_wb_standby_wait(Relation index, DexTree *tree, uint64 owner_word, uint32 node, uint64 ns, int timeout_ms,
-					uint64 *checked_life, void (*ask_flush) (uint64 lsn), const uint64 *place)
+					uint64 *checked_life, void (*ask_flush) (uint64 lsn), const DexWbsPlaces *places)
 {
 	uint64		flushed = 0;
 	uint64		gen = 0;
@@ -454,7 +268,7 @@ dex_wb_standby_wait(Relation index, DexTree *tree, uint64 owner_word, uint32 nod
 
 	if (wbss == NULL || !RecoveryInProgress())
 		return;
-	need = wbs_needed(node, ns, place);
+	need = wbs_needed(node, ns, places);
 	for (;;)
 	{
 		SpinLockAcquire(&wbss->mutex);
@@ -521,7 +335,7 @@ dex_wbs_log_flushed(uint64 gen, uint64 l)
 
 void
 dex_wb_standby_wait(Relation index, DexTree *tree, uint64 owner_word, uint32 node, uint64 ns, int timeout_ms,
-					uint64 *checked_life, void (*ask_flush) (uint64 lsn), const uint64 *place)
+					uint64 *checked_life, void (*ask_flush) (uint64 lsn), const DexWbsPlaces *places)
 {
 	if (RecoveryInProgress())
 		ereport(ERROR,
