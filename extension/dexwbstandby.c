@@ -22,17 +22,12 @@
  *     need was replayed, so is at or before E) and waits until the replayed
  *     L exceeds both E and S, the position this standby's replay began at
  *     (changes logged before S it never saw).
- *   - A point scan (one key value: `k = 5`, each element of `k = ANY(...)`)
- *     needs less: only the changes of entries with that key. The replay
- *     also records, in a hashed table of positions, the last change of each
- *     (tree, key) -- the key's 64-bit place in the index order: a fixed
- *     tree's value image, a byte-string tree's first 8 bytes -- and such a
- *     scan's E is the position in its key's slot. Every entry a point range
- *     holds has that one place (both bounds have it, and the place never
- *     decreases along the index order), so the changes that scan can meet
- *     are all in that slot; another key's change hashed there only makes it
- *     wait needlessly. So while the primary inserts elsewhere, a point
- *     select waits for nothing. A primary that does not write
+ *   - An index scan needs less: only the changes its key range can meet.
+ *     It waits per range, before each core scan (dex_standby_scan_wait),
+ *     and its E is the last replayed change at a key place inside its
+ *     range, which dexwbsplaces.c's point table and spans never understate.
+ *     So while the primary changes other keys, a scan waits for nothing.
+ *     A primary that does not write
  *     the index makes no scan wait. One that does: the waiting scan raises
  *     the cluster registry's flush_request_lsn to E + 1, which the primary's
  *     dex worker reads at its next beat (DEX_BEAT_MS) and flushes for, so
@@ -247,9 +242,10 @@ wbs_needed(uint32 node, uint64 ns, const DexWbsPlaces *places)
 /*
  * Hot standby, before a scan of write-back index `index` (tree node/ns,
  * dirty-owner word `owner_word`) -- of the key places `places` if not NULL
- * (dex_wbs_places_of_keys / _bytes), of anything in it otherwise: wait until
- * the primary's write-backs covered what this snapshot can need. An owner word naming another life
- * than the one whose flushed position we replayed is a primary that crashed
+ * (dex_wbs_places_of_keys / _bytes), of anything in it otherwise: wait
+ * until the primary's write-backs covered what this snapshot can need. An
+ * owner word naming another life than the one whose flushed position we
+ * replayed is a primary that crashed
  * with dirty frames of this tree: its changes come back only when the
  * primary replays them at the index's first use there (dexwbredo.c), which
  * releases the word -- wait for that too. Honours cancel and

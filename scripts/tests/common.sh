@@ -89,18 +89,21 @@ wait_replay() {
     done
     fail "standby on port $1 did not replay up to $lsn"
 }
-compare_loop() {  # compare_loop PORT NAME PID TABLE: index vs seqscan inside one snapshot until PID ends
-    local p=$1 name=$2 pid=$3 tab=$4 ok=0 conflicts=0 bad=0 lo out a b
+# compare_loop PORT NAME PID TABLE [PREDICATE]: index vs seqscan inside one
+# snapshot until PID ends; PREDICATE (default `k between @ and @ + 60`) with
+# @ replaced by a random key in 0..899
+compare_loop() {
+    local p=$1 name=$2 pid=$3 tab=$4 pred=${5:-"k between @ and @ + 60"} ok=0 conflicts=0 bad=0 lo out a b w
     while kill -0 "$pid" 2>/dev/null; do
-        lo=$((RANDOM % 900))
+        lo=$((RANDOM % 900)); w=${pred//@/$lo}
         if out=$(dpsql "$p" -d postgres -At -c "begin isolation level repeatable read;
                 set local enable_seqscan = off; set local enable_bitmapscan = off;
-                select count(*), coalesce(sum(v), 0) from $tab where k between $lo and $lo + 60;
+                select count(*), coalesce(sum(v), 0) from $tab where $w;
                 set local enable_indexscan = off; set local enable_seqscan = on;
-                select count(*), coalesce(sum(v), 0) from $tab where k between $lo and $lo + 60;
+                select count(*), coalesce(sum(v), 0) from $tab where $w;
                 commit;" 2>&1); then
             a=$(sed -n 1p <<<"$out"); b=$(sed -n 2p <<<"$out")
-            if [ "$a" = "$b" ]; then ok=$((ok + 1)); else bad=$((bad + 1)); echo "$name MISMATCH k>=$lo: index $a seqscan $b"; fi
+            if [ "$a" = "$b" ]; then ok=$((ok + 1)); else bad=$((bad + 1)); echo "$name MISMATCH [$w]: index $a seqscan $b"; fi
         elif grep -q "conflict with recovery" <<<"$out"; then conflicts=$((conflicts + 1))
         else echo "$name error: $out"; bad=$((bad + 1)); fi
     done
