@@ -66,9 +66,30 @@ start_dml_load t 20 5
 compare_loop "$SB1" sb1 "$pgb" t >"$DEX_WORK/c1.out" & c1=$!
 # point scans too (the point table and spans: each waits only for its keys)
 compare_loop "$SB1" sb1-points "$pgb" t "k = any(array[@, @ + 1, @ + 50])" >"$DEX_WORK/c2.out" & c2=$!
+# and the text index: inserts and deletes of md5 keys on the primary, points
+# and ranges of them on the standby
+cat >"$DEX_WORK/dml_ts.sql" <<'SQL'
+\set k random(0, 2999)
+\set op random(1, 10)
+INSERT INTO ts(s, v) SELECT md5(:k::text), :op WHERE :op <= 5;
+DELETE FROM ts WHERE s = md5(:k::text) AND v % 7 = :op % 7 AND :op BETWEEN 6 AND 8;
+SQL
+chmod a+r "$DEX_WORK/dml_ts.sql"
+"$PG_BIN/pgbench" -n -h "$DEX_WORK" -p "$PPORT" -U postgres -c 1 -T 18 -f "$DEX_WORK/dml_ts.sql" postgres >/dev/null 2>&1 &
+pgb_ts=$!
+ts_points="s = any(array[md5('@'), md5('@1')])"
+ts_range="s between least(md5('@'), md5('@9')) and greatest(md5('@'), md5('@9'))"
+for w in "$ts_points" "$ts_range"; do  # (the comparison needs the index scan)
+    plan=$(q1 -c "set enable_seqscan = off; set enable_bitmapscan = off;
+                  explain (costs off) select count(*) from ts where ${w//@/7}")
+    grep -q "Index Scan using ts_s" <<<"$plan" || fail "the standby plan for [$w] does not use ts_s: $plan"
+done
+compare_loop "$SB1" sb1-text-points "$pgb_ts" ts "$ts_points" >"$DEX_WORK/c3.out" & c3=$!
+compare_loop "$SB1" sb1-text-ranges "$pgb_ts" ts "$ts_range" >"$DEX_WORK/c4.out" & c4=$!
 wait $pgb || true
-r1=0; wait $c1 || r1=1; wait $c2 || r1=1; wait $vac || true
-cat "$DEX_WORK/c1.out" "$DEX_WORK/c2.out"
+wait $pgb_ts || true
+r1=0; wait $c1 || r1=1; wait $c2 || r1=1; wait $c3 || r1=1; wait $c4 || r1=1; wait $vac || true
+cat "$DEX_WORK"/c[1-4].out
 [ $r1 = 0 ] || fail "the standby answered differently from its own seqscan"
 wb=$(qp -c "select write_backs from dex_stats()")
 echo "primary: $wb dirty frames written back"
