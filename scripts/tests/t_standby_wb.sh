@@ -20,6 +20,11 @@
 # 3. The primary crashes with dirty frames: until its first use of the index
 #    replays the lost changes, the standby refuses the same way; then it
 #    answers exactly.
+# 4. Failover: the primary crashes with dirty frames and the standby is
+#    promoted. It cannot replay them (src/README.md "Write-back mode",
+#    limits): every use of the index is refused with "lost its remote
+#    memory" and a REINDEX HINT, never an answer without those rows; after
+#    REINDEX the index answers as its seqscan.
 source "$(dirname "$0")/common.sh"
 start_memnode mem "$MPORT" 512MB
 SB1=$(free_port)
@@ -190,4 +195,32 @@ standby_counts_eventually 6001 6100 100 "after the primary's replay"
 a=$(q1 -c "set enable_seqscan = off; set enable_bitmapscan = off; select count(*), sum(v) from t where k >= 0")
 b=$(qp -c "select count(*), sum(v) from t")
 [ "$a" = "$b" ] || fail "standby index scan after the crash: $a, primary $b"
+
+echo "== 4. failover: the primary crashes with dirty frames, the standby is promoted"
+qp -c "alter system set dex.writeback_interval = '1h'" -c "select pg_reload_conf()" >/dev/null
+qp -c "select dex_flush()" >/dev/null
+sleep 1.5   # the worker picks up the new interval
+qp -c "insert into t select 7000 + g, g from generate_series(1, 100) g" \
+   -c "insert into t select (g * 37) % 1000, 0 from generate_series(1, 100) g"
+wait_replay "$SB1"
+dirty=$(dirty_on_primary); echo "dirty t_k frames on the primary before its crash: $dirty"
+[ "$dirty" -gt 0 ] || fail "expected dirty frames on the primary"
+as_user "$PG_BIN/pg_ctl" -D "$DEX_WORK/pg" -m immediate stop >/dev/null
+as_user "$PG_BIN/pg_ctl" -D "$DEX_WORK/sb1" -w promote >/dev/null || fail "promote sb1"
+# The remote tree lacks the dirty entries, and the promoted server cannot
+# replay them (it collected none): every use of the index is refused --
+# never an answer without those rows.
+idx() { q1 -c "set enable_seqscan = off; set enable_bitmapscan = off; $1"; }
+out=$(idx "select count(*) from t where k between 7001 and 7100" 2>&1) \
+    && fail "the promoted standby answered through an index that lost entries: $out"
+grep -q 'lost its remote memory' <<<"$out" && grep -q 'HINT:.*REINDEX' <<<"$out" || fail "unexpected error: $out"
+echo "promoted, refused: $(head -1 <<<"$out")"
+out=$(q1 -c "insert into t values (7500, 1)" 2>&1) && fail "the promoted standby inserted into it: $out"
+grep -q 'lost its remote memory' <<<"$out" || fail "unexpected error from the insert: $out"
+q1 -c "reindex index t_k" || fail "reindex on the promoted standby"
+a=$(idx "select count(*), sum(v) from t where k >= 0")
+b=$(q1 -c "set enable_indexscan = off; set enable_bitmapscan = off; select count(*), sum(v) from t where k >= 0")
+[ "$a" = "$b" ] || fail "promoted standby after REINDEX: index $a, seqscan $b"
+[ "$(idx "select count(*) from t where k between 7001 and 7100")" = 100 ] || fail "rows 7001..7100 after REINDEX"
+echo "after REINDEX: $a, as its seqscan"
 echo "write-back standby: ok"
