@@ -483,6 +483,7 @@ extern bool dex_key_datum(const DexKey *key, Oid coltype, Datum *out);
 
 /* ---- dexutils.c ------------------------------------------------------- */
 extern char *dex_hex64(uint64 v);
+extern bool dex_wal_entry_next(const char **p, const char *end, const uint8 **entry, uint32 *len);
 
 extern int	dex_bytes_cmp(const void *a, const void *b);
 
@@ -668,7 +669,6 @@ extern void dex_wbstandby_shmem_init(void *mem, bool found);
 extern void dex_wb_standby_wait(Relation index, DexTree *tree, uint64 owner_word, uint32 node, uint64 ns,
 								int timeout_ms, uint64 *checked_life, void (*ask_flush) (uint64 lsn),
 								const DexWbsPlaces *places);
-
 extern void dex_wbs_log_flushed(uint64 gen, uint64 l);
 #if PG_VERSION_NUM >= 150000
 struct XLogReaderState;

@@ -453,3 +453,22 @@ dex_hex64(uint64 v)
 {
 	return psprintf("%016llx", (unsigned long long) v);	/* 18 has no INT64_MODIFIER */
 }
+
+/*
+ * The next entry of an XLOG_DEX_ENTRIES payload (after its header: count x
+ * (uint32 len, bytes), dexwbredo.c) at *p, before `end`; false if the
+ * payload ends, or is cut, there.
+ */
+bool
+dex_wal_entry_next(const char **p, const char *end, const uint8 **entry, uint32 *len)
+{
+	if (end - *p < (ptrdiff_t) sizeof(uint32))
+		return false;
+	memcpy(len, *p, sizeof(uint32));
+	*p += sizeof(uint32);
+	if (end - *p < (ptrdiff_t) *len)
+		return false;
+	*entry = (const uint8 *) *p;
+	*p += *len;
+	return true;
+}

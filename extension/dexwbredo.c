@@ -464,19 +464,16 @@ wb_apply(Relation index, DexTree *tree, bool bytes, const DexWalEntries *hdr, co
 
 	for (uint32 i = 0; i < hdr->count; i++)
 	{
+		const uint8 *e;
 		uint32		len;
 
-		if (end - p < (ptrdiff_t) sizeof(uint32))
-			elog(ERROR, "dex: write-back redo of index \"%s\": truncated record", RelationGetRelationName(index));
-		memcpy(&len, p, sizeof(len));
-		p += sizeof(len);
-		if (end - p < (ptrdiff_t) len || (!bytes && len != sizeof(DexKey)))
-			elog(ERROR, "dex: write-back redo of index \"%s\": bad entry", RelationGetRelationName(index));
-		be[i].data = (const uint8_t *) p;
+		if (!dex_wal_entry_next(&p, end, &e, &len) || (!bytes && len != sizeof(DexKey)))
+			elog(ERROR, "dex: write-back redo of index \"%s\": truncated record or bad entry",
+				 RelationGetRelationName(index));
+		be[i].data = e;
 		be[i].len = len;
 		if (!bytes)
-			memcpy(&ke[i], p, sizeof(DexKey));
-		p += len;
+			memcpy(&ke[i], e, sizeof(DexKey));
 	}
 	memset(&err, 0, sizeof(err));
 	if (hdr->insert)

@@ -43,8 +43,6 @@
 #include "storage/shmem.h"
 #include "storage/spin.h"
 
-/* trees the spans are kept for (dexwbstandby.c's tree slots) */
-#define DEX_WBS_PLACE_TREES		DEX_WBS_TREES
 #define DEX_WBS_SPANS			16
 /* the point table: 32768 buckets of 8 ways, 4.3 MB */
 #define DEX_WBS_POINT_BUCKETS	(1 << 15)
@@ -77,7 +75,7 @@ typedef struct DexWbsTreeSpans
 
 typedef struct DexWbsPlacesShared
 {
-	DexWbsTreeSpans trees[DEX_WBS_PLACE_TREES];
+	DexWbsTreeSpans trees[DEX_WBS_TREES];
 	DexWbsBucket buckets[DEX_WBS_POINT_BUCKETS];
 } DexWbsPlacesShared;
 
@@ -96,7 +94,7 @@ dex_wbs_places_shmem_init(void *mem, bool found)
 	if (found)
 		return;
 	memset(wbsp->trees, 0, sizeof(wbsp->trees));
-	for (int t = 0; t < DEX_WBS_PLACE_TREES; t++)
+	for (int t = 0; t < DEX_WBS_TREES; t++)
 		SpinLockInit(&wbsp->trees[t].mutex);
 	for (int i = 0; i < DEX_WBS_POINT_BUCKETS; i++)
 	{
@@ -257,7 +255,7 @@ dex_wbs_places_note(int tree, int layout, const char *entries, uint32 count, uin
 					uint64 flushed)
 {
 	DexWbsTreeSpans *ts = &wbsp->trees[tree];
-	uint32		off = 0;
+	const char *p = entries;
 
 	if (layout != DEX_LAYOUT_FIXED && layout != DEX_LAYOUT_BYTES)
 		return false;
@@ -267,14 +265,9 @@ dex_wbs_places_note(int tree, int layout, const char *entries, uint32 count, uin
 		const uint8 *e;
 		uint64		place;
 
-		if (len - off < sizeof(elen))
+		if (!dex_wal_entry_next(&p, entries + len, &e, &elen) ||
+			(layout == DEX_LAYOUT_FIXED && elen != sizeof(DexKey)))
 			return false;
-		memcpy(&elen, entries + off, sizeof(elen));
-		off += sizeof(elen);
-		if (len - off < elen || (layout == DEX_LAYOUT_FIXED && elen != sizeof(DexKey)))
-			return false;
-		e = (const uint8 *) entries + off;
-		off += elen;
 		place = layout == DEX_LAYOUT_FIXED ? place_fixed(e) : place_bytes(e, elen);
 		point_note(tree, place, lsn);
 		SpinLockAcquire(&ts->mutex);
