@@ -42,8 +42,10 @@
  *   dexwal.c       dex's WAL resource manager
  *   dexkillwal.c   a write-back index's kill: its conflict horizon, logged for
  *                  hot standbys
- *   dexwbredo.c    write-back mode after a crash: entry changes logged, collected
- *                  by crash recovery, replayed at the index's first use
+ *   dexwbcollect.c recovery (crash or hot standby) collects a write-back life's
+ *                  logged entry changes, in segments a flushed position drops
+ *   dexwbredo.c    write-back mode after a crash: entry changes logged, replayed
+ *                  at the index's first use on this server (or a promoted standby)
  *   dexwbstandby.c write-back indexes on hot standbys: the primary's flushed
  *                  position in WAL, a scan's wait for it
  *   dexwbsplaces.c where in the key order a standby's replayed entry changes
@@ -652,6 +654,7 @@ extern void dex_wal_init(void);
 #define XLOG_DEX_ENTRIES	0x20	/* entry changes of a write-back tree (crash redo) */
 #define XLOG_DEX_WB_FLUSHED	0x30	/* the primary's flushed position (standbys' scans) */
 #define XLOG_DEX_KILL		0x40	/* a write-back kill's conflict horizon (dexkillwal.c) */
+#define XLOG_DEX_WB_REPLAYED	0x50	/* a dead life's changes of one tree replayed (dexwbcollect.c) */
 
 /* dexkillwal.c: a write-back kill's conflict horizon (K7) */
 extern bool dex_kill_scan_horizon(Relation heap, ItemPointerData *tids, int n, TransactionId *horizon);
@@ -675,7 +678,7 @@ struct XLogReaderState;
 extern void dex_wbs_redo_startup(void);
 extern void dex_wbs_redo_entries(uint32 node, uint64 ns, int layout, const char *entries, uint32 count,
 								 uint32 len, uint64 lsn);
-extern void dex_wbs_redo_flushed(struct XLogReaderState *record);
+extern void dex_wbs_redo_flushed(uint64 gen, uint64 l);
 #endif
 
 /* dexwbsplaces.c: where a standby's replayed entry changes lie in the key order */
@@ -694,7 +697,37 @@ extern bool dex_wbs_places_note(int tree, int layout, const char *entries, uint3
 								uint64 lsn, uint64 flushed);
 extern uint64 dex_wbs_places_need(int tree, const DexWbsPlaces *r);
 
+/* dexwbcollect.c: recovery collects a write-back life's logged entry changes */
+#if PG_VERSION_NUM >= 150000
+struct XLogReaderState;
+extern void dex_wb_redo_startup(void);
+extern void dex_wb_redo_entries(struct XLogReaderState *record);
+extern void dex_wb_redo_flushed(struct XLogReaderState *record);
+extern void dex_wb_redo_replayed(struct XLogReaderState *record);
+extern void dex_wb_redo_cleanup(void);
+#endif
+
 /* dexwbredo.c: write-back mode survives a crash */
+#define DEX_WB_DIR			"pg_dex_wb"
+
+/* XLOG_DEX_ENTRIES payload: this header, then count x (uint32 len, bytes) */
+typedef struct DexWalEntries
+{
+	uint64		gen;			/* cache generation (life) that made the change */
+	uint64		ns;				/* the tree's home namespace ... */
+	uint32		node;			/* ... on this memory node */
+	uint32		count;
+	uint8		insert;			/* 1: insert, 0: delete */
+	uint8		layout;			/* DEX_LAYOUT_* + 1; 0: not told (records of dex before 2026-11-29) */
+	uint8		pad[6];
+} DexWalEntries;
+
+extern char *dex_wb_path(uint64 gen, const char *suffix);
+extern char *dex_wb_segment_path(uint64 gen, uint32 node, uint64 ns, uint32 seg);
+extern int	dex_wb_segment_of(const char *name, uint64 gen, uint32 node, uint64 ns);
+extern void dex_wb_make_dir(void);
+extern void dex_wb_write_lsn(const char *path, uint64 lsn);
+extern bool dex_wb_read_lsn(const char *path, uint64 *lsn);
 extern Size dex_wbredo_shmem_size(void);
 extern void dex_wbredo_shmem_init(void *mem, bool found);
 extern void dex_wbredo_init(void);
@@ -704,12 +737,6 @@ extern uint64 dex_wb_publish_flushed(uint64 before, uint64 *logged);
 extern void dex_wb_forget_life(void);
 extern void dex_wb_redo_gate(Relation index, DexTree *tree, uint64 owner_word, uint64 node, uint64 ns,
 							 bool *checked);
-#if PG_VERSION_NUM >= 150000
-struct XLogReaderState;
-extern void dex_wb_redo_startup(void);
-extern void dex_wb_redo_entries(struct XLogReaderState *record);
-extern void dex_wb_redo_cleanup(void);
-#endif
 
 /* ---- dexjournal.c ----------------------------------------------------- */
 

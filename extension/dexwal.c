@@ -57,12 +57,17 @@ dex_redo(XLogReaderState *record)
 	}
 	if (info == XLOG_DEX_WB_FLUSHED)
 	{
-		dex_wbs_redo_flushed(record);
+		dex_wb_redo_flushed(record);
 		return;
 	}
 	if (info == XLOG_DEX_KILL)
 	{
 		dex_kill_redo(record);
+		return;
+	}
+	if (info == XLOG_DEX_WB_REPLAYED)
+	{
+		dex_wb_redo_replayed(record);
 		return;
 	}
 	if (info != XLOG_DEX_NODES)
@@ -115,6 +120,15 @@ dex_desc(StringInfo buf, XLogReaderState *record)
 						 LSN_FORMAT_ARGS(p[1]));
 		return;
 	}
+	if (info == XLOG_DEX_WB_REPLAYED && XLogRecGetDataLen(record) == 3 * sizeof(uint64))
+	{
+		uint64		p[3];		/* life, ns, node */
+
+		memcpy(p, data, sizeof(p));
+		appendStringInfo(buf, "changes of life %016llx to tree %u:" UINT64_FORMAT " replayed",
+						 (unsigned long long) p[0], (uint32) p[2], p[1]);
+		return;
+	}
 	if (info != XLOG_DEX_NODES || XLogRecGetDataLen(record) < sizeof(hdr))
 		return;
 	memcpy(&hdr, data, sizeof(hdr));
@@ -142,6 +156,8 @@ dex_identify(uint8 info)
 		return "ENTRIES";
 	if ((info & ~XLR_INFO_MASK) == XLOG_DEX_KILL)
 		return "KILL";
+	if ((info & ~XLR_INFO_MASK) == XLOG_DEX_WB_REPLAYED)
+		return "WB_REPLAYED";
 	return NULL;
 }
 

@@ -56,20 +56,7 @@
 #include "utils/builtins.h"
 #include "utils/rel.h"
 
-#define DEX_WB_DIR				"pg_dex_wb"
 #define DEX_WB_LOCK_BLKNO		((BlockNumber) 0xFFFFFFEF)	/* page lock: one replay per index */
-
-/* XLOG_DEX_ENTRIES payload: this header, then count x (uint32 len, bytes) */
-typedef struct DexWalEntries
-{
-	uint64		gen;			/* cache generation (life) that made the change */
-	uint64		ns;				/* the tree's home namespace ... */
-	uint32		node;			/* ... on this memory node */
-	uint32		count;
-	uint8		insert;			/* 1: insert, 0: delete */
-	uint8		layout;			/* DEX_LAYOUT_* + 1; 0: not told (records of dex before 2026-11-29) */
-	uint8		pad[6];
-} DexWalEntries;
 
 /* announcement of this life's flushed position (shared) */
 typedef struct DexWbShared
@@ -99,21 +86,47 @@ dex_wbredo_shmem_init(void *mem, bool found)
 
 /* ---- files -------------------------------------------------------------- */
 
-static char *
-wb_path(uint64 gen, const char *suffix)
+char *
+dex_wb_path(uint64 gen, const char *suffix)
 {
 	return psprintf("%s/%016llx.%s", DEX_WB_DIR, (unsigned long long) gen, suffix);
 }
 
-static char *
-wb_ops_path(uint64 gen, uint32 node, uint64 ns)
+/* Segment `seg` of the entry changes life `gen` logged for tree (node, ns). */
+char *
+dex_wb_segment_path(uint64 gen, uint32 node, uint64 ns, uint32 seg)
 {
-	return psprintf("%s/%016llx.%u.%016llx.ops", DEX_WB_DIR, (unsigned long long) gen, node,
-					(unsigned long long) ns);
+	return psprintf("%s/%016llx.%u.%016llx.%08x.ops", DEX_WB_DIR, (unsigned long long) gen, node,
+					(unsigned long long) ns, seg);
 }
 
-static void
-wb_make_dir(void)
+/*
+ * If file `name` (in DEX_WB_DIR) holds entry changes of (gen, node, ns): its
+ * segment number, or -1 for the one file of a dex before segments (older
+ * than any segment); otherwise -2.
+ */
+int
+dex_wb_segment_of(const char *name, uint64 gen, uint32 node, uint64 ns)
+{
+	unsigned long long g;
+	unsigned long long n;
+	unsigned	nd;
+	unsigned	seg;
+	int			end = 0;
+	int			k;
+
+	if (sscanf(name, "%16llx.%u.%16llx.ops%n", &g, &nd, &n, &end) == 3 && end > 0 && name[end] == '\0')
+		k = -1;
+	else if (sscanf(name, "%16llx.%u.%16llx.%8x.ops%n", &g, &nd, &n, &seg, &end) == 4 && end > 0 &&
+			 name[end] == '\0' && seg <= (unsigned) INT_MAX)
+		k = (int) seg;
+	else
+		return -2;
+	return (g == gen && nd == node && n == ns) ? k : -2;
+}
+
+void
+dex_wb_make_dir(void)
 {
 	if (MakePGDirectory(DEX_WB_DIR) < 0 && errno != EEXIST)
 		ereport(ERROR,
@@ -122,14 +135,14 @@ wb_make_dir(void)
 }
 
 /* Write one LSN durably (temporary file, fsync, rename, fsync directory). */
-static void
-wb_write_lsn(const char *path, XLogRecPtr lsn)
+void
+dex_wb_write_lsn(const char *path, XLogRecPtr lsn)
 {
 	char	   *tmp = psprintf("%s.tmp", path);
 	uint64		v = lsn;
 	int			fd;
 
-	wb_make_dir();
+	dex_wb_make_dir();
 	fd = OpenTransientFile(tmp, O_WRONLY | O_CREAT | O_TRUNC | PG_BINARY);
 	if (fd < 0)
 		ereport(ERROR, (errcode_for_file_access(), errmsg("could not create file \"%s\": %m", tmp)));
@@ -150,8 +163,8 @@ wb_write_lsn(const char *path, XLogRecPtr lsn)
 	pfree(tmp);
 }
 
-static bool
-wb_read_lsn(const char *path, XLogRecPtr *lsn)
+bool
+dex_wb_read_lsn(const char *path, XLogRecPtr *lsn)
 {
 	uint64		v = 0;
 	int			fd = OpenTransientFile(path, O_RDONLY | PG_BINARY);
@@ -252,7 +265,7 @@ dex_wb_announce_life(void)
 		{
 			PG_TRY();
 			{
-				wb_write_lsn(wb_path(dex_cache_generation(), "flushed"), GetXLogInsertRecPtr());
+				dex_wb_write_lsn(dex_wb_path(dex_cache_generation(), "flushed"), GetXLogInsertRecPtr());
 			}
 			PG_CATCH();
 			{
@@ -296,7 +309,7 @@ dex_wb_publish_flushed(XLogRecPtr before, uint64 *logged)
 	/* (no write-back tree opened in this life: nothing of it can be dirty) */
 	if (state == WB_WRITTEN && l > published)
 	{
-		wb_write_lsn(wb_path(dex_cache_generation(), "flushed"), l);
+		dex_wb_write_lsn(dex_wb_path(dex_cache_generation(), "flushed"), l);
 		published = l;
 	}
 	dex_wbs_log_flushed(dex_cache_generation(), l);	/* hot standbys' scans (dexwbstandby.c) */
@@ -314,142 +327,8 @@ dex_wb_forget_life(void)
 		return;
 	if (dex_cache_dirty_since_min() != PG_UINT64_MAX)
 		return;
-	(void) durable_unlink(wb_path(dex_cache_generation(), "flushed"), LOG);
+	(void) durable_unlink(dex_wb_path(dex_cache_generation(), "flushed"), LOG);
 }
-
-/* ---- collection in crash recovery (startup process) --------------------- */
-
-#if PG_VERSION_NUM >= 150000
-
-static bool collecting = false;
-static XLogRecPtr collect_redo = InvalidXLogRecPtr;
-static int	collect_fd = -1;
-static char collect_path[MAXPGPATH];
-
-void
-dex_wb_redo_startup(void)
-{
-	DIR		   *dir;
-	struct dirent *de;
-
-	dex_wbs_redo_startup();
-	/* crash recovery only: a standby or an archive recovery never replays */
-	collecting = !ArchiveRecoveryRequested && !StandbyMode;
-	if (!collecting)
-		return;
-	collect_redo = GetRedoRecPtr();
-	wb_make_dir();
-	dir = AllocateDir(DEX_WB_DIR);
-	while ((de = ReadDir(dir, DEX_WB_DIR)) != NULL)
-	{
-		unsigned long long gen;
-		char		rest[64];
-		XLogRecPtr	r;
-
-		if (sscanf(de->d_name, "%16llx.%63s", &gen, rest) != 2)
-			continue;
-		if (strcmp(rest, "flushed") == 0)
-		{
-			/* a life that may have died with dirty frames: where redo starts */
-			if (!wb_read_lsn(wb_path(gen, "redo_start"), &r))
-				wb_write_lsn(wb_path(gen, "redo_start"), collect_redo);
-		}
-	}
-	FreeDir(dir);
-
-	/*
-	 * A recovery from this same REDO position was interrupted: it collected
-	 * (part of) these lives' records already, and this one collects them all
-	 * again.
-	 */
-	dir = AllocateDir(DEX_WB_DIR);
-	while ((de = ReadDir(dir, DEX_WB_DIR)) != NULL)
-	{
-		unsigned long long gen;
-		unsigned	node;
-		unsigned long long ns;
-		XLogRecPtr	r;
-		char	   *path;
-
-		if (sscanf(de->d_name, "%16llx.%u.%16llx.ops", &gen, &node, &ns) != 3)
-			continue;
-		if (wb_read_lsn(wb_path(gen, "redo_start"), &r) && r == collect_redo)
-		{
-			path = psprintf("%s/%s", DEX_WB_DIR, de->d_name);
-			if (unlink(path) != 0 && errno != ENOENT)
-				ereport(ERROR, (errcode_for_file_access(), errmsg("could not remove \"%s\": %m", path)));
-			pfree(path);
-		}
-	}
-	FreeDir(dir);
-}
-
-void
-dex_wb_redo_entries(XLogReaderState *record)
-{
-	const char *data = XLogRecGetData(record);
-	uint32		len = XLogRecGetDataLen(record);
-	DexWalEntries hdr;
-	char	   *path;
-	XLogRecPtr	r;
-	uint64		lsn = record->ReadRecPtr;
-
-	if (len < sizeof(hdr))
-		elog(PANIC, "dex_redo: short entries record");
-	memcpy(&hdr, data, sizeof(hdr));
-	/* a hot standby's scans wait until the primary wrote this back */
-	dex_wbs_redo_entries(hdr.node, hdr.ns, (int) hdr.layout - 1, data + sizeof(hdr), hdr.count,
-						 len - (uint32) sizeof(hdr), lsn);
-	if (!collecting)
-		return;
-	path = wb_ops_path(hdr.gen, hdr.node, hdr.ns);
-	if (collect_fd < 0 || strcmp(path, collect_path) != 0)
-	{
-		if (collect_fd >= 0)
-			CloseTransientFile(collect_fd);
-		if (!wb_read_lsn(wb_path(hdr.gen, "redo_start"), &r))
-			wb_write_lsn(wb_path(hdr.gen, "redo_start"), collect_redo);
-		collect_fd = OpenTransientFile(path, O_WRONLY | O_CREAT | O_APPEND | PG_BINARY);
-		if (collect_fd < 0)
-			ereport(PANIC, (errcode_for_file_access(), errmsg("could not open \"%s\": %m", path)));
-		strlcpy(collect_path, path, sizeof(collect_path));
-	}
-	if (write(collect_fd, &lsn, sizeof(lsn)) != sizeof(lsn) ||
-		write(collect_fd, &len, sizeof(len)) != sizeof(len) ||
-		write(collect_fd, data, len) != (ssize_t) len)
-		ereport(PANIC, (errcode_for_file_access(), errmsg("could not write \"%s\": %m", path)));
-	pfree(path);
-}
-
-/* End of redo, before the end-of-recovery checkpoint recycles the WAL. */
-void
-dex_wb_redo_cleanup(void)
-{
-	DIR		   *dir;
-	struct dirent *de;
-
-	if (!collecting)
-		return;
-	if (collect_fd >= 0)
-		CloseTransientFile(collect_fd);
-	collect_fd = -1;
-	collect_path[0] = '\0';
-	dir = AllocateDir(DEX_WB_DIR);
-	while ((de = ReadDir(dir, DEX_WB_DIR)) != NULL)
-	{
-		char	   *path;
-
-		if (de->d_name[0] == '.')
-			continue;
-		path = psprintf("%s/%s", DEX_WB_DIR, de->d_name);
-		fsync_fname(path, false);
-		pfree(path);
-	}
-	FreeDir(dir);
-	fsync_fname(DEX_WB_DIR, true);
-	collecting = false;
-}
-#endif							/* PG_VERSION_NUM >= 150000 */
 
 /* ---- replay at first use ------------------------------------------------ */
 
@@ -545,6 +424,58 @@ wb_replay_file(Relation index, DexTree *tree, bool bytes, const char *path, uint
 	return changes;
 }
 
+typedef struct WbSegmentFile
+{
+	int			seg;			/* -1: the one file of a dex before segments */
+	char	   *path;
+} WbSegmentFile;
+
+static int
+wb_cmp_segment(const void *a, const void *b)
+{
+	int			x = ((const WbSegmentFile *) a)->seg;
+	int			y = ((const WbSegmentFile *) b)->seg;
+
+	return (x > y) - (x < y);
+}
+
+/*
+ * Replay life gen's segments of tree (node, ns) in log order; returns the
+ * entry changes applied and the files (*files, *nfiles), which the caller
+ * removes once the tree no longer names the life.
+ */
+static uint64
+wb_replay_segments(Relation index, DexTree *tree, uint64 gen, uint32 node, uint64 ns,
+				   WbSegmentFile **files, int *nfiles)
+{
+	DIR		   *dir = AllocateDir(DEX_WB_DIR);
+	struct dirent *de;
+	int			cap = 16;
+	int			n = 0;
+	WbSegmentFile *f = palloc(sizeof(WbSegmentFile) * cap);
+	uint64		changes = 0;
+
+	while (dir != NULL && (de = ReadDir(dir, DEX_WB_DIR)) != NULL)
+	{
+		int			k = dex_wb_segment_of(de->d_name, gen, node, ns);
+
+		if (k < -1)
+			continue;
+		if (n == cap)
+			f = repalloc(f, sizeof(WbSegmentFile) * (cap *= 2));
+		f[n].seg = k;
+		f[n++].path = psprintf("%s/%s", DEX_WB_DIR, de->d_name);
+	}
+	if (dir != NULL)
+		FreeDir(dir);
+	qsort(f, n, sizeof(WbSegmentFile), wb_cmp_segment);
+	for (int i = 0; i < n; i++)
+		changes += wb_replay_file(index, tree, dex_index_is_bytes(index), f[i].path, gen);
+	*files = f;
+	*nfiles = n;
+	return changes;
+}
+
 /*
  * Before the index is used in this backend (dexsession.c): if its owner word
  * names a dead life, replay that life's logged changes, or refuse the index.
@@ -561,7 +492,8 @@ dex_wb_redo_gate(Relation index, DexTree *tree, uint64 owner_word, uint64 node, 
 	XLogRecPtr	redo = InvalidXLogRecPtr;
 	const char *why = NULL;
 	uint64		changes;
-	char	   *ops;
+	WbSegmentFile *files;
+	int			nfiles;
 
 	if (owner_word == 0 || *checked)
 		return;
@@ -586,12 +518,12 @@ dex_wb_redo_gate(Relation index, DexTree *tree, uint64 owner_word, uint64 node, 
 		*checked = true;
 		return;
 	}
-	if (!wb_read_lsn(wb_path(val, "flushed"), &flushed))
+	if (!dex_wb_read_lsn(dex_wb_path(val, "flushed"), &flushed))
 		why = "this server has no record of how far the crashed instance had written back";
-	else if (!wb_read_lsn(wb_path(val, "redo_start"), &redo))
-		why = "no crash recovery of this server collected the crashed instance's changes";
+	else if (!dex_wb_read_lsn(dex_wb_path(val, "redo_start"), &redo))
+		why = "no recovery of this server collected the crashed instance's changes";
 	else if (flushed < redo)
-		why = psprintf("its last write-back (%X/%X) came before the checkpoint crash recovery started from (%X/%X)",
+		why = psprintf("its last write-back (%X/%X) came before the checkpoint this server's recovery collected its changes from (%X/%X)",
 					   LSN_FORMAT_ARGS(flushed), LSN_FORMAT_ARGS(redo));
 	if (why)
 		ereport(ERROR,
@@ -604,14 +536,24 @@ dex_wb_redo_gate(Relation index, DexTree *tree, uint64 owner_word, uint64 node, 
 	rc = dex_tree_set_write_back(tree, 0, 0, &err);
 	if (rc != DEX_OK)
 		dex_report_error(rc, &err, index);
-	ops = wb_ops_path(val, (uint32) node, ns);
-	changes = wb_replay_file(index, tree, dex_index_is_bytes(index), ops, val);
+	changes = wb_replay_segments(index, tree, val, (uint32) node, ns, &files, &nfiles);
 	rc = dex_tree_owner_word_release(tree, owner_word, val, &err);
 	if (rc != DEX_OK)
 		dex_report_error(rc, &err, index);
-	/* the word no longer names that life: the file can never be used again */
-	if (unlink(ops) != 0 && errno != ENOENT)
-		ereport(WARNING, (errcode_for_file_access(), errmsg("could not remove \"%s\": %m", ops)));
+	/* the word no longer names that life: its files can never be used again */
+	for (int i = 0; i < nfiles; i++)
+		if (unlink(files[i].path) != 0 && errno != ENOENT)
+			ereport(WARNING, (errcode_for_file_access(), errmsg("could not remove \"%s\": %m", files[i].path)));
+#if PG_VERSION_NUM >= 150000
+	{
+		/* ... nor the copies a standby collected (their replay drops them) */
+		uint64		p[3] = {val, ns, node};
+
+		XLogBeginInsert();
+		XLogRegisterData((char *) p, sizeof(p));
+		(void) XLogInsert(DEX_RMGR_ID, XLOG_DEX_WB_REPLAYED);
+	}
+#endif
 	UnlockPage(index, DEX_WB_LOCK_BLKNO, ExclusiveLock);
 	ereport(LOG,
 			(errmsg("dex: index \"%s\": replayed %llu entry changes that a crash took from write-back frames",

@@ -190,19 +190,14 @@ dex_wbs_redo_entries(uint32 node, uint64 ns, int layout, const char *entries, ui
 	}
 }
 
-/* Replay of XLOG_DEX_WB_FLUSHED. */
+/* Replay of XLOG_DEX_WB_FLUSHED: life gen wrote back what it logged before l. */
 void
-dex_wbs_redo_flushed(XLogReaderState *record)
+dex_wbs_redo_flushed(uint64 gen, uint64 l)
 {
-	uint64		p[2];			/* life, L */
-
-	if (XLogRecGetDataLen(record) != sizeof(p))
-		elog(PANIC, "dex_redo: flushed-position record of %u bytes", XLogRecGetDataLen(record));
-	memcpy(p, XLogRecGetData(record), sizeof(p));
 	SpinLockAcquire(&wbss->mutex);
-	wbss->flushed_gen = p[0];
-	if (p[1] > wbss->flushed)
-		wbss->flushed = p[1];
+	wbss->flushed_gen = gen;
+	if (l > wbss->flushed)
+		wbss->flushed = l;
 	SpinLockRelease(&wbss->mutex);
 }
 
