@@ -5,7 +5,8 @@
 # range, those its range can meet). Measures the standby's point- and
 # short-range-select throughput and latency (pgbench, 1 client) while the
 # primary inserts above the old keys (pgbench, 1 client), next to the same
-# selects through a btree index of the same table.
+# selects through a btree index of the same table; and ranges where the
+# primary inserts, whose dex scans all wait (the latency of that wait).
 #
 #   bash bench/standby_wb_reads.sh [CHECKOUT] [SECONDS] [ROUNDS]
 #
@@ -44,6 +45,10 @@ printf '\\set k random(1, 200000)\nSELECT v FROM kv WHERE k2 = :k;\n' >"$DEX_WOR
 # short ranges of the old keys (the primary inserts above them, as a serial or a timestamp would)
 printf '\\set k random(1, 199980)\nSELECT sum(v) FROM kv WHERE k BETWEEN :k AND :k + 20;\n' >"$DEX_WORK/sel_dexr.sql"
 printf '\\set k random(1, 199980)\nSELECT sum(v) FROM kv WHERE k2 BETWEEN :k AND :k + 20;\n' >"$DEX_WORK/sel_btr.sql"
+# ranges where the primary is inserting (10M of the 2G new keys): every such
+# dex scan meets changes not yet written back and waits for them
+printf '\\set k random(200001, 1990000000)\nSELECT count(*) FROM kv WHERE k BETWEEN :k AND :k + 10000000;\n' >"$DEX_WORK/sel_dexh.sql"
+printf '\\set k random(200001, 1990000000)\nSELECT count(*) FROM kv WHERE k2 BETWEEN :k AND :k + 10000000;\n' >"$DEX_WORK/sel_bth.sql"
 chmod a+r "$DEX_WORK"/*.sql
 for f in dex bt; do  # the plans must use the index under test
     c=$([ $f = dex ] && echo k || echo k2)
@@ -53,7 +58,7 @@ for f in dex bt; do  # the plans must use the index under test
 done
 raw="$DEX_WORK/raw.txt"; : >"$raw"
 for r in $(seq 1 "$ROUNDS"); do
-    order="dex bt dexr btr"; [ $((r % 2)) = 0 ] && order="btr dexr bt dex"
+    order="dex bt dexr btr dexh bth"; [ $((r % 2)) = 0 ] && order="bth dexh btr dexr bt dex"
     for t in $order; do
         "$PG_BIN/pgbench" -n -h "$DEX_WORK" -p "$pport" -U postgres -c 1 -T $((SECS + 2)) -f "$DEX_WORK/ins.sql" postgres \
             >"$DEX_WORK/ins.out" 2>&1 & ins=$!
@@ -94,10 +99,13 @@ L = ["# Hot standby point and range selects while the primary inserts: write_bac
      "| standby index | standby tps (median) | standby latency ms (median) | primary insert tps (median) | standby scans that waited for a write-back, per select (median) |",
      "|---|---|---|---|---|"]
 for t, name in (("dex", "dex (write_back = on), k = :k"), ("bt", "btree, k = :k"),
-                ("dexr", "dex (write_back = on), k BETWEEN :k AND :k + 20"), ("btr", "btree, k BETWEEN :k AND :k + 20")):
+                ("dexr", "dex (write_back = on), k BETWEEN :k AND :k + 20"), ("btr", "btree, k BETWEEN :k AND :k + 20"),
+                ("dexh", "dex (write_back = on), 10M-key range where the primary inserts"),
+                ("bth", "btree, 10M-key range where the primary inserts")):
     if t in med:
         L.append(f"| {name} | {med[t][0]:.0f} | {med[t][1]:.3f} | {med[t][2]:.0f} | {med[t][3]:.4f} |")
-for d, b, what in (("dex", "bt", "point selects"), ("dexr", "btr", "range selects")):
+for d, b, what in (("dex", "bt", "point selects"), ("dexr", "btr", "range selects"),
+                   ("dexh", "bth", "range selects where the primary inserts (each dex scan waits)")):
     if d in med and b in med:
         L.append(f"\nstandby tps dex / btree, {what}: {med[d][0] / med[b][0]:.2f}x")
 L.append("")

@@ -48,7 +48,7 @@
 #include "access/xlogreader.h"
 #include "miscadmin.h"
 #include "pgstat.h"
-#include "storage/latch.h"
+#include "storage/condition_variable.h"
 #include "storage/spin.h"
 #include "utils/rel.h"
 #include "utils/timestamp.h"
@@ -72,6 +72,7 @@ typedef struct DexWbsShared
 	DexWbsTree	trees[DEX_WBS_TREES];
 	/* primary: the L of the last XLOG_DEX_WB_FLUSHED logged */
 	uint64		logged_l;
+	ConditionVariable flushed_cv;	/* broadcast when `flushed` moves */
 } DexWbsShared;
 
 static DexWbsShared *wbss = NULL;
@@ -90,6 +91,7 @@ dex_wbstandby_shmem_init(void *mem, bool found)
 	{
 		memset(wbss, 0, sizeof(*wbss));
 		SpinLockInit(&wbss->mutex);
+		ConditionVariableInit(&wbss->flushed_cv);
 	}
 	dex_wbs_places_shmem_init((char *) mem + MAXALIGN(sizeof(DexWbsShared)), found);
 }
@@ -199,6 +201,8 @@ dex_wbs_redo_flushed(uint64 gen, uint64 l)
 	if (l > wbss->flushed)
 		wbss->flushed = l;
 	SpinLockRelease(&wbss->mutex);
+	/* waiting scans go on now, not at their next poll */
+	ConditionVariableBroadcast(&wbss->flushed_cv);
 }
 
 /*
@@ -307,9 +311,15 @@ dex_wb_standby_wait(Relation index, DexTree *tree, uint64 owner_word, uint32 nod
 							   LSN_FORMAT_ARGS(need), LSN_FORMAT_ARGS(flushed)),
 					 errhint("Check that the primary runs, uses the index, and that its dex worker flushes "
 							 "(dex.writeback_interval); or query the table without this index.")));
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 10L, PG_WAIT_EXTENSION);
-		ResetLatch(MyLatch);
+		/*
+		 * Woken by the replay of the next flushed position; the 10 ms bound
+		 * keeps the timeout's check and the owner word's re-read going.
+		 * (An ERROR above cancels the sleep with the transaction.)
+		 */
+		(void) ConditionVariableTimedSleep(&wbss->flushed_cv, 10L, PG_WAIT_EXTENSION);
 	}
+	if (start != 0)
+		ConditionVariableCancelSleep();
 	dex_stats_count_standby_wb_scan(start != 0);
 	if (start != 0)
 		elog(DEBUG1, "dex: index \"%s\": waited %ld ms for the primary's write-backs to reach %X/%X",
