@@ -32,10 +32,7 @@ P -q -c "CREATE EXTENSION dex" \
    -c "CREATE INDEX kd_k ON kd USING dex (k) WITH (write_back = on)" \
    -c "CREATE TABLE kb (k bigint, v bigint)" -c "INSERT INTO kb SELECT g, g FROM generate_series(1, 200000) g" \
    -c "CREATE INDEX kb_k ON kb (k)"
-rm -rf "$DEX_WORK/sb"
-as_user "$PG_BIN/pg_basebackup" -h "$DEX_WORK" -p "$pport" -U postgres -D "$DEX_WORK/sb" -R -X stream -c fast >/dev/null
-{ echo "port = $sport"; echo "hot_standby = on"; } | as_user tee -a "$DEX_WORK/sb/postgresql.conf" >/dev/null
-as_user "$PG_BIN/pg_ctl" -D "$DEX_WORK/sb" -l "$DEX_WORK/sb-server.log" -w -t 60 start >/dev/null
+start_standby sb "$pport" "$sport" || die "the standby did not start"
 for t in d b; do
     printf '\\set k random(200001, 2000000000)\nINSERT INTO k%s VALUES (:k, 1);\n' "$t" >"$DEX_WORK/ins_$t.sql"
 done

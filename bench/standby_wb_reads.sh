@@ -34,11 +34,7 @@ P -q -c "CREATE EXTENSION dex" \
    -c "INSERT INTO kv SELECT g, g, g FROM generate_series(1, 200000) g" \
    -c "CREATE INDEX kv_dex ON kv USING dex (k) WITH (write_back = on)" \
    -c "CREATE INDEX kv_bt ON kv (k2)" -c "VACUUM ANALYZE kv"
-rm -rf "$DEX_WORK/sb"
-as_user "$PG_BIN/pg_basebackup" -h "$DEX_WORK" -p "$pport" -U postgres -D "$DEX_WORK/sb" -R -X stream -c fast >/dev/null
-{ echo "port = $sport"; echo "hot_standby = on"; echo "hot_standby_feedback = on"; } \
-    | as_user tee -a "$DEX_WORK/sb/postgresql.conf" >/dev/null
-as_user "$PG_BIN/pg_ctl" -D "$DEX_WORK/sb" -l "$DEX_WORK/sb-server.log" -w -t 60 start >/dev/null
+start_standby sb "$pport" "$sport" "hot_standby_feedback = on" || die "the standby did not start"
 printf '\\set k random(200001, 2000000000)\nINSERT INTO kv VALUES (:k, :k, 1);\n' >"$DEX_WORK/ins.sql"
 printf '\\set k random(1, 200000)\nSELECT v FROM kv WHERE k = :k;\n' >"$DEX_WORK/sel_dex.sql"
 printf '\\set k random(1, 200000)\nSELECT v FROM kv WHERE k2 = :k;\n' >"$DEX_WORK/sel_bt.sql"

@@ -103,6 +103,19 @@ prepare_workdir() {
     return 0
 }
 
+# start_standby NAME PRIMARY_PORT PORT [conf lines...]: a streaming hot standby
+# (pg_basebackup -R) of the cluster on PRIMARY_PORT in $DEX_WORK/NAME, log in
+# NAME-server.log; nonzero if it could not be made or started
+start_standby() {
+    local name=$1 primary=$2 port=$3; shift 3
+    rm -rf "$DEX_WORK/$name"
+    as_user "$PG_BIN/pg_basebackup" -h "$DEX_WORK" -p "$primary" -U postgres -D "$DEX_WORK/$name" -R -X stream -c fast \
+        >/dev/null || return 1
+    { echo "port = $port"; echo "hot_standby = on"; for l in "$@"; do echo "$l"; done; } \
+        | as_user tee -a "$DEX_WORK/$name/postgresql.conf" >/dev/null
+    as_user "$PG_BIN/pg_ctl" -D "$DEX_WORK/$name" -l "$DEX_WORK/$name-server.log" -w -t 60 start >/dev/null
+}
+
 # start_memnode NAME PORT MEMORY [extra flags...] -> pid in $DEX_WORK/NAME.pid, log in NAME.log
 start_memnode() {
     local name=$1 port=$2 mem=$3; shift 3

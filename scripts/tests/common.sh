@@ -72,13 +72,8 @@ compare_with_btree() {
 # Streaming hot standbys of the cluster on $PPORT (pg_basebackup -R).
 make_standby() {  # make_standby NAME PORT [conf lines...]
     local name=$1 port=$2; shift 2
-    rm -rf "$DEX_WORK/$name"
-    as_user "$PG_BIN/pg_basebackup" -h "$DEX_WORK" -p "$PPORT" -U postgres -D "$DEX_WORK/$name" -R -X stream -c fast \
-        >/dev/null || fail "pg_basebackup for $name"
-    { echo "port = $port"; echo "hot_standby = on"; echo "max_standby_streaming_delay = '3s'";
-      for l in "$@"; do echo "$l"; done; } | as_user tee -a "$DEX_WORK/$name/postgresql.conf" >/dev/null
-    as_user "$PG_BIN/pg_ctl" -D "$DEX_WORK/$name" -l "$DEX_WORK/$name-server.log" -w -t 60 start >/dev/null \
-        || { tail -20 "$DEX_WORK/$name-server.log"; fail "standby $name did not start"; }
+    start_standby "$name" "$PPORT" "$port" "max_standby_streaming_delay = '3s'" "$@" \
+        || { tail -20 "$DEX_WORK/$name-server.log" 2>/dev/null; fail "standby $name could not be made or started"; }
 }
 # wait_replay PORT: the standby on PORT has replayed everything the primary wrote so far
 wait_replay() {
