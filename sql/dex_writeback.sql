@@ -66,7 +66,9 @@ SELECT :flushed_frames > 0 AS wrote_dirty_frames, write_backs = :flushed_frames 
 SELECT coalesce(sum(dirty), 0) AS dirty_after_flush FROM dex_cache_stats() WHERE index = 'wb_k'::regclass;
 SELECT entries, height FROM dex_check('wb_k');
 
--- In-place deletes, then splits (write-through, the dirty leaf written first).
+-- In-place deletes, then splits: of leaves whose rows' WAL is not flushed yet
+-- (the INSERT's own), remote memory gets the split of what it holds and
+-- both halves stay dirty (dirty_splits).
 DELETE FROM wb WHERE k % 3 = 0;
 SELECT dex_stats_reset();
 -- removes the index entries (dex remove: in place, in the cached leaves); the
@@ -74,6 +76,7 @@ SELECT dex_stats_reset();
 VACUUM wb;
 SELECT dirty_updates > 0 AS deletes_in_place, write_backs > 0 AS cleanup_wrote_back FROM dex_stats();
 INSERT INTO wb SELECT 2000, g FROM generate_series(1, 300) g;
+SELECT dirty_splits > 0 AS split_dirty_leaves FROM dex_stats();
 SELECT wb_diff() AS differing_rows;
 SELECT entries FROM dex_check('wb_k');   -- flushes this index's dirty frames first
 SELECT wb_diff() AS differing_rows;

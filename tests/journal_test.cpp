@@ -454,9 +454,9 @@ struct DurableSource {  // resets the process-wide source even if the test fails
 };
 
 // An in-place insert keeps its lsn (the highest) in the dirty frame instead of
-// journaling; a write-through of that leaf (here: the split of the full
-// frame) refuses with NeedDurable(frame lsn) while durable_lsn() is lower,
-// changing nothing, and writes the frame back and proceeds once it is not.
+// journaling; the split of the full frame while durable_lsn() is lower
+// writes none of its entries (W13, tests/writeback_split_test.cpp), and once
+// it is not, the next split writes the frame back and proceeds.
 TEST(JournalWriteBack, DirtyFrameWaitsForItsLsn) {
     OneNode f;
     f.load(400, 0.5);
@@ -485,18 +485,29 @@ TEST(JournalWriteBack, DirtyFrameWaitsForItsLsn) {
     EXPECT_EQ(R->header(fr).lsn.load(), 500u);
     EXPECT_TRUE(f.read().records.empty()) << "an in-place change was journaled";
     for (uint32_t b = 4; R->node(fr)->count < kLeafCapacity; b++) ASSERT_TRUE(t.insert(K(1, b, 1), 0, 0));
+    // Its split (W13): remote memory gets the split of what it held, none of
+    // the frame's entries; both halves stay dirty; nothing is journaled.
     const EntryKey z = K(1, 999, 1);
-    EXPECT_EQ(need_of(t, z, 600, 0), 500u) << "a dirty frame with lsn 500 was written back at durable 100";
-    EXPECT_FALSE(t.contains(z));
-    EXPECT_FALSE(raw_contains(*f.mem, 0, f.ns, K(1, 1, 1)));
+    const uint64_t splits0 = stats().dirty_splits.load();
+    ASSERT_TRUE(t.insert(z, 600, 0));
+    EXPECT_EQ(stats().dirty_splits.load(), splits0 + 1);
+    EXPECT_TRUE(t.contains(z));
+    EXPECT_FALSE(raw_contains(*f.mem, 0, f.ns, K(1, 1, 1))) << "a dirty frame with lsn 500 was written at durable 100";
+    EXPECT_FALSE(raw_contains(*f.mem, 0, f.ns, z));
     EXPECT_EQ(R->header(fr).dirty.load(), 1u);
-    g_durable = 500;
-    ASSERT_TRUE(t.insert(z, 600, 0));  // written back, then split through (journaled)
+    EXPECT_EQ(R->header(fr).lsn.load(), 600u);
+    EXPECT_TRUE(f.read().records.empty()) << "the dirty split journaled";
+    // Covered: the next split of the lower half writes it back, then splits
+    // through (journaled).
+    g_durable = 600;
+    for (uint16_t o = 2; R->node(fr)->count < kLeafCapacity; o++) ASSERT_TRUE(t.insert(K(1, 1, o), 0, 0));
+    const EntryKey y = K(1, 1, 9999);
+    ASSERT_TRUE(t.insert(y, 700, 0));
     EXPECT_TRUE(raw_contains(*f.mem, 0, f.ns, K(1, 1, 1)));
-    EXPECT_TRUE(raw_contains(*f.mem, 0, f.ns, z));
+    EXPECT_TRUE(raw_contains(*f.mem, 0, f.ns, y));
     auto r = f.read();
     ASSERT_EQ(r.records.size(), 1u);
-    EXPECT_EQ(r.records[0].key, z);
+    EXPECT_EQ(r.records[0].key, y);
     EXPECT_EQ(R->header(fr).lsn.load(), 0u);
 }
 

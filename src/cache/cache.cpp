@@ -57,7 +57,7 @@ void Cache::release_frame(uint32_t f) {
     free_.push_back(f);
 }
 
-bool Cache::install(uint32_t f, GAddr g) {
+bool Cache::install(uint32_t f, GAddr g, const DirtyState* dirty) {
     FrameHeader& h = r_.header(f);
     Node* n = r_.node(f);
     h.lock();
@@ -65,12 +65,14 @@ bool Cache::install(uint32_t f, GAddr g) {
     h.level.store(n->level, std::memory_order_relaxed);
     h.parent.store(kNoFrame, std::memory_order_relaxed);
     h.swizzled_children.store(0, std::memory_order_relaxed);
-    h.dirty.store(0, std::memory_order_relaxed);
-    h.lsn.store(0, std::memory_order_relaxed);
+    h.dirty.store(dirty ? 1 : 0, std::memory_order_relaxed);
+    h.lsn.store(dirty ? dirty->lsn : 0, std::memory_order_relaxed);
+    if (dirty) h.dirty_since.store(dirty->since, std::memory_order_relaxed);
     // Map before becoming HOT and before unlocking: a HOT frame must be mapped,
     // or an evicter could free it before publish() and we would map a free frame.
     if (!r_.table().publish(g, f)) {
         h.gaddr.store(kNullGAddr, std::memory_order_relaxed);
+        h.dirty.store(0, std::memory_order_relaxed);
         h.unlock_obsolete();
         release_frame(f);
         return false;

@@ -148,7 +148,14 @@ public:
     uint32_t admit_filled(uint32_t f, GAddr g);
     // Low-level variant: fill an allocated frame yourself (node(f)), then
     // install it under g (needs g's marker). False: no marker; f is released.
-    bool install(uint32_t f, GAddr g);
+    // `dirty` (write-back mode): installed dirty with that lsn and
+    // dirty_since (a split of a dirty leaf whose entries remote memory lacks:
+    // the frame is born holding the only copy of some of them, W5).
+    struct DirtyState {
+        uint64_t lsn = 0;
+        uint64_t since = 0;
+    };
+    bool install(uint32_t f, GAddr g, const DirtyState* dirty = nullptr);
 
     // ---- frames ----
     // A frame owned exclusively by the caller (state IO, version obsolete), or

@@ -48,6 +48,7 @@
 	X(memnode_splits, "leaf splits done by a memory node inside an offloaded insert or batch (OFFLOAD_SPLIT, OFFLOAD_BATCH_SPLIT)") \
 	X(kills_deferred, "dead-entry hints: entries of a write-through index queued behind their logged conflict horizon until every standby replayed it") \
 	X(standby_wb_scans, "hot standby: scans (per key range) of a write-back index") \
-	X(standby_wb_waits, "hot standby: of those, scans that waited for the primary's write-back")
+	X(standby_wb_waits, "hot standby: of those, scans that waited for the primary's write-back") \
+	X(dirty_splits, "write-back mode: splits of a dirty leaf whose entries could not be written yet (both halves stay dirty)")
 
 #endif							/* DEX_STATS_LIST_H */

@@ -298,7 +298,19 @@ bool BTreeT<L>::insert_reserved(KeyRef key, uint64_t lsn, bool journal, bool may
             }
             wb_acquire(a, guard, dl, true);  // frame locked (maybe dirty) or I/O marker held
             guard.splits = true;
-            bool inserted = false;  // a full cached leaf: its memory node splits it in one round trip
+            bool inserted = false;
+            if (guard.uncovered) {  // its entries may not reach remote memory yet: split around them
+                const int r2 = wb_split_dirty(a, guard, key, path, dl, spare.s, &inserted);
+                if (r2 > 0) return inserted;
+                if (r2 < 0) {
+                    backoff(attempt++);
+                    continue;
+                }
+                const uint64_t need = guard.uncovered;
+                guard.release(nullptr);
+                throw NeedDurable(need);  // (the old way: flush WAL, wait for the standbys, retry)
+            }
+            // A full cached leaf: its memory node splits it in one round trip.
             if (!full && wb_split_at_memnode(a, guard, key, path, dl, &inserted)) return inserted;
         }
         Locks locks(io_);

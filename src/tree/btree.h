@@ -519,6 +519,10 @@ private:
         // Set by an insert: a dirty frame it holds can only be written
         // through by a split (an insert that fits goes in place).
         bool splits = false;
+        // Set by wb_acquire(keep_dirty): the held frame is dirty with entries
+        // whose heap WAL is not covered yet (durable_lsn() below its lsn,
+        // which it holds): only wb_split_dirty may split it.
+        uint64_t uncovered = 0;
         // Unwinding (a failed publish may have reached remote memory): an
         // insert's dirty frame is settled by what remote memory holds
         // (wb_settle_lost_split); otherwise, or if remote memory cannot
@@ -527,6 +531,9 @@ private:
         ~WbGuard();
         // Install `published` (if given) into the frame, then let go.
         void release(const Node* published);
+        // Install `img` into the frame, which stays dirty with its lsn raised
+        // to `lsn`, then let go (wb_split_dirty: remote memory lacks some of it).
+        void release_dirty(const Node& img, uint64_t lsn);
     };
     // keep_dirty: a dirty frame is not written back first; the caller locks
     // the remote leaf and publishes the frame's image (wb_lock_from_frame).
@@ -660,6 +667,23 @@ private:
     // frame made to match what the memory node did (or left to the guard to
     // drop if remote memory cannot tell).
     void wb_settle_lost_split(GAddr a, WbGuard& guard, const Deadline& dl);
+    // Write-back mode, W13 (writeback_split.cpp): an insert into the full
+    // dirty leaf `a` whose frame `guard` holds while remote memory may not
+    // take the frame's entries yet (guard.uncovered). The remote image and
+    // the frame are split at the same separator: remote memory gets the two
+    // halves of what it held (and the downlink), the frame and a new frame
+    // of the sibling the two halves of the frame, both dirty -- so that an
+    // insert never waits for WAL or for a standby's replay to split a leaf.
+    // 1: done (*inserted set, the guard let go); 0: not possible this way
+    // (nothing changed, the guard still held); -1: the leaf changed under
+    // us (nothing changed, the guard let go: retry).
+    int wb_split_dirty(GAddr a, WbGuard& guard, KeyRef key, Path& path, const Deadline& dl, SpareNode& spare,
+                       bool* inserted);
+    // wb_split_dirty's publish went unanswered (after the remote lock was
+    // let go): 2 it ran (remote memory shows the leaf's new right link; the
+    // versions of `left` and `right` set to what it published), 1 it did
+    // not (the leaf unchanged), 0 remote memory cannot tell.
+    int wb_lost_dirty_split(GAddr a, GAddr na, const WbGuard& guard, Node& left, Node& right, const Deadline& dl);
     // After a kOffloadSplit: the new images into the cache (the leaf's frame
     // held by `hold` since before the RPC, if it was cached), the changed
     // nodes logged, and the downlink inserted here if the memory node left it

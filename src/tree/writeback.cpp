@@ -319,11 +319,15 @@ void BTreeT<L>::wb_acquire(GAddr a, WbGuard& g, const Deadline& dl, bool keep_di
             h.unlock_unchanged();
             continue;
         }
+        g.uncovered = 0;
         if (h.dirty.load(std::memory_order_relaxed)) {
             uint64_t need = h.lsn.load(std::memory_order_relaxed);
-            if (need > durable_lsn()) {  // its entries' heap WAL first (the caller flushes and retries)
-                h.unlock_unchanged();
-                throw NeedDurable(need);
+            if (need > durable_lsn()) {
+                if (!keep_dirty) {  // its entries' heap WAL first (the caller flushes and retries)
+                    h.unlock_unchanged();
+                    throw NeedDurable(need);
+                }
+                g.uncovered = need;  // an insert's split: wb_split_dirty, or the caller throws NeedDurable
             }
         }
         g.t = this;
@@ -379,6 +383,18 @@ void BTreeT<L>::WbGuard::release(const Node* published) {
     } else if (marker) {
         t->cache_->abort_io(a);
     }
+    t = nullptr;
+    frame = cache::kNoFrame;
+    marker = false;
+}
+
+template <class L>
+void BTreeT<L>::WbGuard::release_dirty(const Node& img, uint64_t lsn) {
+    if (!t || frame == cache::kNoFrame) return;
+    cache::FrameHeader& h = t->cache_->region().header(frame);
+    std::memcpy(static_cast<void*>(t->cache_->region().node(frame)), &img, kNodeSize);
+    if (lsn > h.lsn.load(std::memory_order_relaxed)) h.lsn.store(lsn, std::memory_order_relaxed);
+    h.unlock();  // (still dirty: dirty_since unchanged, the changes were logged after it)
     t = nullptr;
     frame = cache::kNoFrame;
     marker = false;

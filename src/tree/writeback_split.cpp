@@ -1,0 +1,213 @@
+// Write-back mode: the split of a dirty leaf whose entries remote memory may
+// not take yet (src/README.md "Write-back mode", "Splitting a dirty leaf",
+// W13). A dirty frame reaches remote memory only once the heap WAL of its
+// entries is durable and every live standby replayed it (W6, writer_hwm):
+// writing it through at its split used to make the insert wait for both --
+// on a primary with a hot standby, for the standby's and the worker's beats,
+// up to tens of milliseconds per split. Here remote memory gets the split of
+// what it already holds instead, and the frame's entries stay dirty, in the
+// frame and in a new frame of the sibling.
+#include <cstring>
+#include <exception>
+
+#include "cache/cache.h"
+#include "common/stats.h"
+#include "tree/btree.h"
+#include "tree/btree_internal.h"
+
+namespace dex::tree {
+
+namespace {
+
+// `src` split at `sep`: its entries below sep into `lo` (src's low fence,
+// high fence sep, right link `right`), the others into `hi` (low fence sep,
+// src's high fence and right link). False if a half does not fit (a
+// byte-string separator longer than the fence it replaces, in a full leaf).
+template <class L>
+bool split_image_at(const Node& src, typename L::KeyRef sep, GAddr right, Node& lo, Node& hi) {
+    L::init(lo, src.tree_id, 0);
+    L::init(hi, src.tree_id, 0);
+    if (!L::set_fences(lo, L::low(src), sep) || !L::set_fences(hi, sep, L::high(src))) return false;
+    lo.right = right;
+    hi.right = src.right;
+    const size_t cut = L::lower_bound(src, sep);
+    for (size_t i = 0; i < src.count; i++) {
+        Node& dst = i < cut ? lo : hi;
+        if (!L::insert_entry(dst, i < cut ? i : i - cut, L::entry(src, i))) return false;
+    }
+    return true;
+}
+
+// The sibling's frame and I/O marker, taken before anything is published: a
+// sibling half whose dirty entries found no frame after the publish would
+// lose them (W5). Given back unless installed.
+struct SiblingFrame {
+    cache::Cache& c;
+    GAddr a = 0;
+    uint32_t f = cache::kNoFrame;
+    bool marker = false;
+    explicit SiblingFrame(cache::Cache& cache) : c(cache) {}
+    bool take(GAddr addr) {
+        a = addr;
+        f = c.allocate_frame();
+        if (f == cache::kNoFrame) return false;
+        marker = c.try_begin_io(a) == cache::MappingTable::Begin::kOwner;
+        return marker;
+    }
+    // Installs `img` dirty; the frame is the cache's from here on.
+    void install(const Node& img, uint64_t lsn, uint64_t since) {
+        std::memcpy(static_cast<void*>(c.region().node(f)), &img, kNodeSize);
+        cache::Cache::DirtyState d{lsn, since};
+        const bool ok = c.install(f, a, &d);  // (we hold the marker: cannot fail)
+        f = cache::kNoFrame;
+        marker = false;
+        if (!ok) throw Error(ErrorCode::kCorrupt, "dirty split: the sibling's I/O marker was lost");
+    }
+    ~SiblingFrame() {
+        if (f != cache::kNoFrame) c.release_frame(f);
+        if (marker) c.abort_io(a);
+    }
+};
+
+}  // namespace
+
+template <class L>
+int BTreeT<L>::wb_split_dirty(GAddr a, WbGuard& guard, KeyRef key, Path& path, const Deadline& dl,
+                              SpareNode& spare, bool* inserted) {
+    cache::CacheRegion& R = cache_->region();
+    if (guard.frame == cache::kNoFrame) return 0;
+    cache::FrameHeader& h = R.header(guard.frame);
+    Node fimg;  // the frame: the newest image (W2), held by the guard
+    R.copy_unswizzled(guard.frame, fimg);
+    if (!frame_holds_leaf(h, fimg, a) || !covers(fimg, key, false)) return 0;
+    const size_t pos = L::lower_bound(fimg, key);
+    if (has_entry(fimg, pos, key)) {
+        guard.release(nullptr);
+        *inserted = false;
+        return 1;
+    }
+    if (L::leaf_fits(fimg, key)) {  // room after all (a delete meanwhile): in place, next round
+        guard.release(nullptr);
+        return -1;
+    }
+    // The sibling is a new dirty frame of this tree: registered like any
+    // frame that turns dirty (W7), before it exists.
+    if (!opts_.register_dirty || !opts_.register_dirty()) return 0;
+    if (!spare.addr || gaddr_node(spare.addr) != gaddr_node(a)) {
+        if (spare.addr) return 0;  // (never: spares are allocated next to their leaf)
+        spare.addr = alloc_node(gaddr_node(a));
+        spare.version = 0;
+    }
+    const GAddr na = spare.addr;
+    SiblingFrame sib(*cache_);
+    if (!sib.take(na)) return 0;  // no frame to be had, or an old life of na still cached
+
+    // Lock the remote leaf from the frame's image (it is at the frame's
+    // version, W2/W3) and read what it holds right after the CAS, in the same
+    // round trip -- with the spare's previous life if its version is not known.
+    Node rimg;
+    RemoteOp also[2];
+    size_t n_also = 0;
+    if (!spare.version)
+        also[n_also++] = RemoteOp{RemoteOp::kRead, gaddr_offset(na), spare.w, sizeof spare.w, 0, 0, 0};
+    also[n_also++] = RemoteOp{RemoteOp::kRead, gaddr_offset(a), &rimg, static_cast<uint32_t>(kNodeSize), 0, 0, 0};
+    Node fl = fimg, fr;  // the frame's halves
+    Key sep;
+    const uint64_t lsn = std::max(guard.uncovered, intent_.lsn);
+    const uint64_t since = h.dirty_since.load(std::memory_order_relaxed);
+    std::exception_ptr lost;
+    {
+        Locks locks(io_);
+        LockAssist assist;
+        assist.fresh = &fimg;
+        assist.fresh_at = std::chrono::steady_clock::now();
+        assist.also = also;
+        assist.n_also = n_also;
+        assist.also_node = gaddr_node(a);
+        LockedNode* ln = lock_covering(a, 0, key, locks, dl, &assist);
+        if (!ln || ln->addr != a || !assist.also_done) {
+            if (ln) locks.unlock(ln);
+            guard.release(nullptr);
+            return -1;
+        }
+        if (!spare.version) spare.version = fresh_version_from(spare.w);
+        // What remote memory holds: the locked version, the frame's fences
+        // and right link (structure changes are written through, W1).
+        const bool remote_ok = rimg.body_version == ln->version && body_intact(rimg) && rimg.tree_id == tree_id_ &&
+                               rimg.level == 0 && L::layout_ok(rimg) && rimg.right == fimg.right &&
+                               L::equal(L::low(rimg), L::low(fimg)) && L::equal(L::high(rimg), L::high(fimg));
+        Node rl, rr;
+        if (!remote_ok || !L::split(fl, pos, key, 0, fr, sep) || !split_image_at<L>(rimg, sep, na, rl, rr)) {
+            locks.unlock(ln);
+            return 0;  // (the frame is untouched: fl and fr are copies)
+        }
+        fl.right = na;
+        seal_node(rr, spare.version);
+        rl.body_version = ln->version;  // (publish seals it as the next version)
+        ln->node = rl;
+        spare.addr = 0;  // the split's from here on
+        try {
+            locks.publish({ln}, {write_node_op(na, rr)}, {na});
+        } catch (...) {
+            lost = std::current_exception();
+        }
+        if (!lost) {
+            test_point("split:published");
+            fl.body_version = ln->node.body_version;
+            fl.lock = ln->node.lock;
+            fr.body_version = rr.body_version;
+            fr.lock = rr.lock;
+        }
+    }  // (the remote lock is let go here if the publish did not)
+    if (lost) {
+        // Settled by what remote memory holds (W3): it ran -- the halves, both
+        // dirty, as below (the downlink is left out: B-link readers and the
+        // next split of the level tolerate it); it did not -- the frame as it
+        // was; remote memory cannot tell -- the guard drops the frame, as
+        // after any publish whose outcome is unknown (limits).
+        const int ran = wb_lost_dirty_split(a, na, guard, fl, fr, dl);
+        if (ran == 2) {
+            sib.install(fr, lsn, since);
+            guard.release_dirty(fl, lsn);
+        } else if (ran == 1) {
+            guard.release(nullptr);
+        } else {
+            guard.splits = false;
+        }
+        std::rethrow_exception(lost);
+    }
+    // The sibling first: a reader that follows the frame's new right link
+    // finds its frame (or its marker, and waits), never the remote half.
+    sib.install(fr, lsn, since);
+    guard.release_dirty(fl, lsn);
+    Stats::add(stats().dirty_splits);
+    *inserted = true;
+    // Step 3: the downlink, written through (inner nodes are never dirty).
+    insert_parent(1, sep, na, path, dl);
+    return 1;
+}
+
+template <class L>
+int BTreeT<L>::wb_lost_dirty_split(GAddr a, GAddr na, const WbGuard& guard, Node& left, Node& right,
+                                   const Deadline& dl) {
+    try {
+        cache::CacheRegion& R = cache_->region();
+        Node now, held, sib;
+        if (io_.read(a, now, dl) != NodeIO::Read::kOk || !frame_holds_leaf(R.header(guard.frame), now, a)) return 0;
+        R.copy_unswizzled(guard.frame, held);
+        if (now.right == held.right) return 1;
+        if (now.right != na || io_.read(na, sib, dl) != NodeIO::Read::kOk || !valid_node(sib, 0)) return 0;
+        left.body_version = now.body_version;
+        left.lock = now.lock;
+        right.body_version = sib.body_version;
+        right.lock = sib.lock;
+        return 2;
+    } catch (...) {
+        return 0;
+    }
+}
+
+template class BTreeT<FixedLayout>;
+template class BTreeT<SlottedLayout>;
+
+}  // namespace dex::tree
