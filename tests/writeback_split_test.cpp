@@ -8,8 +8,14 @@
 // memory shows.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstdio>
+#include <cstring>
 #include <random>
 #include <set>
+#include <thread>
 
 #include "cache/cache.h"
 #include "cache/region.h"
@@ -37,6 +43,24 @@ struct DurableAt {
 
 std::vector<EntryKey> all_of(const std::set<EntryKey>& m) { return {m.begin(), m.end()}; }
 
+// After a full flush every frame holds what remote memory holds. Unlike
+// expect_cache_coherent, a frame's version may trail the remote one by the
+// single write-backs (cooling, a busy frame) that do not copy it back (W2).
+void expect_flushed_frames_match(cache::CacheRegion& r, RemoteMemory& mem) {
+    size_t bad = 0;
+    r.table().for_each([&](GAddr g, uint32_t f) {
+        if (f == cache::MappingTable::kIoInProgress) return;
+        Node cached, remote;
+        r.copy_unswizzled(f, cached);
+        mem.read(g, &remote, kNodeSize);
+        const size_t body = offsetof(Node, tree_id);  // past lock, checksum and version
+        if (r.header(f).dirty.load() || cached.body_version > remote.body_version ||
+            std::memcmp(reinterpret_cast<char*>(&cached) + body, reinterpret_cast<char*>(&remote) + body,
+                        tree::used_bytes(remote) - body) != 0)
+            if (bad++ < 5) ADD_FAILURE() << "frame " << f << " differs from remote node " << tree::hex_addr(g);
+    });
+}
+
 TEST(WriteBackDirtySplit, UncoveredLeavesSplitWithoutWritingTheirEntries) {
     WbFixture x;
     std::unique_ptr<tree::BTree> tp = x.write_back_tree();
@@ -56,10 +80,15 @@ TEST(WriteBackDirtySplit, UncoveredLeavesSplitWithoutWritingTheirEntries) {
     DurableAt at(100);
     const uint64_t splits0 = stats().dirty_splits.load();
     tree::BTree remote_only(*x.mem, 0, x.ns);
+    uint64_t insert_trips = 0, split_inserts = 0, last_ds = stats().dirty_splits.load();
     for (int i = 0; i < 6000; i++) {
         EntryKey k = K(static_cast<int64_t>(rng() % 200000), static_cast<uint32_t>(10000 + i), 2);
         bool r = false;
+        const uint64_t before = x.t->trips;
         ASSERT_NO_THROW(r = t.insert(k, 500)) << "insert " << i << " waited for WAL";
+        const uint64_t ds = stats().dirty_splits.load();
+        if (ds != last_ds) insert_trips += x.t->trips - before, split_inserts++;
+        last_ds = ds;
         ASSERT_EQ(r, model.insert(k).second);
         // The split of a clean (or covered) full leaf writes through, the new
         // entry journaled: remote memory has it from then on.
@@ -77,7 +106,13 @@ TEST(WriteBackDirtySplit, UncoveredLeavesSplitWithoutWritingTheirEntries) {
             ++it;
         }
     }
-    EXPECT_GT(stats().dirty_splits.load() - splits0, 50u) << "6000 inserts into 3000 entries split few dirty leaves";
+    const uint64_t dirty_splits = stats().dirty_splits.load() - splits0;
+    EXPECT_GT(dirty_splits, 50u) << "6000 inserts into 3000 entries split few dirty leaves";
+    // Round trips of such a split: the sibling's allocation, the lock with
+    // the reads, the publish with the parent's read, the parent's lock and
+    // publish -- five, a few more where a parent splits too.
+    EXPECT_EQ(split_inserts, dirty_splits);
+    EXPECT_LE(insert_trips, 11 * split_inserts / 2) << split_inserts << " inserts that split a dirty leaf";
     EXPECT_EQ(scan_all(t, KMin(-(1 << 21)), KMax(1 << 30), false), all_of(model)) << "the cache lacks entries";
     EXPECT_EQ(scan_all(t, KMin(-(1 << 21)), KMax(1 << 30), true).size(), model.size());
 
@@ -163,6 +198,152 @@ TEST(WriteBackDirtySplit, ByteStringTree) {
     EXPECT_TRUE(x.dirty_frames().empty());
     EXPECT_EQ(remote_only.check().entries, model.size());
     for (const std::string& k : model) ASSERT_TRUE(remote_only.contains(k)) << k;
+}
+
+// One backend of a write-back compute server: its own connection and Cache
+// handle on the shared region, whose write-back callbacks refuse frames whose
+// lsn is not durable yet (as ComputeProcess's do, W6).
+struct WbBackend {
+    std::unique_ptr<RemoteMemory> mem;
+    cache::Cache handle;
+    std::unique_ptr<tree::BTree> tree;
+    WbBackend(memnode::Engine& e, Region& r, uint64_t ns, uint64_t seed) : mem(make_mem(e)), handle(*r.region, seed) {
+        cache::CacheRegion& R = *r.region;
+        handle.set_write_back([this, &R](uint32_t f, const Node& img) {
+            if (R.header(f).lsn.load() > tree::durable_lsn()) return false;
+            tree::TreeOptions o;
+            tree::NodeIO io(*mem, 0, o);
+            tree::write_back_node(io, R.header(f).gaddr.load(), img, tree::Deadline(10000));
+            return true;
+        });
+        handle.set_write_back_many([this, &R](const uint32_t* f, Node* imgs, size_t n, bool* ok) {
+            std::vector<GAddr> a;
+            std::vector<Node*> p;
+            std::vector<size_t> idx;
+            for (size_t i = 0; i < n; i++) {
+                ok[i] = false;
+                if (R.header(f[i]).lsn.load() > tree::durable_lsn()) continue;
+                a.push_back(R.header(f[i]).gaddr.load());
+                p.push_back(&imgs[i]);
+                idx.push_back(i);
+            }
+            std::vector<bool> d = tree::write_back_nodes(*mem, 0, a, p);
+            for (size_t j = 0; j < idx.size(); j++) ok[idx[j]] = d[j];
+        });
+        tree::TreeOptions o;
+        o.cache = &handle;
+        tree = std::make_unique<tree::BTree>(*mem, 0, ns, o);
+        tree->set_write_back(true, [] { return true; });
+    }
+};
+
+// Backends of one compute server insert (row LSNs from a shared counter)
+// while a "worker" raises the durable position behind them and writes back
+// what it covers, and readers scan: dirty splits, covered splits, write-backs
+// and evictions interleave. No reader misses a key that was there before,
+// every writer finds its own keys, and in the end remote memory equals the
+// model.
+TEST(WriteBackDirtySplit, ConcurrentWritersWorkerAndReaders) {
+    auto engine = make_engine(256ull << 20);
+    auto setup = make_mem(*engine);
+    const uint64_t ns = ns_create(setup->node(0));
+    Region reg(1024);
+    std::atomic<uint64_t> next_lsn{1000};
+    DurableAt at(1000);
+    std::set<EntryKey> keep;
+    {
+        WbBackend base(*engine, reg, ns, 3);
+        base.tree->init_empty();
+        for (int v = 0; v < 8000; v++) {
+            EntryKey k = K(v * 16, 0, 1);
+            ASSERT_TRUE(base.tree->insert(k));
+            keep.insert(k);
+        }
+    }
+    const uint64_t splits0 = stats().dirty_splits.load();
+    constexpr int kWriters = 3;
+    std::atomic<bool> stop{false};
+    std::atomic<int> failures{0};
+    std::atomic<uint64_t> waits{0}, scans{0};
+    std::vector<std::set<EntryKey>> mine(kWriters);
+    std::vector<std::thread> th;
+    for (int w = 0; w < kWriters; w++)
+        th.emplace_back([&, w] {
+            WbBackend b(*engine, reg, ns, 100 + w);
+            std::mt19937_64 rng(40 + w);
+            for (int i = 0; i < 20000; i++) {
+                EntryKey k = K(static_cast<int64_t>(rng() % 128000), static_cast<uint32_t>(w + 1),
+                               static_cast<uint16_t>(1 + i % 60000));
+                const bool fresh = mine[w].insert(k).second;
+                for (;;) {
+                    try {
+                        if (b.tree->insert(k, next_lsn.fetch_add(1)) != fresh) failures++;
+                        break;
+                    } catch (const tree::NeedDurable&) {  // no frame for a sibling: the old wait
+                        waits++;
+                        std::this_thread::sleep_for(std::chrono::microseconds(200));
+                    }
+                }
+                if (i % 5 == 0 && !b.tree->contains(k)) failures++;
+            }
+        });
+    th.emplace_back([&] {  // the worker: durable trails the newest LSN; writes back what that covers
+        WbBackend b(*engine, reg, ns, 77);
+        while (!stop.load()) {
+            const uint64_t n = next_lsn.load();
+            g_durable = n > 300 ? n - 300 : 0;
+            std::vector<uint32_t> dirty;
+            reg.region->for_each_frame([&](const cache::FrameInfo& i) {
+                if (i.dirty && i.gaddr != kNullGAddr) dirty.push_back(i.frame);
+            });
+            b.handle.flush_frames(dirty);
+            std::this_thread::sleep_for(std::chrono::microseconds(500));
+        }
+    });
+    for (int s = 0; s < 2; s++)
+        th.emplace_back([&, s] {
+            WbBackend b(*engine, reg, ns, 90 + s);
+            while (!stop.load()) {
+                auto got = scan_all(*b.tree, neg_inf_key(), pos_inf_key(), s == 1);
+                if (s == 1) std::reverse(got.begin(), got.end());
+                if (!std::is_sorted(got.begin(), got.end()) ||
+                    std::adjacent_find(got.begin(), got.end()) != got.end()) {
+                    failures++;
+                    ADD_FAILURE() << "scan out of order or with a duplicate";
+                }
+                for (const EntryKey& k : keep)
+                    if (!std::binary_search(got.begin(), got.end(), k)) {
+                        failures++;
+                        ADD_FAILURE() << "scan missed " << tree::key_str(k);
+                        break;
+                    }
+                scans++;
+            }
+        });
+    for (int w = 0; w < kWriters; w++) th[w].join();
+    stop = true;
+    for (size_t i = kWriters; i < th.size(); i++) th[i].join();
+    EXPECT_EQ(failures.load(), 0);
+    EXPECT_GT(scans.load(), 0u);
+    EXPECT_GT(stats().dirty_splits.load() - splits0, 100u) << "waits " << waits.load();
+    std::printf("[ info     ] dirty splits %llu, waits for a frame %llu, scans %llu, write-backs %llu\n",
+                (unsigned long long)(stats().dirty_splits.load() - splits0), (unsigned long long)waits.load(),
+                (unsigned long long)scans.load(), (unsigned long long)stats().write_backs.load());
+
+    std::set<EntryKey> model = keep;
+    for (auto& m : mine) model.insert(m.begin(), m.end());
+    g_durable = UINT64_MAX;
+    WbBackend last(*engine, reg, ns, 5);
+    std::vector<uint32_t> dirty;
+    reg.region->for_each_frame([&](const cache::FrameInfo& i) {
+        if (i.dirty && i.gaddr != kNullGAddr) dirty.push_back(i.frame);
+    });
+    last.handle.flush_frames(dirty);
+    EXPECT_EQ(scan_all(*last.tree, neg_inf_key(), pos_inf_key(), false), all_of(model));
+    tree::BTree remote_only(*setup, 0, ns);
+    EXPECT_EQ(remote_only.check().entries, model.size());
+    EXPECT_EQ(scan_all(remote_only, neg_inf_key(), pos_inf_key(), false), all_of(model));
+    expect_flushed_frames_match(*reg.region, *setup);
 }
 
 }  // namespace

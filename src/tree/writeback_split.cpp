@@ -116,6 +116,11 @@ int BTreeT<L>::wb_split_dirty(GAddr a, WbGuard& guard, KeyRef key, Path& path, c
     const uint64_t lsn = std::max(guard.uncovered, intent_.lsn);
     const uint64_t since = h.dirty_since.load(std::memory_order_relaxed);
     std::exception_ptr lost;
+    const GAddr parent = path[1];
+    Node pre;
+    RemoteOp pread{RemoteOp::kRead, gaddr_offset(parent), &pre, static_cast<uint32_t>(kNodeSize), 0, 0, 0};
+    bool read_parent = false;
+    auto pre_at = std::chrono::steady_clock::now();
     {
         Locks locks(io_);
         LockAssist assist;
@@ -146,8 +151,12 @@ int BTreeT<L>::wb_split_dirty(GAddr a, WbGuard& guard, KeyRef key, Path& path, c
         rl.body_version = ln->version;  // (publish seals it as the next version)
         ln->node = rl;
         spare.addr = 0;  // the split's from here on
+        // The parent step 3 locks, read at the end of the publish batch when
+        // it lives on the leaf's memory node (as split_leaf does).
+        read_parent = parent && gaddr_node(parent) == gaddr_node(a);
+        pre_at = std::chrono::steady_clock::now();
         try {
-            locks.publish({ln}, {write_node_op(na, rr)}, {na});
+            locks.publish({ln}, {write_node_op(na, rr)}, {na}, read_parent ? &pread : nullptr, parent);
         } catch (...) {
             lost = std::current_exception();
         }
@@ -183,7 +192,7 @@ int BTreeT<L>::wb_split_dirty(GAddr a, WbGuard& guard, KeyRef key, Path& path, c
     Stats::add(stats().dirty_splits);
     *inserted = true;
     // Step 3: the downlink, written through (inner nodes are never dirty).
-    insert_parent(1, sep, na, path, dl);
+    insert_parent(1, sep, na, path, dl, read_parent ? &pre : nullptr, pre_at);
     return 1;
 }
 
