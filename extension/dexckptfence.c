@@ -101,6 +101,8 @@ fence_cover(XLogRecPtr redo, DexFlushRound flush, void (*beat) (void), volatile 
 {
 	TimestampTz start = GetCurrentTimestamp();
 
+	/* leaves dirty since before it stop taking in-place inserts until written (W14) */
+	dex_cache_drain_before((uint64) redo);
 	for (;;)
 	{
 		uint64		flushed = 0;

@@ -291,6 +291,32 @@ dex_wb_sigterm(SIGNAL_ARGS)
 static uint64 worker_flushed = 0;
 
 /*
+ * Before a write-back round: which dirty leaves must drain (src/README.md
+ * "Write-back mode", W14). A leaf that keeps taking inserts is never covered
+ * by the durable position (its rows' WAL must be flushed and replayed by
+ * every standby first), so it would never be written back and hold the
+ * flushed position back: checkpoints (the fence raises it to their REDO),
+ * standbys' scans and crash redo would wait for it for ever. A leaf dirty
+ * since before the previous interval's round, and one holding changes a
+ * standby's scan asked for, stop taking in-place inserts until written.
+ */
+static void
+dex_worker_drain(bool by_interval)
+{
+	static uint64 prev_round = 0;
+	uint64		request = dex_cluster_flush_request();
+
+	if (by_interval)
+	{
+		if (prev_round != 0)
+			dex_cache_drain_before(prev_round);
+		prev_round = (uint64) GetXLogInsertRecPtr();
+	}
+	if (request > worker_flushed)
+		dex_cache_drain_before(request);
+}
+
+/*
  * One write-back round. *flushed (if given): the flushed position on record
  * afterwards (dex_wb_publish_flushed), 0 if the round failed.
  */
@@ -384,6 +410,8 @@ dex_writeback_main(Datum arg)
 			 (dex_cluster_flush_request() > worker_flushed &&
 			  TimestampDifferenceExceeds(last_flush, GetCurrentTimestamp(), DEX_REQUESTED_FLUSH_MS))))
 		{
+			dex_worker_drain(TimestampDifferenceExceeds(last_flush, GetCurrentTimestamp(),
+														dex_writeback_interval_ms));
 			if (dex_cache_size_kb > 0)
 				(void) dex_worker_flush(false, NULL, NULL);
 			else				/* no cache: nothing is ever dirty (standbys' scans) */

@@ -346,4 +346,52 @@ TEST(WriteBackDirtySplit, ConcurrentWritersWorkerAndReaders) {
     expect_flushed_frames_match(*reg.region, *setup);
 }
 
+// W14: a dirty leaf that became dirty before the drain position takes no
+// more in-place inserts: uncovered, the insert waits (NeedDurable) instead of
+// keeping it dirty; covered, it writes the leaf through, clean. A leaf that
+// became dirty after the position is changed in place as before.
+TEST(WriteBackDirtySplit, DrainingLeafIsWrittenNotKeptDirty) {
+    WbFixture x;
+    std::unique_ptr<tree::BTree> tp = x.write_back_tree();
+    tree::BTree& t = *tp;
+    // (TreeOptions::LogPosition is a plain function: the position lives in a static)
+    static std::atomic<uint64_t> log_pos;
+    log_pos = 10;
+    t.set_log_position([] { return log_pos.load(); });
+    DurableAt at(100);
+    std::set<EntryKey> model;
+    for (int i = 0; i < 400; i++) {
+        ASSERT_TRUE(t.insert(K(i, 1, 1), 500));
+        model.insert(K(i, 1, 1));
+    }
+    ASSERT_FALSE(x.dirty_frames().empty());
+    x.reg.region->raise_drain_before(20);  // every leaf dirty so far (dirty since 10)
+    const EntryKey k = K(200, 2, 2);
+    try {
+        t.insert(k, 600);
+        ADD_FAILURE() << "an uncovered draining leaf took an insert in place";
+    } catch (const tree::NeedDurable& e) {
+        EXPECT_EQ(e.lsn(), 500u);
+    }
+    tree::BTree remote_only(*x.mem, 0, x.ns);
+    EXPECT_EQ(remote_only.check().entries, 0u) << "an uncovered entry reached remote memory";
+    g_durable = 600;
+    ASSERT_TRUE(t.insert(k, 600));  // covered: written through with the leaf, which turns clean
+    model.insert(k);
+    EXPECT_TRUE(remote_only.contains(k));
+    EXPECT_TRUE(remote_only.contains(K(200, 1, 1)));
+    size_t dirty_now = x.dirty_frames().size();
+    // A leaf dirtied after the drain position: in place again.
+    log_pos = 30;
+    const EntryKey m = K(201, 3, 3);
+    const uint64_t dirty0 = stats().dirty_updates.load();
+    ASSERT_TRUE(t.insert(m, 700));
+    model.insert(m);
+    EXPECT_EQ(stats().dirty_updates.load(), dirty0 + 1);
+    EXPECT_FALSE(remote_only.contains(m));
+    EXPECT_EQ(x.dirty_frames().size(), dirty_now + 1);
+    g_durable = 700;
+    expect_flushed_remote_holds(x, model);
+}
+
 }  // namespace

@@ -149,6 +149,25 @@ public:
     // node (best effort while frames change). Caller aggregates.
     void for_each_frame(const std::function<void(const FrameInfo&)>& fn);
 
+    // ---- write-back mode: draining (src/README.md "Write-back mode", W14) ----
+    // A dirty leaf whose first change was logged before this position takes
+    // no more in-place inserts, nor splits that keep it dirty, until it is
+    // written back: a leaf that keeps changing would otherwise never be
+    // covered by the durable position, never written back, and hold the
+    // flushed position (checkpoints, standbys) back forever.
+    uint64_t drain_before() const { return drain_before_.load(std::memory_order_acquire); }
+    void raise_drain_before(uint64_t lsn) {
+        uint64_t cur = drain_before_.load(std::memory_order_relaxed);
+        while (cur < lsn && !drain_before_.compare_exchange_weak(cur, lsn, std::memory_order_acq_rel)) {
+        }
+    }
+    // Frame f (locked or read under its version) is dirty and must drain.
+    bool draining(uint32_t f) {
+        const FrameHeader& h = header(f);
+        return h.dirty.load(std::memory_order_relaxed) &&
+               h.dirty_since.load(std::memory_order_relaxed) < drain_before();
+    }
+
     // ---- free frames (used by Cache) ----
     uint32_t take_unused();               // next never-used frame, or kNoFrame
     bool has_unused() const { return next_unused_.load(std::memory_order_relaxed) < nframes_; }
@@ -170,6 +189,7 @@ private:
     double leaf_admission_ = 0.1;
     uint64_t headers_off_ = 0, nodes_off_ = 0, table_off_ = 0, cooling_off_ = 0, total_ = 0;
     alignas(64) std::atomic<uint32_t> next_unused_{0};  // "never used" cursor
+    alignas(64) std::atomic<uint64_t> drain_before_{0};
     alignas(64) IndexStack free_;                        // frames given back by exiting processes
 };
 

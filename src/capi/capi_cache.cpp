@@ -84,6 +84,13 @@ uint64_t dex_cache_dirty_lsn(void) {
 
 uint64_t dex_cache_generation(void) { return proc().cache().generation(); }
 
+void dex_cache_drain_before(uint64_t lsn) {
+    try {
+        if (dex::cache::CacheRegion* r = proc().cache().region()) r->raise_drain_before(lsn);
+    } catch (...) {
+    }
+}
+
 uint64_t dex_cache_dirty_since_min(void) {
     try {
         return proc().cache().dirty_since_min();

@@ -569,6 +569,13 @@ void		dex_set_entry_log_fn(DexEntryLogFn fn);
  * change logged before it is in remote memory. UINT64_MAX: nothing dirty.
  */
 uint64_t	dex_cache_dirty_since_min(void);
+/*
+ * Raise the drain position (src/README.md "Write-back mode", W14): a dirty
+ * leaf that became dirty at a log position before `lsn` takes no more
+ * in-place inserts until it is written back (monotonic; a lower lsn is a
+ * no-op).
+ */
+void		dex_cache_drain_before(uint64_t lsn);
 /* The tree's dirty-owner word as it is in remote memory now. */
 int			dex_tree_owner_word_read(DexTree *tree, uint64_t owner_word, uint64_t *value, DexError *err);
 /*

@@ -143,6 +143,10 @@ int BTreeT<L>::wb_modify(GAddr a, const Key* keys, size_t n, bool insert, size_t
             h.unlock_unchanged();
             return -1;
         }
+        if (R.draining(f)) {  // W14: written through (covered) or after a wait, not kept dirty longer
+            h.unlock_unchanged();
+            return 0;
+        }
         if (!L::leaf_fits(*nd, keys[0])) {  // needs a split: write through
             if (full_at) {  // (the word unlock_unchanged() restores)
                 full_at->leaf = a;
@@ -235,7 +239,7 @@ uint64_t BTreeT<L>::wb_kill(GAddr a, uint32_t f, uint64_t fv, const Key* keys, s
         }
         if (locked) {
             Node* nd = R.node(f);
-            if (frame_holds_leaf(h, *nd, a)) {
+            if (frame_holds_leaf(h, *nd, a) && !(hold_lsn != 0 && R.draining(f))) {  // (W14: a hint, skipped)
                 for (size_t i = 0; i < n; i++)
                     if (has_entry(*nd, L::lower_bound(*nd, keys[i]), keys[i])) gone.push_back(keys[i]);
             }
