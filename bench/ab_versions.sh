@@ -13,6 +13,8 @@
 # worktree under /tmp/dex-ab-<ref> and installs it into the system PostgreSQL
 # before its rounds (holding the test suite's install lock).
 #
+# DEX_WITH="write_back = on" builds the dex index with those options (both
+# versions; the report's name and header say so).
 # DEX_AB_CPUS=0 pins everything (memory node, PostgreSQL, pgbench) to that
 # CPU list. On a small VM the unpinned insert numbers are bimodal: when the
 # scheduler splits a client's chain (pgbench -> backend -> memory node and
@@ -62,7 +64,7 @@ one_round() {  # one_round REF ROUND
     done
     local before after
     before=$(P -At -c "select sum(used_bytes) from dex_memnodes()")
-    P -q -c "CREATE INDEX kv_dex_k ON kv_dex USING dex (k)"
+    P -q -c "CREATE INDEX kv_dex_k ON kv_dex USING dex (k) ${DEX_WITH:+WITH ($DEX_WITH)}"
     P -q -c "CREATE INDEX kv_btree_k ON kv_btree (k)"
     after=$(P -At -c "select sum(used_bytes) from dex_memnodes()")
     echo "$ref $r build_bytes_per_row $(( (after - before) / ROWS ))" >>"$raw"
@@ -101,10 +103,12 @@ done
 # leave the current checkout installed
 make -C "$DEX_ROOT" -s -j"$(nproc)" >/dev/null && maybe_sudo make -C "$DEX_ROOT" -s install >/dev/null
 
-out="$DEX_ROOT/bench/results/$(date +%Y-%m-%d)-$(hostname)-ab-$ra-$rb.md"
+tag=""; [ -n "${DEX_WITH:-}" ] && tag="-$(tr -c 'a-z0-9_\n' '-' <<<"$DEX_WITH" | tr -s '-' | sed 's/-$//')"
+out="$DEX_ROOT/bench/results/$(date +%Y-%m-%d)-$(hostname)-ab-$ra-$rb$tag.md"
 pinned=""; [ -n "${DEX_AB_CPUS:-}" ] && pinned="DEX_AB_CPUS=$DEX_AB_CPUS "
-python3 - "$raw" "$ra" "$rb" "$out" "${pinned}bash bench/ab_versions.sh $A $B $ROWS $SECS $ROUNDS $CLIENTS" \
-    "$(nproc --all) cores${pinned:+ (everything pinned to CPU ${DEX_AB_CPUS:-})}, $(free -g | awk '/Mem:/{print $2}') GiB, $(uname -r), PostgreSQL $(pg_config --version | awk '{print $2}'), tcp loopback, memnode --threads 2, fsync = off, $CLIENTS clients, $ROWS rows, dex.cache_size 256MB (> index)" <<'PY'
+with=""; [ -n "${DEX_WITH:-}" ] && with="DEX_WITH=\"$DEX_WITH\" "
+python3 - "$raw" "$ra" "$rb" "$out" "${with}${pinned}bash bench/ab_versions.sh $A $B $ROWS $SECS $ROUNDS $CLIENTS" \
+    "$(nproc --all) cores${pinned:+ (everything pinned to CPU ${DEX_AB_CPUS:-})}, $(free -g | awk '/Mem:/{print $2}') GiB, $(uname -r), PostgreSQL $(pg_config --version | awk '{print $2}'), tcp loopback, memnode --threads 2, fsync = off, $CLIENTS clients, $ROWS rows, dex.cache_size 256MB (> index)${DEX_WITH:+, dex index WITH ($DEX_WITH)}" <<'PY'
 import sys, statistics as st, collections
 raw, a, b, out, cmd, machine = sys.argv[1:]
 tps = collections.defaultdict(dict); mem = collections.defaultdict(list)
