@@ -592,6 +592,21 @@ extern uint64 dex_life(void);
  */
 #define DEX_BEAT_MS		20
 extern void dex_cluster_beat(const DexError *config_err);
+/*
+ * A hot standby's scan that waits for write-backs hurries both workers
+ * (src/README.md "Write-back mode", standbys): the standby's beats every
+ * DEX_HURRY_MS for a while, so its replay reaches the registry at once; the
+ * primary's worker, while standbys are live, reads the registry's flush
+ * request every DEX_HURRY_MS between its beats and, while one is pending,
+ * beats at that pace and flushes every DEX_REQUESTED_FLUSH_MS -- so the wait
+ * is a few of these, not a few 20 ms beats.
+ */
+#define DEX_HURRY_MS	2
+#define DEX_REQUESTED_FLUSH_MS	10
+struct Latch;
+extern void dex_cluster_set_worker_latch(struct Latch *latch);
+extern bool dex_cluster_hurry(void);
+extern uint64 dex_cluster_poll_flush_request(void);
 
 /*
  * dexckptfence.c: checkpoints wait for the write-back. The dex worker

@@ -66,8 +66,11 @@ typedef struct DexClusterShared
 	uint64		published_hwm;	/* how far the trees may depend on WAL: <= the
 								 * registry's removal_lsn, and writer_hwm as of a beat */
 	uint64		standby_floor;	/* min replay of live standbys; UINT64_MAX: none */
-	uint64		flush_request;	/* the registry's flush_request_lsn at the last beat */
+	uint64		flush_request;	/* the registry's flush_request_lsn at the last beat or poll */
+	int			live_standbys;	/* live slots at the last beat */
+	Latch	   *worker_latch;	/* the dex worker's (NULL: none running) */
 	/* standby */
+	TimestampTz standby_hurry_until;	/* a scan waits for write-backs: beat often until then */
 	int			standby_slot;	/* -1: none */
 	TimestampTz standby_lease_until;
 	uint64		standby_required_lsn;
@@ -341,6 +344,7 @@ dex_primary_beat(uint64 addr, uint64 mine)
 	uint64		floor = PG_UINT64_MAX;
 	uint64		flush;
 	uint64		hwm;
+	int			live = 0;
 	bool		writer;
 	char		why[256];
 
@@ -448,6 +452,9 @@ dex_primary_beat(uint64 addr, uint64 mine)
 	 * a slot after this read reads at least that and replays past it -- the
 	 * beats that only read do not publish past it either)
 	 */
+	for (int i = 0; i < DEX_MAX_STANDBYS; i++)
+		if (dex_slot_live(&st.slots[i]) && st.slots[i].owner != mine)
+			live++;
 	hwm = Min(Min(flush, floor), st.removal_lsn);
 	if (dex_registry_writer_beat(addr, ++my_writer_beat, hwm, GetWALInsertionTimeLine(), &err) != DEX_OK)
 	{
@@ -460,6 +467,7 @@ dex_primary_beat(uint64 addr, uint64 mine)
 	dcs->writer_lease_until = TimestampTzPlusMilliseconds(issued, DEX_LEASE_MS);
 	dcs->standby_floor = floor;
 	dcs->flush_request = st.flush_request_lsn;
+	dcs->live_standbys = live;
 	if (hwm > dcs->published_hwm)
 		dcs->published_hwm = hwm;
 	SpinLockRelease(&dcs->mutex);
@@ -491,6 +499,69 @@ dex_cluster_request_flush(uint64 lsn)
 	memset(&err, 0, sizeof(err));
 	if (dex_registry_request_flush(addr, lsn, &err) != DEX_OK)
 		elog(DEBUG1, "dex: could not ask the primary to write back: %s", err.message);
+	/* our replay must reach the registry at once: the primary waits for it to write back */
+	SpinLockAcquire(&dcs->mutex);
+	dcs->standby_hurry_until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), 250);
+	SpinLockRelease(&dcs->mutex);
+	if (dcs->worker_latch != NULL)
+		SetLatch(dcs->worker_latch);
+}
+
+/* The dex worker's latch, for scans that hurry it (NULL when it exits). */
+void
+dex_cluster_set_worker_latch(struct Latch *latch)
+{
+	if (dcs != NULL)
+		dcs->worker_latch = latch;
+}
+
+/*
+ * Whether the dex worker waits DEX_HURRY_MS instead of a beat: on a standby,
+ * while a scan waits for write-backs; on a primary, while standbys are live
+ * (one may ask for a write-back: dex_cluster_poll_flush_request).
+ */
+bool
+dex_cluster_hurry(void)
+{
+	bool		hurry;
+
+	if (dcs == NULL)
+		return false;
+	SpinLockAcquire(&dcs->mutex);
+	if (RecoveryInProgress())
+		hurry = GetCurrentTimestamp() < dcs->standby_hurry_until;
+	else
+		hurry = dcs->live_standbys > 0 && dcs->writer_state == DEX_WRITER_CLAIMED;
+	SpinLockRelease(&dcs->mutex);
+	return hurry;
+}
+
+/*
+ * The writer's dex worker between beats: the registry's flush request as it
+ * is now (one remote read), also kept for dex_cluster_flush_request(). 0 if
+ * the registry cannot be read (the next beat reports why).
+ */
+uint64
+dex_cluster_poll_flush_request(void)
+{
+	DexError	err;
+	DexRegistryState st;
+	uint64		addr = dex_cluster_registry();
+
+	if (!addr)
+		return 0;
+	memset(&err, 0, sizeof(err));
+	dex_stats_private(1);		/* registry traffic is not index work (dex_stats()) */
+	if (dex_registry_read(addr, &st, &err) != DEX_OK)
+		st.flush_request_lsn = 0;
+	dex_stats_private(0);
+	if (st.flush_request_lsn == 0)
+		return 0;
+	SpinLockAcquire(&dcs->mutex);
+	if (st.flush_request_lsn > dcs->flush_request)
+		dcs->flush_request = st.flush_request_lsn;
+	SpinLockRelease(&dcs->mutex);
+	return st.flush_request_lsn;
 }
 
 /* Clean shutdown: publish the final WAL position and give the role back. */

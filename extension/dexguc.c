@@ -268,14 +268,16 @@ static volatile sig_atomic_t dex_wb_stop = false;
 
 /*
  * A hot standby's scan that waits for write-backs (the registry's
- * flush_request_lsn beyond what this worker flushed) gets a flush at the next
- * beat: every query of a standby reading an index the primary keeps writing
- * waits for one, so a longer pause here is added to each of them (100 ms
- * gave 200 ms per standby select, bench/standby_wb_reads.sh). A request that
- * cannot be met yet (a lagging replay holds dirty leaves back) makes the
- * worker flush at every beat, writing back what is covered as soon as it is.
+ * flush_request_lsn beyond what this worker flushed) gets a flush within
+ * DEX_REQUESTED_FLUSH_MS: every query of a standby reading an index the
+ * primary keeps writing waits for one, so a longer pause here is added to
+ * each of them (100 ms gave 200 ms per standby select,
+ * bench/standby_wb_reads.sh). The worker reads the request every
+ * DEX_HURRY_MS while standbys are live (dex_cluster_poll_flush_request),
+ * and while one is pending it beats at that pace (learning the standbys'
+ * replay, which their hurried beats report) and flushes every
+ * DEX_REQUESTED_FLUSH_MS, writing back what is covered as soon as it is.
  */
-#define DEX_REQUESTED_FLUSH_MS	DEX_BEAT_MS
 
 static void
 dex_wb_sigterm(SIGNAL_ARGS)
@@ -378,6 +380,7 @@ void
 dex_writeback_main(Datum arg)
 {
 	TimestampTz last_flush = GetCurrentTimestamp();
+	TimestampTz last_beat = 0;
 
 	pqsignal(SIGTERM, dex_wb_sigterm);
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
@@ -388,10 +391,11 @@ dex_writeback_main(Datum arg)
 	 */
 	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
 
+	dex_cluster_set_worker_latch(MyLatch);
 	while (!dex_wb_stop)
 	{
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 DEX_BEAT_MS, PG_WAIT_EXTENSION);
+						 dex_cluster_hurry() ? DEX_HURRY_MS : DEX_BEAT_MS, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 		if (ConfigReloadPending)
@@ -401,8 +405,17 @@ dex_writeback_main(Datum arg)
 		}
 		if (dex_wb_stop)
 			break;
+		/*
+		 * Between beats (hurried, dex.h DEX_HURRY_MS): a standby beats at
+		 * once (one of its scans waits for write-backs); a primary only if a
+		 * standby's flush request is pending.
+		 */
+		if (!TimestampDifferenceExceeds(last_beat, GetCurrentTimestamp(), DEX_BEAT_MS) &&
+			!RecoveryInProgress() && dex_cluster_poll_flush_request() <= worker_flushed)
+			continue;
 		/* the cluster registry: writer role / standby lease (dexcluster.c) */
 		dex_worker_beat();
+		last_beat = GetCurrentTimestamp();
 		/* checkpoints wait for the write-back of what was dirty before them */
 		dex_ckpt_fence_poll(dex_cache_size_kb > 0, dex_worker_flush, dex_worker_beat, &dex_wb_stop);
 		if (!RecoveryInProgress() &&
@@ -442,6 +455,7 @@ dex_writeback_main(Datum arg)
 		ereport(LOG, (errmsg("dex write-back worker: final flush done")));
 		dex_wb_forget_life();
 	}
+	dex_cluster_set_worker_latch(NULL);
 	dex_cluster_release_writer();
 	proc_exit(0);
 }
