@@ -17,16 +17,7 @@
 set -euo pipefail
 CO=$(cd "${1:-$(dirname "$0")/..}" && pwd); SECS=${2:-8}; ROUNDS=${3:-3}
 source "$(dirname "$0")/../scripts/lib.sh"
-DEX_ROOT=$CO
-DEX_WORK=/tmp/dex-sbwb-$(basename "$CO"); export DEX_WORK
-rm -rf "$DEX_WORK"
-private_pg_install "$CO" "$DEX_WORK-pgroot"
-prepare_workdir
-mport=$(free_port); pport=$(free_port); sport=$(free_port)
-trap 'stop_cluster sb; stop_cluster pw; stop_memnode pw-mem' EXIT
-start_memnode pw-mem "$mport" 1GB --threads 2
-start_cluster pw "$pport" "tcp://127.0.0.1:$mport" "dex.cache_size = '256MB'" "autovacuum = off" \
-    "wal_level = replica" "max_wal_senders = 4" "wal_keep_size = '1GB'"
+start_replicated_bench sbwb "$CO"
 P() { dpsql "$pport" -d postgres -At "$@"; }
 S() { dpsql "$sport" -d postgres -At "$@"; }
 P -q -c "CREATE EXTENSION dex" \

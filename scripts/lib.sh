@@ -116,6 +116,24 @@ start_standby() {
     as_user "$PG_BIN/pg_ctl" -D "$DEX_WORK/$name" -l "$DEX_WORK/$name-server.log" -w -t 60 start >/dev/null
 }
 
+# start_replicated_bench NAME CHECKOUT: the standby benches' setup -- CHECKOUT
+# installed privately (private_pg_install), DEX_WORK=/tmp/dex-NAME-<checkout>,
+# a memory node pw-mem and a primary pw (256MB node cache, ready to stream to
+# a standby sb: start_standby sb "$pport" "$sport"); sets mport, pport, sport;
+# all three are stopped on exit.
+start_replicated_bench() {
+    DEX_ROOT=$2
+    DEX_WORK=/tmp/dex-$1-$(basename "$2"); export DEX_WORK
+    rm -rf "$DEX_WORK"
+    private_pg_install "$2" "$DEX_WORK-pgroot"
+    prepare_workdir
+    mport=$(free_port); pport=$(free_port); sport=$(free_port)
+    trap 'stop_cluster sb; stop_cluster pw; stop_memnode pw-mem' EXIT
+    start_memnode pw-mem "$mport" 1GB --threads 2
+    start_cluster pw "$pport" "tcp://127.0.0.1:$mport" "dex.cache_size = '256MB'" "autovacuum = off" \
+        "wal_level = replica" "max_wal_senders = 4" "wal_keep_size = '1GB'"
+}
+
 # start_memnode NAME PORT MEMORY [extra flags...] -> pid in $DEX_WORK/NAME.pid, log in NAME.log
 start_memnode() {
     local name=$1 port=$2 mem=$3; shift 3
