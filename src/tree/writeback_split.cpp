@@ -95,8 +95,8 @@ int BTreeT<L>::wb_split_dirty(GAddr a, WbGuard& guard, KeyRef key, Path& path, c
     // The sibling is a new dirty frame of this tree: registered like any
     // frame that turns dirty (W7), before it exists.
     if (!opts_.register_dirty || !opts_.register_dirty()) return 0;
-    if (!spare.addr || gaddr_node(spare.addr) != gaddr_node(a)) {
-        if (spare.addr) return 0;  // (never: spares are allocated next to their leaf)
+    if (spare.addr && gaddr_node(spare.addr) != gaddr_node(a)) return 0;  // (never: spares live next to their leaf)
+    if (!spare.addr) {
         spare.addr = alloc_node(gaddr_node(a));
         spare.version = 0;
     }
