@@ -380,7 +380,8 @@ CREATE FUNCTION dex_stats(
     OUT kills_skipped bigint, OUT kills_refused bigint,
     OUT bottomup_passes bigint, OUT bottomup_removed bigint, OUT memnode_splits bigint,
     OUT kills_deferred bigint, OUT standby_wb_scans bigint, OUT standby_wb_waits bigint,
-    OUT dirty_splits bigint)
+    OUT dirty_splits bigint,
+    OUT wb_offload_fallbacks bigint)
 RETURNS record
 AS 'MODULE_PATHNAME', 'dex_sql_stats'
 LANGUAGE C STRICT VOLATILE;

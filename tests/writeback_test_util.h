@@ -3,6 +3,7 @@
 // real ones (write_back_node, write_back_nodes).
 #pragma once
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <set>
 #include <vector>
@@ -34,6 +35,7 @@ public:
         if (lose == 2) throw Error(ErrorCode::kTimeout, "test: OFFLOAD_SPLIT_IMAGE lost before it ran");
         std::vector<uint8_t> r = InProcForwarder::rpc(op, p, l);
         if (lose == 1) throw Error(ErrorCode::kTimeout, "test: the answer to OFFLOAD_SPLIT_IMAGE is lost");
+        if (op == net::kOpOffload && after_offload) after_offload();
         return r;
     }
     // Whether the node announces OFFLOAD_SPLIT_IMAGE (write-back splits on
@@ -45,6 +47,8 @@ public:
     std::atomic<int> lose_split_image{0};
     // The next batch of three writes or more (a one-sided split's publish) runs, its answer is lost.
     std::atomic<bool> lose_publish{false};
+    // Runs after the memory node served an OFFLOAD, before its answer returns.
+    std::function<void()> after_offload;
 };
 
 // The change log (TreeOptions::log_changes) a write-back calls.
@@ -61,7 +65,7 @@ struct WbFixture {
     Region reg{4096};
     cache::Cache handle{*reg.region, 5};
     uint64_t ns = 0;
-    WbFixture() {
+    explicit WbFixture(uint32_t frames = 4096) : reg(frames) {
         std::vector<std::unique_ptr<Transport>> v;
         auto ct = std::make_unique<CountingTransport>(*engine);
         t = ct.get();

@@ -2,6 +2,8 @@
 # Write-back mode (reloption write_back = on, src/README.md "Write-back mode"):
 # 1. concurrent pgbench DML on a write-back index with a small node cache (so
 #    dirty leaves are written back on eviction) -> exact answers, dex_check;
+#    with dex.offload = on, lookups that miss above the leaves are finished by
+#    the memory node (offloaded reads of a write-back index) -> exact answers;
 # 2. a CLEAN restart (pg_ctl restart -m fast: the write-back worker's final
 #    flush) in the middle -> nothing lost, more DML, exact answers again;
 # 3. a CRASH (immediate shutdown) while dirty nodes exist (dex.writeback_interval
@@ -36,6 +38,24 @@ stats
 ev=$(q -c "select evictions from dex_stats()")
 [ "$ev" -gt 0 ] || fail "expected evictions (write-backs on eviction), got $ev"
 q -c "select * from dex_check('d_k')" >/dev/null || fail "dex_check d_k"
+
+echo "== phase 1c: offloaded reads of a write-back index (dex.offload = on) while DML runs"
+# A lookup that misses above the leaves is finished by the memory node, whose
+# answer is used only if no frame of its leaf can hold more (src/README.md W15).
+q -c "alter system set dex.offload = 'on'" -c "select pg_reload_conf()" >/dev/null
+run_mix "$DEX_WORK/mix.sql"
+compare_with_btree d d_k; compare_with_btree w w_k; compare_with_btree s s_kv
+# point selects of the write-back index alone (nothing else offloads meanwhile)
+printf '\\set k random(0, 19999)\nselect v from d where k = :k;\n' > "$DEX_WORK/d_reads.sql"
+off0=$(q -c "select offloads from dex_stats()")
+"$PG_BIN/pgbench" -n -h "$DEX_WORK" -p "$PPORT" -U postgres -c 2 -j 2 -t 2000 -f "$DEX_WORK/d_reads.sql" postgres \
+    >/dev/null || fail "pgbench point selects of d failed"
+q -c "select offloads, wb_offload_fallbacks from dex_stats()" -P footer=off
+off1=$(q -c "select offloads from dex_stats()")
+[ "$off1" -gt "$off0" ] || fail "expected offloaded reads of the write-back index d_k ($off0 -> $off1)"
+q -c "explain (costs off) select v from d where k = 5" | grep -q d_k ||
+    fail "point selects of d do not use d_k"
+q -c "alter system reset dex.offload" -c "select pg_reload_conf()" >/dev/null
 
 echo "== phase 1b: VACUUM merges empty write-back leaves while DML runs"
 q -c "delete from d where k between 2000 and 18000; delete from b where k between 2000 and 18000; delete from w where k between 2000 and 18000; delete from s where k between 2000 and 18000"

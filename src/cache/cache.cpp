@@ -168,8 +168,7 @@ bool Cache::write_back_locked(uint32_t f) {
         r_.copy_unswizzled(f, img);
         if (!write_back_(f, img)) return false;  // stays dirty; the caller keeps the frame
     }
-    h.dirty.store(0, std::memory_order_relaxed);
-    h.lsn.store(0, std::memory_order_relaxed);
+    r_.mark_clean(f);
     return true;
 }
 
@@ -227,8 +226,7 @@ uint64_t Cache::flush_frames(const std::vector<uint32_t>& frames) {
             // A leaf has no swizzled pointers: the published image is the
             // frame's, with the version remote memory has now.
             std::memcpy(static_cast<void*>(r_.node(held[i])), &imgs[i], kNodeSize);
-            h.dirty.store(0, std::memory_order_relaxed);
-            h.lsn.store(0, std::memory_order_relaxed);
+            r_.mark_clean(held[i]);
             h.unlock();
             written++;
         }
@@ -416,11 +414,10 @@ bool Cache::invalidate(GAddr g, bool write_back) {
                     break;
                 }
         }
+        r_.mark_clean(f);  // written back, or the node is gone (write_back = false); counted before unmapping
         r_.table().erase(g, f);
         h.gaddr.store(kNullGAddr, std::memory_order_relaxed);
         h.parent.store(kNoFrame, std::memory_order_relaxed);
-        h.dirty.store(0, std::memory_order_relaxed);  // written back, or the node is gone (write_back = false)
-        h.lsn.store(0, std::memory_order_relaxed);
         h.set_state(FrameState::kFree);
         h.unlock_obsolete();
         if (p != kNoFrame) {

@@ -143,6 +143,20 @@ public:
 
     // Caller holds f's lock and modified the image (write-back mode).
     void mark_dirty(uint32_t f) { header(f).dirty.store(1, std::memory_order_relaxed); }
+    // Caller holds f's lock; remote memory now holds f's image (written back,
+    // or published from it), or the node is gone. A dirty frame's cleaning
+    // is counted *before* its flag drops and before the frame can leave the
+    // mapping table: an offloaded read of a write-back tree (which reads
+    // remote memory and cannot see frames) is checked against this count
+    // (src/README.md W15).
+    void mark_clean(uint32_t f) {
+        FrameHeader& h = header(f);
+        if (h.dirty.load(std::memory_order_relaxed)) cleanings_.fetch_add(1, std::memory_order_seq_cst);
+        h.dirty.store(0, std::memory_order_relaxed);
+        h.lsn.store(0, std::memory_order_relaxed);
+    }
+    // How many dirty frames have been cleaned (mark_clean) so far.
+    uint64_t cleanings() const { return cleanings_.load(std::memory_order_seq_cst); }
 
     // ---- census (dex_cache_stats) ----
     // Every frame that is not free, with the tree id and level read from its
@@ -190,6 +204,7 @@ private:
     uint64_t headers_off_ = 0, nodes_off_ = 0, table_off_ = 0, cooling_off_ = 0, total_ = 0;
     alignas(64) std::atomic<uint32_t> next_unused_{0};  // "never used" cursor
     alignas(64) std::atomic<uint64_t> drain_before_{0};
+    alignas(64) std::atomic<uint64_t> cleanings_{0};
     alignas(64) IndexStack free_;                        // frames given back by exiting processes
 };
 

@@ -705,6 +705,9 @@ private:
     // descent to the leaf: should the memory node finish operation `kind`
     // from there (at or below the placement level; DEX 6.1 cost model)?
     bool should_offload_at_miss(uint8_t kind, GAddr g, int level);
+    // A write-back tree's offloaded read answered with `leaf`: is that image
+    // complete, given the region's cleanings() before the request (W15)?
+    bool wb_offloaded_leaf_current(GAddr leaf, uint64_t cleaned_before);
     // An offloaded write changed the missed leaf g, under our I/O marker of
     // it: admit the published image (offload_path.cpp). False: not admitted,
     // the marker is still the caller's.

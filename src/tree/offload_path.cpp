@@ -186,7 +186,9 @@ bool BTreeT<L>::should_offload_at_miss(uint8_t kind, GAddr g, int level) {
     // one-sided write takes three. Slotted trees offload at the leaf only
     // (OFFLOAD_BYTES starts there; a memory node walks no slotted inner node).
     const bool leaf_write = write && level == 0;
-    return opts_.offload && !wb_ &&
+    // Write-back trees offload reads only (W15): a write there changes the
+    // cached leaf in place, cheaper than any round trip.
+    return opts_.offload && (!wb_ || !write) &&
            (!L::kSlotted || (leaf_write && mem_.node(gaddr_node(g)).offload_bytes_allowed())) &&
            (level >= 1 || (level == 0 && (write || opts_.offload->mode() == OffloadMode::kOn))) &&
            level <= place_level_ && (!write || mem_.node(gaddr_node(g)).offload_writes_allowed()) &&
@@ -234,6 +236,22 @@ bool BTreeT<L>::admit_written_leaf(GAddr g, const Node& img) {
     return true;
 }
 
+// W15. The memory node read `leaf` from remote memory, which lacks the
+// changes of a dirty frame. Its image holds every entry a reader may need
+// unless such a frame existed when the request left (`cleaned_before` was
+// read then): an entry of a transaction this reader can see was in place
+// before the scan began. A frame (or an I/O marker: a dirty split's sibling
+// being installed) of the leaf now: use it instead. None: either there was
+// none, or it was cleaned and unmapped since -- and a cleaning is counted
+// before the frame leaves the mapping table (CacheRegion::mark_clean), so
+// then the count moved. (The lookup's bucket lock orders the two reads.)
+template <class L>
+bool BTreeT<L>::wb_offloaded_leaf_current(GAddr leaf, uint64_t cleaned_before) {
+    cache::CacheRegion& R = cache_->region();
+    if (R.table().lookup(leaf) != cache::MappingTable::kNotFound) return false;
+    return R.cleanings() == cleaned_before;
+}
+
 template <class L>
 typename BTreeT<L>::MissOffload BTreeT<L>::offload_at_miss(uint8_t kind, GAddr g, int level, uint32_t parent, KeyRef k,
                                           Node& out, const Deadline& dl, Descent* d) {
@@ -275,6 +293,7 @@ typename BTreeT<L>::MissOffload BTreeT<L>::offload_at_miss(uint8_t kind, GAddr g
     }
     uint8_t st;
     GAddr leaf = 0;
+    const uint64_t cleaned_before = wb_ ? R.cleanings() : 0;  // before the memory node reads (W15)
     try {
         st = offload_rpc(kind, g, level, k, &out, &leaf);
     } catch (...) {
@@ -291,6 +310,10 @@ typename BTreeT<L>::MissOffload BTreeT<L>::offload_at_miss(uint8_t kind, GAddr g
     }
     release();
     if (st == net::kOffloadDone && !write) {  // `out` is the leaf
+        if (wb_ && !wb_offloaded_leaf_current(leaf, cleaned_before)) {
+            Stats::add(stats().wb_offload_fallbacks);
+            return MissOffload::kNotDone;  // read it (or its frame) the usual way
+        }
         d->addr = leaf;
         d->offloaded = st;
         return MissOffload::kFinished;

@@ -341,8 +341,7 @@ void BTreeT<L>::wb_acquire(GAddr a, WbGuard& g, const Deadline& dl, bool keep_di
             Node img;
             R.copy_unswizzled(f, img);
             write_back_node(io_, a, img, dl);
-            h.dirty.store(0, std::memory_order_relaxed);
-            h.lsn.store(0, std::memory_order_relaxed);
+            R.mark_clean(f);
         }
         return;
     }
@@ -378,8 +377,7 @@ void BTreeT<L>::WbGuard::release(const Node* published) {
             // Built from the frame's image (dirty changes included) or after
             // they were written back: remote memory now holds all of it.
             std::memcpy(static_cast<void*>(R.node(frame)), published, kNodeSize);
-            h.dirty.store(0, std::memory_order_relaxed);
-            h.lsn.store(0, std::memory_order_relaxed);
+            R.mark_clean(frame);
             h.unlock();
         } else {
             h.unlock_unchanged();
