@@ -28,7 +28,8 @@ expect_error() {
 
 # write_mix_script FILE TABLE... : a pgbench script that, per transaction,
 # inserts into or deletes from every TABLE the same (k, v) under an advisory
-# lock on k (so all copies receive identical changes), then scans the first.
+# lock on k (so all copies receive identical changes), then checks that each
+# dex copy counts a key range as the btree copy `b` does.
 write_mix_script() {
     local f=$1; shift
     {
@@ -38,15 +39,25 @@ write_mix_script() {
         echo 'SELECT pg_advisory_xact_lock(:k);'
         for t in "$@"; do echo "INSERT INTO $t SELECT :k, :op * 1000000 + :client_id WHERE :op <= 5;"; done
         for t in "$@"; do echo "DELETE FROM $t WHERE k = :k AND :op BETWEEN 6 AND 8;"; done
-        echo "SELECT count(*) FROM $1 WHERE k BETWEEN :k AND :k + 200;"
+        # Every answer is checked: each dex table's count of a key range equals
+        # the btree copy's in the same snapshot (one statement), or the
+        # division by zero fails the client and run_mix.
+        echo 'SET LOCAL enable_seqscan = off;'
+        for t in "$@"; do
+            [ "$t" = b ] && continue
+            echo "SELECT 1 / ((SELECT count(*) FROM $t WHERE k BETWEEN :k AND :k + 200) = (SELECT count(*) FROM b WHERE k BETWEEN :k AND :k + 200))::int;"
+        done
         echo 'COMMIT;'
     } >"$f"
 }
 
 # run_mix FILE: $CLIENTS clients for $SECONDS_RUN seconds.
 run_mix() {
-    "$PG_BIN/pgbench" -n -h "$DEX_WORK" -p "$PPORT" -U postgres -c "$CLIENTS" -j 2 -T "$SECONDS_RUN" \
-        -f "$1" postgres | grep -E 'number of (transactions|failed)|tps' || fail "pgbench failed"
+    local out rc=0
+    out=$("$PG_BIN/pgbench" -n -h "$DEX_WORK" -p "$PPORT" -U postgres -c "$CLIENTS" -j 2 -T "$SECONDS_RUN" \
+        -f "$1" postgres 2>&1) || rc=$?
+    grep -E 'number of (transactions|failed)|tps' <<<"$out" || true
+    [ "$rc" = 0 ] || { grep -E 'ERROR|abort' <<<"$out" | head -5; fail "pgbench failed (exit $rc): a wrong count or an error"; }
 }
 
 # compare_with_btree TABLE INDEX: an index scan of TABLE through INDEX returns

@@ -66,7 +66,7 @@ fi
 [ -z "${EXTRA_MEMNODES:-}" ] || q -c "select memnode, subtrees, nodes from dex_placement('d_k')" -P footer=off
 if [ "${OFFLOAD:-}" = on ]; then
     off=$(q -c "select sum(offloads) from dex_memnodes()")
-    echo "offloaded operations: $off"
+    echo "offloaded operations: $off (write-back offloaded reads read again here: $(q -c "select wb_offload_fallbacks from dex_stats()"))"
     [ "$off" -gt 0 ] || fail "dex.offload = on but the memory nodes executed no offloads"
 fi
 echo "concurrent backends: ok"
