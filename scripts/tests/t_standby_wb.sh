@@ -6,7 +6,8 @@
 # 1. Differential under load: the primary runs random DML + VACUUM with a
 #    small node cache (write-backs on eviction and every 250 ms); the standby
 #    compares index scans (ranges, points, = ANY) with seqscans inside one
-#    snapshot: 0 differences.
+#    snapshot: 0 differences -- also with dex.offload = on for some of them
+#    (the memory node finishes descents that miss above the leaves).
 # 1b. Sustained ascending inserts (pgbench, a sequence) into a write-back
 #    index: its hottest leaf, never covered by the standby's replay while it
 #    keeps changing, still gets written back (it drains, W14): checkpoints
@@ -96,11 +97,17 @@ for w in "$ts_points" "$ts_range"; do  # (the comparison needs the index scan)
 done
 compare_loop "$SB1" sb1-text-points "$pgb_ts" ts "$ts_points" >"$DEX_WORK/c3.out" & c3=$!
 compare_loop "$SB1" sb1-text-ranges "$pgb_ts" ts "$ts_range" >"$DEX_WORK/c4.out" & c4=$!
+# and ranges whose descents the standby's memory node finishes (dex.offload =
+# on: every miss above the leaves is offloaded; W15 on a standby, behind W11)
+PGOPTIONS="-c dex.offload=on" compare_loop "$SB1" sb1-offloaded "$pgb" t >"$DEX_WORK/c5.out" & c5=$!
 wait $pgb || true
 wait $pgb_ts || true
-r1=0; wait $c1 || r1=1; wait $c2 || r1=1; wait $c3 || r1=1; wait $c4 || r1=1; wait $vac || true
-cat "$DEX_WORK"/c[1-4].out
+r1=0; wait $c1 || r1=1; wait $c2 || r1=1; wait $c3 || r1=1; wait $c4 || r1=1; wait $c5 || r1=1; wait $vac || true
+cat "$DEX_WORK"/c[1-5].out
 [ $r1 = 0 ] || fail "the standby answered differently from its own seqscan"
+off=$(q1 -c "select offloads from dex_stats()")
+echo "standby: $off reads finished by the memory node"
+[ "$off" -gt 0 ] || fail "expected offloaded reads on the standby (dex.offload = on)"
 wb=$(qp -c "select write_backs from dex_stats()")
 echo "primary: $wb dirty frames written back"
 [ "$wb" -gt 0 ] || fail "expected write-backs on the primary"
