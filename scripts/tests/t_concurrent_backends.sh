@@ -63,7 +63,8 @@ if [ "${EXPECT_EVICTIONS:-0}" = 1 ]; then
     ev=$(q -c "select evictions from dex_stats()")
     [ "$ev" -gt 0 ] || fail "expected node cache evictions, dex_stats() reports $ev"
 fi
-[ -z "${EXTRA_MEMNODES:-}" ] || q -c "select memnode, subtrees, nodes from dex_placement('d_k')" -P footer=off
+[ -z "${EXTRA_MEMNODES:-}" ] || { q -c "select memnode, subtrees, nodes from dex_placement('d_k')" -P footer=off;
+                                  echo "subtree migrations: $(q -c "select migrations from dex_stats()")"; }
 if [ "${OFFLOAD:-}" = on ]; then
     off=$(q -c "select sum(offloads) from dex_memnodes()")
     echo "offloaded operations: $off (write-back offloaded reads read again here: $(q -c "select wb_offload_fallbacks from dex_stats()"))"

@@ -60,8 +60,19 @@ public:
     // Room for the copies and the new sibling on the target. False: it is
     // full; nothing allocated is kept and the locks are released.
     bool allocate_copies();
+    // Take the cached frames of every node whose entries or right link
+    // change (the split node, the left neighbours, the moved chain) before
+    // anything is written. A write-back tree's leaf frame is only tried (its
+    // holder may be waiting for one of our remote locks); held, no in-place
+    // change can happen until its new image is in. A dirty one must be
+    // covered (W6): its entries replace the remote image's, so the copy (or,
+    // for a left neighbour, the published node) carries them and the frame
+    // is clean once published (W16). False: a leaf frame was busy, being
+    // fetched or dirty and not covered; nothing was changed, the copies are
+    // freed and the locks released.
+    bool hold_frames(FrameHold& hold);
     // Steps 2 to 4.
-    void move(Path& path, const Deadline& dl);
+    void move(FrameHold& hold, Path& path, const Deadline& dl);
 
 private:
     // Lock the node on `level` whose right link is `first`, moving right from
@@ -94,18 +105,21 @@ private:
     std::vector<LockedNode*> lefts_;  // node left of the moved chain, per level
     std::unordered_map<GAddr, GAddr> to_;  // moved node -> its copy
     std::vector<GAddr> fresh_;             // the copies, then the new sibling
+    std::vector<uint32_t> dirty_;          // write-back: held dirty leaf frames whose entries go out with us
 };
 
 template <>
 bool BTreeT<FixedLayout>::migrate_split(Locks& locks, LockedNode* ln, const InnerEntry* all, size_t total, size_t mid, Path& path,
                           const Deadline& dl) {
-    if (wb_ || mid == 0 || mid >= total) return false;  // write-back: dirty frames may be newer than remote
+    if (mid == 0 || mid >= total) return false;
     size_t nparts = 0;
     for (uint64_t x : part_ns_) nparts += x != 0;
     if (nparts < 2) return false;
     SubtreeMigration m(*this, locks, ln, all, total, mid);
     if (!m.pick_target() || !m.lock_chain(dl) || !m.allocate_copies()) return false;
-    m.move(path, dl);
+    FrameHold hold(*this);
+    if (!m.hold_frames(hold)) return false;
+    m.move(hold, path, dl);
     return true;
 }
 
@@ -191,7 +205,50 @@ bool BTreeT<FixedLayout>::SubtreeMigration::allocate_copies() {
     return true;
 }
 
-void BTreeT<FixedLayout>::SubtreeMigration::move(Path& path, const Deadline& dl) {
+bool BTreeT<FixedLayout>::SubtreeMigration::hold_frames(FrameHold& hold) {
+    // Parents before children: the split node, then `held_` level by level.
+    hold.hold(ln_->addr);
+    for (LockedNode* x : held_) {
+        if (!t_.wb_ || !x->node.is_leaf()) {
+            hold.hold(x->addr);
+            continue;
+        }
+        cache::CacheRegion& R = t_.cache_->region();
+        bool ok = true;
+        if (hold.try_hold(x->addr)) {
+            const uint32_t f = R.table().lookup(x->addr);  // (held: it stays mapped)
+            ok = f < R.frame_count();
+            cache::FrameHeader& h = R.header(f);
+            if (ok && h.dirty.load(std::memory_order_relaxed)) {
+                ok = h.lsn.load(std::memory_order_relaxed) <= durable_lsn();
+                Node img;
+                R.copy_unswizzled(f, img);
+                // Same node (structure changes write through, W1): same fences
+                // and right link; the frame's entries are the newest (W2).
+                ok = ok && img.level == 0 && img.count <= kLeafCapacity &&
+                     compare_keys(img.low, x->node.low) == 0 && img.right == x->node.right;
+                if (ok) {
+                    x->node.count = img.count;
+                    std::memcpy(x->node.leaf, img.leaf, img.count * sizeof(EntryKey));
+                    dirty_.push_back(f);
+                }
+            }
+        } else {
+            // Not cached: an admission from now on reads after our publish
+            // (it waits for x's remote lock). Being fetched or locked: give up.
+            ok = R.table().lookup(x->addr) == cache::MappingTable::kNotFound;
+        }
+        if (!ok) {
+            hold.release(ln_->addr);
+            for (LockedNode* y : held_) hold.release(y->addr);
+            for (GAddr c : fresh_) t_.free_node(c);
+            return abort();
+        }
+    }
+    return true;
+}
+
+void BTreeT<FixedLayout>::SubtreeMigration::move(FrameHold& hold, Path& path, const Deadline& dl) {
     const GAddr na = fresh_.back();
     std::vector<Node> copies(moved_.size());
     std::vector<RemoteOp> ops;
@@ -233,13 +290,12 @@ void BTreeT<FixedLayout>::SubtreeMigration::move(Path& path, const Deadline& dl)
     std::vector<LockedNode*> pub{ln_};
     pub.insert(pub.end(), held_.begin(), held_.end());
     // Every node whose entries or right link change is held in the cache from
-    // before the publish until its new image is in: the split node, then level
-    // by level (parents before children) the left neighbour and the moved chain.
-    FrameHold hold(t_);
-    hold.hold(ln_->addr);
-    for (LockedNode* x : held_) hold.hold(x->addr);  // `held_` is in level-descending order
+    // before the copies are written until its new image is in (hold_frames).
     locks_.publish(pub);
     test_point("migrate:published");
+    // Remote memory holds the held dirty frames' entries now (in the copies
+    // or the published left neighbours): clean, before their images change.
+    for (uint32_t f : dirty_) t_.cache_->region().mark_clean(f);
     Stats::add(stats().migrations);
     hold.install(ln_->addr, n);
     for (LockedNode* x : held_) hold.install(x->addr, x->node);  // moved ones: deleted, forwarding
