@@ -664,6 +664,9 @@ TEST(JournalCApi, CacheFlushWaitsForDurableLsn) {
     ASSERT_EQ(dex_tree_set_write_back(x.t, 1, word, &err), DEX_OK) << err.message;
     g_capi_durable = 100;
     dex_set_durable_lsn_fn(capi_durable);
+    // The leaf cached first: the insert goes in place (an uncached leaf's
+    // would be offloaded and journaled, W17).
+    EXPECT_TRUE(has(x.t, 2));
     DexKey k = dkey(1);
     ASSERT_EQ(dex_tree_insert(x.t, &k, 1000, 100, &err), DEX_OK) << err.message;
     EXPECT_EQ(dex_cache_dirty_lsn(), 1000u);

@@ -105,7 +105,9 @@ TEST(WriteBackOffload, LeafWrittenBackDuringTheRequestIsReadAgain) {
     for (int i = 0; i < 50; i++) {
         key = 1 + 800 * i;
         w.x.t->after_offload = nullptr;
+        w.pol.set_mode(tree::OffloadMode::kOff);  // fetched and changed in place, not offloaded (W17)
         ASSERT_TRUE(w.t->insert(K(key, 1, 1)));
+        w.pol.set_mode(tree::OffloadMode::kOn);
         w.drop_level1();
         w.x.t->after_offload = [&] {
             w.x.t->after_offload = nullptr;  // once
@@ -167,6 +169,79 @@ TEST(WriteBackOffload, ConcurrentWritersWriteBacksAndOffloadedReaders) {
            (unsigned long long)(w.offloads() - off0), (unsigned long long)(w.fallbacks() - fb0));
     for (int64_t k = 0; k < 40000; k++) ASSERT_TRUE(w.t->contains(K(k, 1, 1))) << k;
     w.t->check();
+}
+
+}  // namespace
+
+namespace {
+
+// W17: an insert of a write-back tree that misses at the leaf itself is
+// finished by the memory node under the leaf's marker, and the leaf is
+// admitted clean -- one round trip, no fetch now, no write-back later.
+TEST(WriteBackOffload, InsertAtAnUncachedLeafIsOffloadedAndAdmittedClean) {
+    WbOffload w;
+    w.load_even(20000);
+    const uint32_t id = w.t->tree_id();
+    std::set<EntryKey> model;
+    for (int64_t k = 0; k < 20000; k++) model.insert(K(2 * k, 1, 1));
+    const uint64_t off0 = w.offloads(), dirty0 = stats().dirty_updates.load();
+    int n = 0;
+    for (int64_t k = 1; k < 40000; k += 400, n++) {
+        w.x.handle.invalidate_if([id](const cache::FrameInfo& i) { return i.tree_id == id && i.level == 0; });
+        ASSERT_TRUE(w.t->insert(K(k, 1, 1))) << k;
+        model.insert(K(k, 1, 1));
+    }
+    EXPECT_GE(w.offloads() - off0, static_cast<uint64_t>(n));
+    EXPECT_EQ(stats().dirty_updates.load() - dirty0, 0u);  // nothing in place
+    EXPECT_TRUE(w.x.dirty_frames().empty());
+    for (int64_t k = 1; k < 40000; k += 400) EXPECT_TRUE(w.t->contains(K(k, 1, 1))) << k;
+    // the admitted leaves are clean copies of remote memory: remote alone has it all
+    tree::BTree remote_only(*w.x.mem, 0, w.x.ns);
+    EXPECT_TRUE(scan_all(remote_only, KMin(-1), KMax(1 << 30), false) ==
+                std::vector<EntryKey>(model.begin(), model.end()));
+}
+
+// W17, the other answer: the memory node put the entry into a leaf right of
+// the one the descent missed at (that leaf split after the cached parent was
+// read; built here by a second, uncached writer splitting it behind the
+// cache's back), and that right leaf has a dirty frame. The insert goes on
+// along the usual path, so the frame gets the entry too, and a write-back of
+// that frame keeps it.
+TEST(WriteBackOffload, InsertThatTheMemoryNodePutRightGoesIntoTheDirtyFrameToo) {
+    WbOffload w;
+    w.load_even(20000);
+    const uint32_t id = w.t->tree_id();
+    // The leaf holding key 20000, and its cached parent (level 1).
+    ASSERT_TRUE(w.t->contains(K(20000, 1, 1)));
+    // Drop the leaves (parents stay), then split the leaf of 20000..
+    // remotely: an uncached writer inserts until it splits.
+    w.x.handle.invalidate_if([id](const cache::FrameInfo& i) { return i.tree_id == id && i.level == 0; });
+    tree::BTree other(*w.x.mem, 0, w.x.ns);
+    std::set<EntryKey> model;
+    for (int64_t k = 0; k < 20000; k++) model.insert(K(2 * k, 1, 1));
+    const uint64_t leaves0 = other.check().leaves;
+    for (int i = 0; other.check().leaves == leaves0; i++) {
+        EntryKey e = K(20000, 2, static_cast<uint16_t>(i + 1));  // same key value, more entries
+        ASSERT_TRUE(other.insert(e));
+        model.insert(e);
+    }
+    // The new right half: cache it and dirty it (an in-place insert of ours).
+    EntryKey far = K(20000, 9, 9);
+    w.pol.set_mode(tree::OffloadMode::kOff);
+    ASSERT_TRUE(w.t->insert(far));
+    w.pol.set_mode(tree::OffloadMode::kOn);
+    model.insert(far);
+    ASSERT_FALSE(w.x.dirty_frames().empty());
+    // Drop only the clean leaves: the dirty right half stays, the leaf left of
+    // it is uncached, and our parent frame still sends the key there.
+    w.x.handle.invalidate_if([&](const cache::FrameInfo& i) { return i.tree_id == id && i.level == 0 && !i.dirty; });
+    const uint64_t off0 = w.offloads();
+    EntryKey k = K(20000, 8, 8);
+    w.t->insert(k);  // (true or "already there": the memory node may have put it into remote memory)
+    model.insert(k);
+    EXPECT_GT(w.offloads() - off0, 0u);
+    EXPECT_TRUE(w.t->contains(k));
+    expect_flushed_remote_holds(w.x, model);
 }
 
 }  // namespace

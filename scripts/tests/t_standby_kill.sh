@@ -108,6 +108,9 @@ kill -STOP "$worker"
 r=$(qp 2>&1 <<'SQL'
 set dex.standby_wait_timeout = '2s';
 select pg_current_wal_insert_lsn() as before \gset
+set enable_seqscan = off;  -- (its leaf cached: the insert stays in place, dirty)
+select count(*) as warm from t where k = 4000 \gset
+reset enable_seqscan;
 insert into t values (4001, 4001, 'x');
 select dex_flush() > 0 as flushed \gset
 select :'flushed', removal_lsn >= :'before' as raised,

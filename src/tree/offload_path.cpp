@@ -186,9 +186,10 @@ bool BTreeT<L>::should_offload_at_miss(uint8_t kind, GAddr g, int level) {
     // one-sided write takes three. Slotted trees offload at the leaf only
     // (OFFLOAD_BYTES starts there; a memory node walks no slotted inner node).
     const bool leaf_write = write && level == 0;
-    // Write-back trees offload reads only (W15): a write there changes the
-    // cached leaf in place, cheaper than any round trip.
-    return opts_.offload && (!wb_ || !write) &&
+    // Write-back trees (W15, W17): reads; and an insert that misses at the
+    // leaf itself -- a cached leaf takes it in place, cheaper than any round
+    // trip, but an uncached one costs a fetch now and a write-back later.
+    return opts_.offload && (!wb_ || !write || (kind == net::kOffloadInsert && level == 0)) &&
            (!L::kSlotted || (leaf_write && mem_.node(gaddr_node(g)).offload_bytes_allowed())) &&
            (level >= 1 || (level == 0 && (write || opts_.offload->mode() == OffloadMode::kOn))) &&
            level <= place_level_ && (!write || mem_.node(gaddr_node(g)).offload_writes_allowed()) &&
@@ -228,7 +229,7 @@ template <class L>
 bool BTreeT<L>::admit_written_leaf(GAddr g, const Node& img) {
     if (img.tree_id != tree_id_ || img.level != 0 || !snapshot_valid(img) || img.is_deleted())
         throw Error(ErrorCode::kProtocol, "OFFLOAD: memory node returned an invalid leaf image for " + hex_addr(g));
-    if (!cache_->should_admit(0)) return false;
+    if (!wb_ && !cache_->should_admit(0)) return false;  // (write-back trees admit every leaf: W2)
     // admit() gives the marker up whatever happens; a refused admission
     // (no frame, a stale marker, a purged incarnation) leaves nothing cached.
     // (The caller logs the change for standbys.)
@@ -261,6 +262,7 @@ typename BTreeT<L>::MissOffload BTreeT<L>::offload_at_miss(uint8_t kind, GAddr g
     if (b == cache::MappingTable::Begin::kIoInProgress || b == cache::MappingTable::Begin::kCached)
         return MissOffload::kRestart;
     const bool owner = b == cache::MappingTable::Begin::kOwner;  // marker: nobody fetches g meanwhile
+    if (wb_ && write && !owner) return MissOffload::kNotDone;  // W17 needs the leaf's marker
     const bool pinned =
         parent != cache::kNoFrame && R.pin(parent, R.header(parent).gaddr.load(std::memory_order_acquire));
     auto release = [&] {
@@ -268,7 +270,7 @@ typename BTreeT<L>::MissOffload BTreeT<L>::offload_at_miss(uint8_t kind, GAddr g
         if (owner) cache_->abort_io(g);
     };
     if constexpr (!L::kSlotted) {
-        if (split_at_miss(kind, g, level, owner)) {  // an insert the memory node may split for (offload_split.cpp)
+        if (!wb_ && split_at_miss(kind, g, level, owner)) {  // an insert the memory node may split for (offload_split.cpp)
             GAddr pg = pinned ? R.header(parent).gaddr.load(std::memory_order_acquire) : 0;
             if (pg && (gaddr_is_swizzled(pg) || gaddr_node(pg) != gaddr_node(g) || place_level_ < 1)) pg = 0;
             SplitReply r;
@@ -300,6 +302,30 @@ typename BTreeT<L>::MissOffload BTreeT<L>::offload_at_miss(uint8_t kind, GAddr g
         release();
         if (write) forget_unknown_write(g, level);
         throw;
+    }
+    if (wb_ && write) {
+        // W17. A write-back tree's insert that missed at leaf g, offloaded
+        // under g's marker: while we hold it no frame of g can exist or
+        // appear (W3), so the memory node changed the only copy, and its image
+        // is admitted clean (the marker goes with the admission). Any other
+        // answer -- "needs a split", a restart, or the entry put into a leaf
+        // right of g (g split before our descent read its parent), whose
+        // dirty frame a later write-back would overwrite -- goes on along the
+        // usual path, whose insert is idempotent: it puts the entry into that
+        // frame too, or finds it there remotely.
+        if (st == net::kOffloadDone && leaf == g) {
+            if (!admit_written_leaf(g, out)) cache_->abort_io(g);
+            if (pinned) R.unpin(parent);
+            log_changed(g);  // standbys: as every offloaded write
+            d->addr = leaf;
+            d->offloaded = st;
+            return MissOffload::kFinished;
+        }
+        release();
+        if (st != net::kOffloadNoop || leaf != g) return MissOffload::kNotDone;
+        d->addr = leaf;  // already in g, which has no frame
+        d->offloaded = st;
+        return MissOffload::kFinished;
     }
     if (write && st == net::kOffloadDone && owner && leaf == g && admit_written_leaf(g, out)) {
         log_changed(g);  // standbys: as every offloaded write (cache_refresh_changed)
