@@ -65,14 +65,7 @@ for r in $(seq 1 "$ROUNDS"); do
         done
     done
 done
-for t in dex btree; do  # every answer: index scan = seqscan
-    a=$(P -c "SET enable_seqscan = off; SET enable_bitmapscan = off" \
-          -c "SELECT count(*), sum(k), sum(v) FROM kv_$t WHERE k > -1e18" | tail -1)
-    b=$(P -c "SET enable_indexscan = off; SET enable_bitmapscan = off; SET enable_indexonlyscan = off" \
-          -c "SELECT count(*), sum(k), sum(v) FROM kv_$t WHERE k > -1e18" | tail -1)
-    [ "$a" = "$b" ] || die "kv_$t: index scan $a, seqscan $b"
-done
-P -c "SELECT dex_check('kv_dex_k')" >/dev/null
+check_kv_answers "$pport"  # every answer: index scan = seqscan, dex_check
 suffix=$(tr -c 'a-z0-9\n' '-' <<<"${DEX_WITH:-}" | tr -s '-' | sed 's/^-//; s/-$//')
 out="$CO/bench/results/$(date +%Y-%m-%d)-$(hostname)-pgbench-writes${suffix:+-$suffix}.md"
 python3 - "$raw" "$out" "${DEX_WITH:+DEX_WITH=\"$DEX_WITH\" }bash bench/pgbench_writes.sh $CO $ROWS $SECS $ROUNDS $CLIENTS" \

@@ -112,14 +112,7 @@ for t in dex btree; do
     P -q -f "$sql" >/dev/null
 done
 
-for t in dex btree; do  # every answer: index scan = seqscan
-    a=$(P -c "SET enable_seqscan = off; SET enable_bitmapscan = off" \
-          -c "SELECT count(*), sum(k), sum(v) FROM kv_$t WHERE k > -1e18" | tail -1)
-    b=$(P -c "SET enable_indexscan = off; SET enable_bitmapscan = off; SET enable_indexonlyscan = off" \
-          -c "SELECT count(*), sum(k), sum(v) FROM kv_$t WHERE k > -1e18" | tail -1)
-    [ "$a" = "$b" ] || die "kv_$t: index scan $a, seqscan $b"
-done
-P -c "SELECT dex_check('kv_dex_k')" >/dev/null
+check_kv_answers "$pport"  # every answer: index scan = seqscan, dex_check
 
 python3 - "$raw" "$hz" "$DEX_WORK" "$STRACE_N" \
     "bash bench/round_trip_cpu.sh $CO $ROWS $NTX $ROUNDS $CLIENTS" \

@@ -70,14 +70,7 @@ for r in $(seq 1 "$ROUNDS"); do
         done
     done
 done
-for t in dex btree; do  # every answer: index scan = seqscan
-    a=$(P -c "SET enable_seqscan = off; SET enable_bitmapscan = off" \
-          -c "SELECT count(*), sum(k), sum(v) FROM kv_$t WHERE k > -1e18" | tail -1)
-    b=$(P -c "SET enable_indexscan = off; SET enable_bitmapscan = off; SET enable_indexonlyscan = off" \
-          -c "SELECT count(*), sum(k), sum(v) FROM kv_$t WHERE k > -1e18" | tail -1)
-    [ "$a" = "$b" ] || die "kv_$t: index scan $a, seqscan $b"
-done
-P -c "SELECT dex_check('kv_dex_k')" >/dev/null
+check_kv_answers "$pport"  # every answer: index scan = seqscan, dex_check
 out="$CO/bench/results/$(date +%Y-%m-%d)-$(hostname)-wb-offload-reads.md"
 python3 - "$raw" "$out" "bash bench/wb_offload_reads.sh $CO $ROWS $SECS $ROUNDS $CLIENTS $PCT" \
     "$(nproc --all) cores, $(free -g | awk '/Mem:/{print $2}') GiB, $(uname -r), PostgreSQL $(pg_config --version | awk '{print $2}'), tcp loopback, memnode --threads 2, fsync = off, $ROWS rows, dex index WITH (write_back = on) of $leaves leaves + $inner inner nodes, dex.cache_size ${cache_kb}kB ($PCT % of it), $CLIENTS clients, checkout $(git -C "$CO" rev-parse --short HEAD)" <<'PY'

@@ -201,3 +201,18 @@ dpsql() {
     local port=$1; shift
     "$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$DEX_WORK" -p "$port" -U postgres "$@"
 }
+
+# check_kv_answers PORT: the benchmarks' tables kv_dex and kv_btree (k, v)
+# answer the same through their index as through a sequential scan, and
+# dex_check passes on kv_dex_k; dies otherwise.
+check_kv_answers() {
+    local port=$1 t a b
+    for t in dex btree; do
+        a=$(dpsql "$port" -d postgres -At -c "SET enable_seqscan = off; SET enable_bitmapscan = off" \
+              -c "SELECT count(*), sum(k), sum(v) FROM kv_$t WHERE k > -1e18" | tail -1)
+        b=$(dpsql "$port" -d postgres -At -c "SET enable_indexscan = off; SET enable_bitmapscan = off; SET enable_indexonlyscan = off" \
+              -c "SELECT count(*), sum(k), sum(v) FROM kv_$t WHERE k > -1e18" | tail -1)
+        [ "$a" = "$b" ] || die "kv_$t: index scan $a, seqscan $b"
+    done
+    dpsql "$port" -d postgres -At -c "SELECT dex_check('kv_dex_k')" >/dev/null
+}
