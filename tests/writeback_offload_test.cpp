@@ -244,4 +244,26 @@ TEST(WriteBackOffload, InsertThatTheMemoryNodePutRightGoesIntoTheDirtyFrameToo) 
     expect_flushed_remote_holds(w.x, model);
 }
 
+// An offloaded insert whose answer carries an invalid leaf image fails with a
+// protocol error and leaves neither the leaf's I/O marker nor the parent's
+// pin behind: the next insert into that leaf goes through at once.
+TEST(WriteBackOffload, InvalidAnswerLeavesNoMarkerBehind) {
+    WbOffload w;
+    w.load_even(20000);
+    w.t->set_op_timeout(3000);
+    const uint32_t id = w.t->tree_id();
+    w.x.handle.invalidate_if([id](const cache::FrameInfo& i) { return i.tree_id == id && i.level == 0; });
+    w.x.t->corrupt_offload_image = true;
+    try {
+        w.t->insert(K(101, 1, 1));
+        ADD_FAILURE() << "an invalid leaf image was accepted";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.code(), ErrorCode::kProtocol) << e.what();
+    }
+    EXPECT_FALSE(w.x.t->corrupt_offload_image.load());  // the insert was offloaded
+    w.t->insert(K(101, 1, 1));  // (true, or already there: the memory node applied the first)
+    EXPECT_TRUE(w.t->contains(K(101, 1, 1)));
+    EXPECT_TRUE(w.t->insert(K(103, 1, 1)));
+}
+
 }  // namespace

@@ -3,6 +3,7 @@
 // real ones (write_back_node, write_back_nodes).
 #pragma once
 #include <atomic>
+#include <cstddef>
 #include <functional>
 #include <memory>
 #include <set>
@@ -36,6 +37,9 @@ public:
         std::vector<uint8_t> r = InProcForwarder::rpc(op, p, l);
         if (lose == 1) throw Error(ErrorCode::kTimeout, "test: the answer to OFFLOAD_SPLIT_IMAGE is lost");
         if (op == net::kOpOffload && after_offload) after_offload();
+        if (op == net::kOpOffload && r.size() >= sizeof(net::OffloadReply) + kNodeSize &&
+            corrupt_offload_image.exchange(false))
+            r[sizeof(net::OffloadReply) + offsetof(Node, tree_id)] ^= 0x5a;  // the answer's leaf image
         return r;
     }
     // Whether the node announces OFFLOAD_SPLIT_IMAGE (write-back splits on
@@ -49,6 +53,8 @@ public:
     std::atomic<bool> lose_publish{false};
     // Runs after the memory node served an OFFLOAD, before its answer returns.
     std::function<void()> after_offload;
+    // The next OFFLOAD answer carrying a leaf image comes back with a wrong tree id.
+    std::atomic<bool> corrupt_offload_image{false};
 };
 
 // The change log (TreeOptions::log_changes) a write-back calls.

@@ -269,6 +269,16 @@ typename BTreeT<L>::MissOffload BTreeT<L>::offload_at_miss(uint8_t kind, GAddr g
         if (pinned) R.unpin(parent);
         if (owner) cache_->abort_io(g);
     };
+    // admit_written_leaf() under our marker; an invalid image (it throws
+    // before admitting) must not leave the marker or the parent's pin behind.
+    auto admit = [&](const Node& img) {
+        try {
+            return admit_written_leaf(g, img);
+        } catch (...) {
+            release();
+            throw;
+        }
+    };
     if constexpr (!L::kSlotted) {
         if (!wb_ && split_at_miss(kind, g, level, owner)) {  // an insert the memory node may split for (offload_split.cpp)
             GAddr pg = pinned ? R.header(parent).gaddr.load(std::memory_order_acquire) : 0;
@@ -284,7 +294,7 @@ typename BTreeT<L>::MissOffload BTreeT<L>::offload_at_miss(uint8_t kind, GAddr g
             // The leaf as published (split or not) is admitted under our
             // marker as after any offloaded write; finish_miss_split logs it.
             const bool admitted = (r.status == net::kOffloadSplit || r.status == net::kOffloadDone) &&
-                                  r.leaf == g && admit_written_leaf(g, r.leaf_img);
+                                  r.leaf == g && admit(r.leaf_img);
             if (!admitted) {
                 release();
             } else if (pinned) {
@@ -314,7 +324,7 @@ typename BTreeT<L>::MissOffload BTreeT<L>::offload_at_miss(uint8_t kind, GAddr g
         // usual path, whose insert is idempotent: it puts the entry into that
         // frame too, or finds it there remotely.
         if (st == net::kOffloadDone && leaf == g) {
-            if (!admit_written_leaf(g, out)) cache_->abort_io(g);
+            admit(out);  // (write-back trees admit every leaf: the marker goes with it)
             if (pinned) R.unpin(parent);
             log_changed(g);  // standbys: as every offloaded write
             d->addr = leaf;
@@ -327,7 +337,7 @@ typename BTreeT<L>::MissOffload BTreeT<L>::offload_at_miss(uint8_t kind, GAddr g
         d->offloaded = st;
         return MissOffload::kFinished;
     }
-    if (write && st == net::kOffloadDone && owner && leaf == g && admit_written_leaf(g, out)) {
+    if (write && st == net::kOffloadDone && owner && leaf == g && admit(out)) {
         log_changed(g);  // standbys: as every offloaded write (cache_refresh_changed)
         if (pinned) R.unpin(parent);  // the marker went with the admission
         d->addr = leaf;
