@@ -15,7 +15,10 @@
 #     use the dex index) as through the twin's btree;
 #  2. sqlsmith, two instances at a time, three rounds with fixed seeds and
 #     different role settings (seqscans off; plain index scans with leaves
-#     uncached; defaults), as a role that can see only the dex tables.
+#     uncached and dex.offload = on; defaults), as a role that can see only
+#     the dex tables. Two of the indexes (int8, and numeric + text DESC) are
+#     write_back = on: their offloaded reads and inserts (src/README.md
+#     W15, W17) run in the second round.
 #     sqlsmith rolls back its DML, so the twins stay equal;
 #  3. afterwards: the server never crashed (postmaster and memory nodes are
 #     the same processes, no backend terminated by a signal, no PANIC), no
@@ -112,9 +115,9 @@ create table b_misc (like t_misc) with (autovacuum_enabled = off); insert into b
 create table b_ts (like t_ts) with (autovacuum_enabled = off); insert into b_ts select * from t_ts;
 create table b_txt (like t_txt) with (autovacuum_enabled = off); insert into b_txt select * from t_txt;
 create index t_txt_s_dex on t_txt using dex (s); create index t_txt_u_dex on t_txt using dex (u) include (id, n);
-create index t_txt_n_dex on t_txt using dex (n); create index t_txt_ns_dex on t_txt using dex (n, s desc);
+create index t_txt_n_dex on t_txt using dex (n); create index t_txt_ns_dex on t_txt using dex (n, s desc) with (write_back = on);
 create index on b_txt (s); create index on b_txt (u); create index on b_txt (n); create index on b_txt (n, s desc);
-create index t_int_a_dex on t_int using dex (a); create index t_int_b_dex on t_int using dex (b); create index t_int_c_dex on t_int using dex (c);
+create index t_int_a_dex on t_int using dex (a); create index t_int_b_dex on t_int using dex (b); create index t_int_c_dex on t_int using dex (c) with (write_back = on);
 create index t_flt_f_dex on t_flt using dex (f); create index t_flt_g_dex on t_flt using dex (g);
 create index t_misc_flag_dex on t_misc using dex (flag); create index t_misc_d_dex on t_misc using dex (d); create index t_misc_tm_dex on t_misc using dex (tm);
 create index t_ts_ts_dex on t_ts using dex (ts); create index t_ts_tz_dex on t_ts using dex (tz); create index t_ts_d_dex on t_ts using dex (d);
@@ -311,6 +314,8 @@ consistent "before sqlsmith"
 
 dex_ops() { s -c "select index_ops from dex_stats()"; }
 ops_before=$(dex_ops)
+memnode_offloads() { s -c "select sum(offloads) from dex_memnodes()"; }
+offloads_before=$(memnode_offloads)
 log_from=$(($(wc -l <"$SERVER_LOG") + 1))
 CONN="host=$DEX_WORK port=$PPORT user=smith dbname=smith"
 # dex.offload as the server has it (auto). sqlsmith's statement_timeout
@@ -321,11 +326,17 @@ CONN="host=$DEX_WORK port=$PPORT user=smith dbname=smith"
 SMITH_OFFLOAD=${SMITH_OFFLOAD:-auto}
 round=0
 for settings in "enable_seqscan = off" \
-                "enable_seqscan = off; enable_bitmapscan = off; dex.cache_leaves = off" \
+                "enable_seqscan = off; enable_bitmapscan = off; dex.cache_leaves = off; dex.offload = on" \
                 ""; do
     round=$((round + 1))
     s -q -c "alter role smith reset all"
-    IFS=';' read -ra sets <<<"$settings; dex.offload = $SMITH_OFFLOAD"
+    off=$SMITH_OFFLOAD
+    if [[ "$settings" == *dex.offload* ]]; then
+        off=$(sed 's/.*dex.offload = \([a-z]*\).*/\1/' <<<"$settings")
+        IFS=';' read -ra sets <<<"$settings"
+    else
+        IFS=';' read -ra sets <<<"$settings; dex.offload = $off"
+    fi
     for set in "${sets[@]}"; do
         [ -n "${set// /}" ] && s -q -c "alter role smith set ${set/=/to}"
     done
@@ -339,7 +350,7 @@ for settings in "enable_seqscan = off" \
         seed=$((SEED_BASE + round * 10 + 1 + i))
         rc=0; wait "${pids[$i]}" || rc=$?
         summary=$(grep -E '^(queries|error rate):' "$DEX_WORK/sqlsmith-$seed.err" | tail -2 | tr '\n' ' ')
-        echo "sqlsmith round $round (${settings:-defaults}; dex.offload = $SMITH_OFFLOAD) seed $seed: exit $rc, $summary"
+        echo "sqlsmith round $round (${settings:-defaults}; dex.offload = $off) seed $seed: exit $rc, $summary"
         [ "$rc" = 0 ] || { tail -20 "$DEX_WORK/sqlsmith-$seed.err"; fail "sqlsmith seed $seed exited with $rc"; }
         grep -q "^queries: $QUERIES\$" "$DEX_WORK/sqlsmith-$seed.err" || fail "sqlsmith seed $seed did not run $QUERIES queries"
     done
@@ -348,6 +359,9 @@ s -q -c "alter role smith reset all"
 ops=$(( $(dex_ops) - ops_before ))
 echo "dex index operations during sqlsmith: $ops"
 [ "$ops" -gt 1000 ] || fail "sqlsmith hardly used the dex indexes ($ops operations)"
+offloads=$(( $(memnode_offloads) - offloads_before ))
+echo "operations the memory nodes executed for sqlsmith's queries (offloads): $offloads"
+[ "$offloads" -gt 0 ] || fail "dex.offload = on in round 2 but nothing was offloaded"
 
 # The server log since sqlsmith started: first lines of each message only
 # (continuation lines of a STATEMENT start with a tab).
