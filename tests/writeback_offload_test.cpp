@@ -54,6 +54,41 @@ struct WbOffload {
     uint64_t fallbacks() const { return stats().wb_offload_fallbacks.load(); }
 };
 
+// Another backend of the same compute server: its own connection, Cache
+// handle (one per process, per thread here: a handle is not thread-safe) and
+// tree object over the shared region, offloading every miss it may.
+struct WbOffloadBackend {
+    std::unique_ptr<RemoteMemory> mem;
+    cache::Cache handle;
+    tree::OffloadPolicy pol;
+    std::unique_ptr<tree::BTree> t;
+    WbOffloadBackend(WbOffload& w, uint64_t seed) : mem(make_mem(*w.x.engine)), handle(*w.x.reg.region, seed) {
+        cache::CacheRegion& R = *w.x.reg.region;
+        handle.set_write_back([this, &R](uint32_t f, const Node& img) {
+            tree::TreeOptions o;
+            tree::NodeIO io(*mem, 0, o);
+            tree::write_back_node(io, R.header(f).gaddr.load(), img, tree::Deadline(10000));
+            return true;
+        });
+        handle.set_write_back_many([this, &R](const uint32_t* f, Node* imgs, size_t n, bool* ok) {
+            std::vector<GAddr> a;
+            std::vector<Node*> p;
+            for (size_t i = 0; i < n; i++) {
+                a.push_back(R.header(f[i]).gaddr.load());
+                p.push_back(&imgs[i]);
+            }
+            std::vector<bool> d = tree::write_back_nodes(*mem, 0, a, p);
+            for (size_t i = 0; i < n; i++) ok[i] = d[i];
+        });
+        pol.set_mode(tree::OffloadMode::kOn);
+        tree::TreeOptions o;
+        o.cache = &handle;
+        o.offload = &pol;
+        t = std::make_unique<tree::BTree>(*mem, 0, w.x.ns, o);
+        t->set_write_back(true, [] { return true; });
+    }
+};
+
 // The leaf has a dirty frame when the memory node answers: the frame is read.
 TEST(WriteBackOffload, DirtyLeafFrameWinsOverTheOffloadedImage) {
     WbOffload w;
@@ -140,22 +175,25 @@ TEST(WriteBackOffload, ConcurrentWritersWriteBacksAndOffloadedReaders) {
         }
         stop = true;
     });
+    // The writer uses w's handle; the worker and each reader their own.
     std::thread worker([&] {
+        WbOffloadBackend b(w, 50);
         while (!stop) {
-            w.x.handle.flush_frames(w.x.dirty_frames());
+            b.handle.flush_frames(w.x.dirty_frames());
             std::this_thread::yield();
         }
     });
     std::vector<std::thread> readers;
     for (int rd = 0; rd < 2; rd++)
         readers.emplace_back([&, rd] {
+            WbOffloadBackend b(w, 60 + rd);
             std::mt19937_64 rng(rd + 5);
             while (!stop) {
                 const int64_t below = done_below.load();
                 if (below < 3) continue;
                 const int64_t k = 1 + 2 * static_cast<int64_t>(rng() % static_cast<uint64_t>((below - 1) / 2));
                 lookups++;
-                if (!w.t->contains(K(k, 1, 1))) misses++;
+                if (!b.t->contains(K(k, 1, 1))) misses++;
             }
         });
     writer.join();
