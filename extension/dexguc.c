@@ -30,6 +30,7 @@ static bool dex_cache_leaves = true;
 static int	dex_writeback_interval_ms = 1000;
 int			dex_kill_min_entries = 4;
 static int	dex_offload = DEX_OFFLOAD_AUTO;
+static char *dex_crash_at = NULL;
 
 static const struct config_enum_entry dex_offload_options[] = {
 	{"auto", DEX_OFFLOAD_AUTO, false},
@@ -70,6 +71,18 @@ static void
 dex_guc_assign_offload(int newval, void *extra)
 {
 	dex_set_offload_mode(newval);
+}
+
+/*
+ * Testing only: the backend SIGKILLs itself at the named point of the tree
+ * (dex_capi.h dex_set_crash_point), so that a test can crash the server at
+ * the worst moment of a split, a migration or an offloaded write rather than
+ * hoping a timed kill lands there (scripts/tests/t_crash_points.sh).
+ */
+static void
+dex_guc_assign_crash_at(const char *newval, void *extra)
+{
+	dex_set_crash_point(newval);
 }
 
 /* dex.cache_size in bytes (0: no node cache). */
@@ -164,6 +177,14 @@ dex_define_gucs(void)
 							 PGC_USERSET,
 							 0,
 							 NULL, dex_guc_assign_offload, NULL);
+	DefineCustomStringVariable("dex.crash_at",
+							   "Testing only: the backend kills itself (SIGKILL, a crash restart) at this named point of the index code.",
+							   "For crash tests: e.g. split:published, migrate:published, dirty-split:published, offload-write:answered. Empty: never.",
+							   &dex_crash_at,
+							   "",
+							   PGC_SUSET,
+							   GUC_NOT_IN_SAMPLE,
+							   NULL, dex_guc_assign_crash_at, NULL);
 	DefineCustomStringVariable("dex.token_file",
 							   "File containing the token presented to memory nodes.",
 							   NULL,

@@ -1,10 +1,16 @@
 // C API (dex_capi.h), process-wide setup: memory-node configuration,
 // interrupts, statistics, per-process hooks. Thin wrappers over
 // dex::cluster::ComputeProcess; no exception leaves this file.
+#include <signal.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <cstdio>
+#include <cstring>
 
 #include "capi/capi_internal.h"
 #include "common/stats.h"
+#include "tree/btree.h"
 
 using dex::capi::guarded;
 using dex::capi::proc;
@@ -20,9 +26,31 @@ bool interrupt_trampoline() {
     return fn != nullptr && fn() != 0;
 }
 
+// dex.crash_at: the point's name (a fixed buffer: the hook runs deep inside
+// tree code, where nothing may allocate or throw). One backend's setting.
+char g_crash_point[64];
+
+void crash_hook(const char* point) {
+    if (g_crash_point[0] == '\0' || std::strcmp(point, g_crash_point) != 0) return;
+    char line[128];
+    const int n = snprintf(line, sizeof line, "dex: crash_at \"%s\" reached: SIGKILL\n", point);
+    if (n > 0) (void)!::write(STDERR_FILENO, line, static_cast<size_t>(n));
+    ::kill(::getpid(), SIGKILL);
+}
+
 }  // namespace
 
 extern "C" {
+
+void dex_set_crash_point(const char* point) {
+    if (!point || !*point) {
+        g_crash_point[0] = '\0';
+        dex::tree::set_test_hook(nullptr);
+        return;
+    }
+    snprintf(g_crash_point, sizeof g_crash_point, "%s", point);
+    dex::tree::set_test_hook(crash_hook);
+}
 
 int dex_configure(const char* memnodes, const char* token, int connect_timeout_ms, int op_timeout_ms,
                   DexError* err) {

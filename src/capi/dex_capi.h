@@ -127,6 +127,14 @@ const char *dex_memnode_address(int node);
 /* Interrupt hook: returns nonzero when a network wait must be abandoned. */
 void		dex_set_interrupt_check(int (*fn) (void));
 
+/*
+ * Testing only (dex.crash_at): this process kills itself with SIGKILL when
+ * it reaches the named test point of the tree (src/tree/btree.h test_point,
+ * e.g. "split:published"), after writing one line naming it to stderr.
+ * NULL or "" disarms.
+ */
+void		dex_set_crash_point(const char *point);
+
 /* Counters: place them in shared memory (size bytes at `mem`), or NULL. */
 size_t		dex_stats_shmem_size(void);
 void		dex_stats_attach(void *mem, int initialize);

@@ -120,6 +120,8 @@ uint8_t BTreeT<FixedLayout>::offload_rpc_fixed(uint8_t kind, GAddr start, int le
     if (rep.status == net::kOffloadDone) {
         if (r.size() < sizeof rep + kNodeSize) throw Error(ErrorCode::kProtocol, "OFFLOAD: leaf image missing");
         if (leaf_out) std::memcpy(static_cast<void*>(leaf_out), r.data() + sizeof rep, kNodeSize);
+        // the memory node changed a leaf; neither the cache nor the caller knows yet
+        if (kind != net::kOffloadLeaf) test_point("offload-write:answered");
     }
     return rep.status;
 }

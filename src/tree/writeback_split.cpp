@@ -163,7 +163,7 @@ int BTreeT<L>::wb_split_dirty(GAddr a, WbGuard& guard, KeyRef key, Path& path, c
             lost = std::current_exception();
         }
         if (!lost) {
-            test_point("split:published");
+            test_point("dirty-split:published");
             fl.body_version = ln->node.body_version;
             fl.lock = ln->node.lock;
             fr.body_version = rr.body_version;

@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# A kill -9 at the worst moment, made deterministic: dex.crash_at makes a
+# backend SIGKILL itself at a named point of the index code (the postmaster's
+# crash restart follows), right after a structure modification was published
+# in remote memory and before this server's cache, its other backends or the
+# caller knew:
+#   split:published        a leaf split (write-through, one-sided)
+#   migrate:published      a subtree copied to another memory node (W16 for
+#                          the write-back index: dirty leaves lent their entries)
+#   dirty-split:published  a write-back leaf with entries whose WAL is not
+#                          flushed, split in remote memory (W13)
+#   offload-write:answered a memory node's insert (write-through, or W17 into
+#                          an uncached write-back leaf) not yet in any cache
+#   merge:published        VACUUM merging emptied leaves
+# Two dex indexes over three memory nodes (placement_level = 1), one
+# write-through (t), one write_back = on (w), each with a btree twin changed
+# in the same transactions. After every crash: the point was reached (the
+# server log names it), each dex index returns exactly its twin's rows,
+# dex_check passes, and the write-back index answers without REINDEX.
+source "$(dirname "$0")/common.sh"
+start_memnode mem "$MPORT" 512MB --threads 2
+M2=$(free_port); M3=$(free_port)
+start_memnode mem2 "$M2" 520MB --threads 1
+start_memnode mem3 "$M3" 540MB --threads 1
+trap 'test_cleanup; stop_memnode mem2; stop_memnode mem3' EXIT
+start_cluster pg "$PPORT" "$MEMNODE_URL,tcp://127.0.0.1:$M2,tcp://127.0.0.1:$M3" "restart_after_crash = on" \
+    "autovacuum = off"
+SERVER_LOG="$DEX_WORK/pg-server.log"
+
+q -c "create extension dex"
+for x in t w; do
+    q -c "create table $x(k int, v bigint); create table b$x(k int, v bigint)"
+    q -c "insert into $x select g * 10, g from generate_series(1, 20000) g; insert into b$x select * from $x"
+    q -c "create index b${x}_k on b$x (k)"
+done
+q -c "create index t_k on t using dex (k) with (placement_level = 1)"
+q -c "create index w_k on w using dex (k) with (placement_level = 1, write_back = on)"
+
+wait_ready() {
+    for _ in $(seq 1 300); do q -c "select 1" >/dev/null 2>&1 && return 0; sleep 0.2; done
+    fail "server did not come back"
+}
+
+# check X: the dex table X equals its twin bX through the index; dex_check.
+check() {
+    local x=$1 out diff
+    out=$(q -c "set enable_seqscan = off; set enable_bitmapscan = off; select count(*) from $x where k >= 0" 2>&1) \
+        || fail "$x does not answer after the crash: $out"
+    diff=$(q -c "set enable_seqscan = off; set enable_bitmapscan = off;
+        with x as (select k, v from $x where k >= 0 order by k), y as (select k, v from b$x)
+        select (select count(*) from (select * from x except all select * from y) s) +
+               (select count(*) from (select * from y except all select * from x) s)")
+    echo "  $x: $out rows, $diff differing from b$x"
+    [ "$diff" = 0 ] || fail "$x differs from b$x after the crash"
+    grep -q "${x}_k" <<<"$(q -c "set enable_seqscan = off; set enable_bitmapscan = off;
+        explain (costs off) select k, v from $x where k >= 0 order by k")" || fail "the comparison did not use ${x}_k"
+    q -c "select * from dex_check('${x}_k')" >/dev/null || fail "dex_check ${x}_k"
+}
+
+# crashed POINT LOGLINES_BEFORE: the server log (after line LOGLINES_BEFORE)
+# shows the backend that reached POINT and the crash restart.
+crashed() {
+    local point=$1 from=$2
+    tail -n +"$((from + 1))" "$SERVER_LOG" | grep -q "crash_at \"$point\" reached" \
+        || { tail -n +"$((from + 1))" "$SERVER_LOG" | tail -5; fail "$point was not reached"; }
+    wait_ready
+    tail -n +"$((from + 1))" "$SERVER_LOG" | grep -q "terminated by signal 9" || fail "no crash restart after $point"
+}
+
+# pgbench_until_crash X POINT SETTINGS SCRIPT: 2 clients run SCRIPT with
+# SETTINGS and dex.crash_at = POINT until the server crashes (at most 60 s).
+pgbench_until_crash() {
+    local x=$1 point=$2 settings=$3 script=$4 from
+    from=$(wc -l <"$SERVER_LOG")
+    echo "== $point on $x ($settings)"
+    PGOPTIONS="-c dex.crash_at=$point $settings" "$PG_BIN/pgbench" -n -h "$DEX_WORK" -p "$PPORT" -U postgres \
+        -c 2 -j 2 -T 60 -f "$script" postgres >"$DEX_WORK/pgb-$x-${point%%:*}.log" 2>&1 || true
+    crashed "$point" "$from"
+    check t
+    check w
+}
+
+# single-row inserts of random keys; clustered runs of 20 keys per transaction
+for x in t w; do
+    cat >"$DEX_WORK/one-$x.sql" <<SQL
+\\set k random(0, 400000)
+BEGIN;
+INSERT INTO $x VALUES (:k, :client_id);
+INSERT INTO b$x VALUES (:k, :client_id);
+COMMIT;
+SQL
+    cat >"$DEX_WORK/run-$x.sql" <<SQL
+\\set k random(0, 400000)
+BEGIN;
+INSERT INTO $x SELECT :k + g, g FROM generate_series(1, 20) g;
+INSERT INTO b$x SELECT :k + g, g FROM generate_series(1, 20) g;
+COMMIT;
+SQL
+done
+chmod a+r "$DEX_WORK"/*.sql
+ONE="-c dex.offload=off -c dex.insert_batch=1"
+pgbench_until_crash t split:published "$ONE" "$DEX_WORK/run-t.sql"
+pgbench_until_crash t migrate:published "$ONE" "$DEX_WORK/one-t.sql"
+pgbench_until_crash t offload-write:answered "-c dex.offload=on -c dex.insert_batch=1" "$DEX_WORK/one-t.sql"
+# a run of 20 keys fills a leaf with entries of the open transaction
+pgbench_until_crash w dirty-split:published "$ONE" "$DEX_WORK/run-w.sql"
+pgbench_until_crash w migrate:published "$ONE" "$DEX_WORK/one-w.sql"
+# after the restart no leaf is cached: the first insert misses at its leaf
+pgbench_until_crash w offload-write:answered "-c dex.offload=on -c dex.insert_batch=1 -c dex.leaf_admission=0" \
+    "$DEX_WORK/one-w.sql"
+
+for x in t w; do
+    echo "== merge:published on $x: VACUUM after a range was deleted"
+    q -c "delete from $x where k between 50000 and 90000" -c "delete from b$x where k between 50000 and 90000"
+    from=$(wc -l <"$SERVER_LOG")
+    q -c "set dex.crash_at = 'merge:published'" -c "vacuum $x" >/dev/null 2>&1 || true
+    crashed merge:published "$from"
+    check t
+    check w
+    q -c "vacuum $x"
+    check "$x"
+done
+echo "crash points: ok"
