@@ -59,16 +59,7 @@ dex_journal_init(void)
 void
 dex_wal_flush_all(void)
 {
-	XLogRecPtr	upto;
-
-	if (RecoveryInProgress())
-		return;
-	upto = GetXLogInsertRecPtr();
-	if (XLogSegmentOffset(upto, wal_segment_size) == SizeOfXLogLongPHD)
-		upto -= SizeOfXLogLongPHD;
-	else if (upto % XLOG_BLCKSZ == SizeOfXLogShortPHD)
-		upto -= SizeOfXLogShortPHD;
-	XLogFlush(upto);
+	(void) dex_wal_flush_boundary();
 }
 
 /*

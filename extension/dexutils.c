@@ -9,6 +9,7 @@
 #include <stddef.h>
 
 #include "access/xlog.h"
+#include "access/xlog_internal.h"
 #include "access/xloginsert.h"
 #include "miscadmin.h"
 #include "storage/bufmgr.h"
@@ -43,6 +44,66 @@ dex_require_preload(void)
  * WAL positions
  * ---------------------------------------------------------------------
  */
+
+/*
+ * The position a WAL record would start at now: the end of the last record
+ * inserted (GetXLogInsertRecPtr() may point just past the header of a page
+ * nothing was written to yet; no record ends inside a page header, so the
+ * page start is the same boundary).
+ */
+static XLogRecPtr
+dex_wal_insert_boundary(void)
+{
+	XLogRecPtr	upto = GetXLogInsertRecPtr();
+
+	if (XLogSegmentOffset(upto, wal_segment_size) == SizeOfXLogLongPHD)
+		upto -= SizeOfXLogLongPHD;
+	else if (upto % XLOG_BLCKSZ == SizeOfXLogShortPHD)
+		upto -= SizeOfXLogShortPHD;
+	return upto;
+}
+
+/*
+ * A durable WAL position that is the end of a record -- what may be
+ * published to the registry as "the trees depend on WAL up to here"
+ * (writer_hwm, removal_lsn): the end of every record inserted so far,
+ * flushed first if it is not yet. Not the flush pointer itself: it may lie
+ * inside a record that was only partly flushed (the WAL writer flushes whole
+ * pages; an insertion crossing a page reports the page it reached), and the
+ * recovery after a crash ends at the last complete record, before that
+ * pointer -- every dex index would then refuse queries as if a backup had
+ * been restored. (The flush costs nothing when commits flushed already; the
+ * dex worker's beat may flush WAL that asynchronous commits left behind up
+ * to every 20 ms.) 0 on a standby.
+ */
+uint64
+dex_wal_durable_boundary(void)
+{
+	XLogRecPtr	ins;
+
+	if (RecoveryInProgress())
+		return 0;
+	ins = dex_wal_insert_boundary();
+	if ((XLogRecPtr) dex_wal_durable() < ins)
+		XLogFlush(ins);
+	return (uint64) ins;
+}
+
+/*
+ * Flush every WAL record inserted so far; returns where they end (a record
+ * end, durable).
+ */
+uint64
+dex_wal_flush_boundary(void)
+{
+	XLogRecPtr	upto;
+
+	if (RecoveryInProgress())
+		return 0;
+	upto = dex_wal_insert_boundary();
+	XLogFlush(upto);
+	return (uint64) upto;
+}
 
 /* How far WAL is durable (flushed) on this primary; 0 on a standby. */
 uint64

@@ -191,6 +191,7 @@ bulkdelete_run(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 	DexKey	   *dead;
 	int			ndead = 0;
 	bool		more = true;
+	uint64		flushed;
 	bool		have_last = false;
 	double		live = 0;
 
@@ -205,12 +206,13 @@ bulkdelete_run(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 	 * crash that lost it would bring the rows back -- so their entries must
 	 * not be gone from remote memory before it is durable.
 	 */
-	dex_wal_flush_all();
+	flushed = dex_wal_flush_boundary();
 	/*
 	 * ... and no hot standby may still need them: every live standby must
-	 * have replayed that WAL (src/README.md "Hot standbys").
+	 * have replayed that WAL (src/README.md "Hot standbys"). (Published to
+	 * the registry: a record end, which WAL after any crash holds.)
 	 */
-	dex_cluster_wait_standbys(dex_wal_durable(), index);
+	dex_cluster_wait_standbys(flushed, index);
 
 	cxt = AllocSetContextCreate(CurrentMemoryContext, "dex vacuum",
 								ALLOCSET_DEFAULT_SIZES);

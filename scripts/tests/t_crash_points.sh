@@ -11,6 +11,10 @@
 #                          flushed, split in remote memory (W13)
 #   offload-write:answered a memory node's insert (write-through, or W17 into
 #                          an uncached write-back leaf) not yet in any cache
+#   offload-batch:answered a multi-row INSERT's batch applied by the memory
+#                          node (dex.insert_batch), its transaction open
+#   writeback:written      dirty leaves of the write-back index written to
+#                          remote memory (dex_flush), the frames still dirty
 #   merge:published        VACUUM merging emptied leaves
 # Two dex indexes over three memory nodes (placement_level = 1), one
 # write-through (t), one write_back = on (w), each with a btree twin changed
@@ -23,8 +27,10 @@ M2=$(free_port); M3=$(free_port)
 start_memnode mem2 "$M2" 520MB --threads 1
 start_memnode mem3 "$M3" 540MB --threads 1
 trap 'test_cleanup; stop_memnode mem2; stop_memnode mem3' EXIT
+# (the dex worker writes nothing back by itself here: dex_flush does, in the
+# backend that crashes)
 start_cluster pg "$PPORT" "$MEMNODE_URL,tcp://127.0.0.1:$M2,tcp://127.0.0.1:$M3" "restart_after_crash = on" \
-    "autovacuum = off"
+    "autovacuum = off" "dex.writeback_interval = '10min'"
 SERVER_LOG="$DEX_WORK/pg-server.log"
 
 q -c "create extension dex"
@@ -108,6 +114,32 @@ pgbench_until_crash w migrate:published "$ONE" "$DEX_WORK/one-w.sql"
 # after the restart no leaf is cached: the first insert misses at its leaf
 pgbench_until_crash w offload-write:answered "-c dex.offload=on -c dex.insert_batch=1 -c dex.leaf_admission=0" \
     "$DEX_WORK/one-w.sql"
+
+# crash_in_session POINT SQL...: one session runs the statements with
+# dex.crash_at = POINT; the server must crash there.
+crash_in_session() {
+    local point=$1 from; shift
+    from=$(wc -l <"$SERVER_LOG")
+    local args=(-c "set dex.crash_at = '$point'")
+    for s in "$@"; do args+=(-c "$s"); done
+    q "${args[@]}" >/dev/null 2>&1 || true
+    crashed "$point" "$from"
+    check t
+    check w
+}
+
+echo "== offload-batch:answered on t: INSERT ... SELECT of 600 rows, its transaction open"
+crash_in_session offload-batch:answered "set dex.offload = on" "begin" \
+    "insert into t select 1000000 + g, g from generate_series(1, 600) g" \
+    "insert into bt select 1000000 + g, g from generate_series(1, 600) g" "commit"
+
+echo "== writeback:written on w: dex_flush of committed dirty leaves"
+q -c "begin" -c "insert into w select 2000000 + g * 7, g from generate_series(1, 600) g" \
+  -c "insert into bw select 2000000 + g * 7, g from generate_series(1, 600) g" -c "commit"
+dirty=$(q -c "select coalesce(sum(dirty), 0) from dex_cache_stats() where index = 'w_k'::regclass")
+echo "  dirty nodes of w_k before the flush: $dirty"
+[ "$dirty" -gt 0 ] || fail "w_k has no dirty node to write back"
+crash_in_session writeback:written "select dex_flush()"
 
 for x in t w; do
     echo "== merge:published on $x: VACUUM after a range was deleted"

@@ -836,9 +836,11 @@ void drop_cached_node(cache::Cache& c, GAddr a);
 // Deterministic tests of races and crashes: called at named points of
 // structure modifications ("split:published", "inner-split:published",
 // "merge:published", "migrate:published", "dirty-split:published": the remote
-// publish is done, the cached frames not yet updated) and of offloaded writes
-// ("offload-write:answered": the memory node changed a leaf, nothing here
-// knows it yet). nullptr in production unless a test sets one (the unit tests'
+// publish is done, the cached frames not yet updated), of offloaded writes
+// ("offload-write:answered", "offload-batch:answered": the memory node
+// changed leaves, nothing here knows it yet) and of write-backs
+// ("writeback:written": remote memory holds the images, the frames are
+// still dirty). nullptr in production unless a test sets one (the unit tests'
 // windows; dex_set_crash_point for the extension's dex.crash_at).
 using TestHook = void (*)(const char* point);
 void set_test_hook(TestHook hook);

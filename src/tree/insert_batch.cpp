@@ -276,6 +276,7 @@ private:
                               static_cast<uint32_t>(payload.size()));
             }
             Stats::add(stats().offloads, idx.size());
+            test_point("offload-batch:answered");  // the memory node applied the batch; nothing here knows it yet
             take_replies(node, idx, resp, splits);
         } catch (...) {
             // Let go first (a held frame is made unreadable and dropped), so

@@ -106,6 +106,7 @@ std::vector<bool> write_back_nodes(RemoteMemory& mem, uint32_t node, const std::
         for (size_t j = 0; j < won.size(); j++)
             ops.push_back(RemoteOp{RemoteOp::kWrite, gaddr_offset(a[won[j]]), &words[j], 8, 0, 0, 0});
         t.batch(ops.data(), ops.size());
+        test_point("writeback:written");  // remote memory has the frames' images; they are still dirty here
     } catch (...) {
         for (size_t i : won) {
             try {
