@@ -492,7 +492,7 @@ extern int	dex_bytes_cmp(const void *a, const void *b);
 extern bool dex_preloaded;
 extern void dex_require_preload(void);
 extern uint64 dex_wal_durable(void);
-extern uint64 dex_wal_durable_boundary(void);
+extern uint64 dex_wal_durable_boundary(bool wait);
 extern uint64 dex_wal_flush_boundary(void);
 
 extern void dex_make_value_key(DexKey *key, int64 v, uint32 block, uint16 off);

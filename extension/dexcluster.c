@@ -360,7 +360,7 @@ dex_primary_beat(uint64 addr, uint64 mine)
 	 * exceed the lease, so a server resuming from such a stall reads first
 	 * and learns it).
 	 */
-	flush = dex_wal_durable_boundary();	/* a record end: what the WAL after a crash surely holds */
+	flush = dex_wal_durable_boundary(false);	/* a record end: what the WAL after a crash surely holds */
 	SpinLockAcquire(&dcs->mutex);
 	writer = dcs->writer_state == DEX_WRITER_CLAIMED && issued < dcs->writer_lease_until;
 	SpinLockRelease(&dcs->mutex);

@@ -91,7 +91,7 @@ dex_cluster_retention(void)
 		GetCurrentTimestamp() >= v.writer_lease_until)
 		return Min(Min(flush, v.standby_floor), v.published_hwm);
 	memset(&err, 0, sizeof(err));
-	flush = dex_wal_durable_boundary();	/* published: a record end (dexutils.c) */
+	flush = dex_wal_durable_boundary(true);	/* published: a record end (dexutils.c) */
 	if (dex_registry_raise_removal_read(v.registry, flush, &st, &err) != DEX_OK || st.writer_life != dex_life())
 		return v.published_hwm;
 	want = Min(Min(flush, dex_slots_floor(&st, dex_life())), st.removal_lsn);

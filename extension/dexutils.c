@@ -66,27 +66,61 @@ dex_wal_insert_boundary(void)
 /*
  * A durable WAL position that is the end of a record -- what may be
  * published to the registry as "the trees depend on WAL up to here"
- * (writer_hwm, removal_lsn): the end of every record inserted so far,
- * flushed first if it is not yet. Not the flush pointer itself: it may lie
+ * (writer_hwm, removal_lsn). Not the flush pointer itself: it may lie
  * inside a record that was only partly flushed (the WAL writer flushes whole
  * pages; an insertion crossing a page reports the page it reached), and the
  * recovery after a crash ends at the last complete record, before that
  * pointer -- every dex index would then refuse queries as if a backup had
- * been restored. (The flush costs nothing when commits flushed already; the
- * dex worker's beat may flush WAL that asynchronous commits left behind up
- * to every 20 ms.) 0 on a standby.
+ * been restored.
+ *
+ * The end of every record inserted so far if that is durable. Otherwise,
+ * with `wait` (a backend that waits for the horizon anyway): flushed first.
+ * Without (the dex worker's beat, every 20 ms): the end seen at an earlier
+ * call once the flush pointer passed it -- flushed by this call only if
+ * nothing else did for DEX_BOUNDARY_FLUSH_MS, so that with asynchronous
+ * commits the beat does not flush WAL more often than the WAL writer does.
+ * 0 on a standby.
  */
+#define DEX_BOUNDARY_FLUSH_MS 200
+
 uint64
-dex_wal_durable_boundary(void)
+dex_wal_durable_boundary(bool wait)
 {
+	static XLogRecPtr known = InvalidXLogRecPtr;	/* a record end, durable */
+	static XLogRecPtr pending = InvalidXLogRecPtr;	/* a record end, maybe not yet */
+	static TimestampTz pending_at = 0;
+	XLogRecPtr	flush;
 	XLogRecPtr	ins;
 
 	if (RecoveryInProgress())
 		return 0;
+	flush = (XLogRecPtr) dex_wal_durable();
 	ins = dex_wal_insert_boundary();
-	if ((XLogRecPtr) dex_wal_durable() < ins)
-		XLogFlush(ins);
-	return (uint64) ins;
+	if (ins <= flush || wait)
+	{
+		if (ins > flush)
+			XLogFlush(ins);
+		known = Max(known, ins);
+		pending = InvalidXLogRecPtr;
+		return (uint64) known;
+	}
+	if (pending != InvalidXLogRecPtr && flush >= pending)
+	{
+		known = Max(known, pending);
+		pending = InvalidXLogRecPtr;
+	}
+	if (pending == InvalidXLogRecPtr)
+	{
+		pending = ins;
+		pending_at = GetCurrentTimestamp();
+	}
+	else if (TimestampDifferenceExceeds(pending_at, GetCurrentTimestamp(), DEX_BOUNDARY_FLUSH_MS))
+	{
+		XLogFlush(pending);
+		known = Max(known, pending);
+		pending = InvalidXLogRecPtr;
+	}
+	return (uint64) known;
 }
 
 /*
