@@ -17,10 +17,12 @@
 #                          remote memory (dex_flush), the frames still dirty
 #   merge:published        VACUUM merging emptied leaves
 # Two dex indexes over three memory nodes (placement_level = 1), one
-# write-through (t), one write_back = on (w), each with a btree twin changed
-# in the same transactions. After every crash: the point was reached (the
-# server log names it), each dex index returns exactly its twin's rows,
-# dex_check passes, and the write-back index answers without REINDEX.
+# write-through (t), one write_back = on (w), and two byte-string ones on
+# (k, v) (ts, write-through; ws, write-back: the slotted tree's splits,
+# offloads and batches), each with a btree twin changed in the same
+# transactions. After every crash: the point was reached (the server log
+# names it), each dex index returns exactly its twin's rows, dex_check
+# passes, and the write-back indexes answer without REINDEX.
 source "$(dirname "$0")/common.sh"
 start_memnode mem "$MPORT" 512MB --threads 2
 M2=$(free_port); M3=$(free_port)
@@ -34,13 +36,16 @@ start_cluster pg "$PPORT" "$MEMNODE_URL,tcp://127.0.0.1:$M2,tcp://127.0.0.1:$M3"
 SERVER_LOG="$DEX_WORK/pg-server.log"
 
 q -c "create extension dex"
-for x in t w; do
+TABLES="t w ts ws"
+for x in $TABLES; do
     q -c "create table $x(k int, v bigint); create table b$x(k int, v bigint)"
     q -c "insert into $x select g * 10, g from generate_series(1, 20000) g; insert into b$x select * from $x"
     q -c "create index b${x}_k on b$x (k)"
 done
 q -c "create index t_k on t using dex (k) with (placement_level = 1)"
 q -c "create index w_k on w using dex (k) with (placement_level = 1, write_back = on)"
+q -c "create index ts_k on ts using dex (k, v)"
+q -c "create index ws_k on ws using dex (k, v) with (write_back = on)"
 
 wait_ready() {
     for _ in $(seq 1 300); do q -c "select 1" >/dev/null 2>&1 && return 0; sleep 0.2; done
@@ -62,6 +67,7 @@ check() {
         explain (costs off) select k, v from $x where k >= 0 order by k")" || fail "the comparison did not use ${x}_k"
     q -c "select * from dex_check('${x}_k')" >/dev/null || fail "dex_check ${x}_k"
 }
+check_all() { for x in $TABLES; do check "$x"; done; }
 
 # crashed POINT LOGLINES_BEFORE: the server log (after line LOGLINES_BEFORE)
 # shows the backend that reached POINT and the crash restart.
@@ -82,12 +88,11 @@ pgbench_until_crash() {
     PGOPTIONS="-c dex.crash_at=$point $settings" "$PG_BIN/pgbench" -n -h "$DEX_WORK" -p "$PPORT" -U postgres \
         -c 2 -j 2 -T 60 -f "$script" postgres >"$DEX_WORK/pgb-$x-${point%%:*}.log" 2>&1 || true
     crashed "$point" "$from"
-    check t
-    check w
+    check_all
 }
 
 # single-row inserts of random keys; clustered runs of 20 keys per transaction
-for x in t w; do
+for x in $TABLES; do
     cat >"$DEX_WORK/one-$x.sql" <<SQL
 \\set k random(0, 400000)
 BEGIN;
@@ -114,6 +119,10 @@ pgbench_until_crash w migrate:published "$ONE" "$DEX_WORK/one-w.sql"
 # after the restart no leaf is cached: the first insert misses at its leaf
 pgbench_until_crash w offload-write:answered "-c dex.offload=on -c dex.insert_batch=1 -c dex.leaf_admission=0" \
     "$DEX_WORK/one-w.sql"
+# byte-string entries (the slotted tree)
+pgbench_until_crash ts split:published "$ONE" "$DEX_WORK/run-ts.sql"
+pgbench_until_crash ts offload-write:answered "-c dex.offload=on -c dex.insert_batch=1" "$DEX_WORK/one-ts.sql"
+pgbench_until_crash ws dirty-split:published "$ONE" "$DEX_WORK/run-ws.sql"
 
 # crash_in_session POINT SQL...: one session runs the statements with
 # dex.crash_at = POINT; the server must crash there.
@@ -124,14 +133,18 @@ crash_in_session() {
     for s in "$@"; do args+=(-c "$s"); done
     q "${args[@]}" >/dev/null 2>&1 || true
     crashed "$point" "$from"
-    check t
-    check w
+    check_all
 }
 
 echo "== offload-batch:answered on t: INSERT ... SELECT of 600 rows, its transaction open"
 crash_in_session offload-batch:answered "set dex.offload = on" "begin" \
     "insert into t select 1000000 + g, g from generate_series(1, 600) g" \
     "insert into bt select 1000000 + g, g from generate_series(1, 600) g" "commit"
+
+echo "== offload-batch:answered on ts: the same, byte-string entries"
+crash_in_session offload-batch:answered "set dex.offload = on" "begin" \
+    "insert into ts select 1000000 + g, g from generate_series(1, 600) g" \
+    "insert into bts select 1000000 + g, g from generate_series(1, 600) g" "commit"
 
 echo "== writeback:written on w: dex_flush of committed dirty leaves"
 q -c "begin" -c "insert into w select 2000000 + g * 7, g from generate_series(1, 600) g" \
@@ -147,8 +160,7 @@ for x in t w; do
     from=$(wc -l <"$SERVER_LOG")
     q -c "set dex.crash_at = 'merge:published'" -c "vacuum $x" >/dev/null 2>&1 || true
     crashed merge:published "$from"
-    check t
-    check w
+    check_all
     q -c "vacuum $x"
     check "$x"
 done

@@ -39,11 +39,15 @@ uint8_t BTreeT<L>::offload_rpc(uint8_t kind, GAddr start, int level, KeyRef key,
                            GAddr* leaf_addr) {
     if (gaddr_is_swizzled(start) || level < 0 || level > place_level_)
         throw Error(ErrorCode::kInvalid, "offload: start node must be a remote address at or below the placement level");
+    uint8_t st;
     if constexpr (L::kSlotted) {
-        return offload_rpc_slotted(kind, start, level, key, leaf_out, leaf_addr);
+        st = offload_rpc_slotted(kind, start, level, key, leaf_out, leaf_addr);
     } else {
-        return offload_rpc_fixed(kind, start, level, key, leaf_out, leaf_addr);
+        st = offload_rpc_fixed(kind, start, level, key, leaf_out, leaf_addr);
     }
+    // the memory node changed a leaf; neither the cache nor the caller knows yet
+    if (st == net::kOffloadDone && kind != net::kOffloadLeaf) test_point("offload-write:answered");
+    return st;
 }
 
 // A slotted tree's offload: OFFLOAD_BYTES with the entry bytes and, for an
@@ -120,8 +124,6 @@ uint8_t BTreeT<FixedLayout>::offload_rpc_fixed(uint8_t kind, GAddr start, int le
     if (rep.status == net::kOffloadDone) {
         if (r.size() < sizeof rep + kNodeSize) throw Error(ErrorCode::kProtocol, "OFFLOAD: leaf image missing");
         if (leaf_out) std::memcpy(static_cast<void*>(leaf_out), r.data() + sizeof rep, kNodeSize);
-        // the memory node changed a leaf; neither the cache nor the caller knows yet
-        if (kind != net::kOffloadLeaf) test_point("offload-write:answered");
     }
     return rep.status;
 }
