@@ -16,6 +16,9 @@
 #   writeback:written      dirty leaves of the write-back index written to
 #                          remote memory (dex_flush), the frames still dirty
 #   merge:published        VACUUM merging emptied leaves
+#   journal:strays-removed the insert journal's recovery after a crash (the
+#                          index's first use), between removing the strays
+#                          and clearing the journal: a crash during recovery
 # Two dex indexes over three memory nodes (placement_level = 1), one
 # write-through (t), one write_back = on (w), and two byte-string ones on
 # (k, v) (ts, write-through; ws, write-back: the slotted tree's splits,
@@ -145,6 +148,23 @@ echo "== offload-batch:answered on ts: the same, byte-string entries"
 crash_in_session offload-batch:answered "set dex.offload = on" "begin" \
     "insert into ts select 1000000 + g, g from generate_series(1, 600) g" \
     "insert into bts select 1000000 + g, g from generate_series(1, 600) g" "commit"
+
+# A crash leaves t's / ts's journal listing an insert of an open
+# transaction; the recovery at the next use crashes in its turn, after it
+# removed the strays; the recovery after that must finish the job.
+for x in t ts; do
+    echo "== journal:strays-removed on $x: the journal recovery after a crash crashes too"
+    from=$(wc -l <"$SERVER_LOG")
+    q -c "set dex.crash_at = 'offload-write:answered'" -c "set dex.offload = on" -c "set dex.insert_batch = 1" \
+      -c "begin" -c "insert into $x values (777777, 1)" -c "insert into b$x values (777777, 1)" -c "commit" \
+      >/dev/null 2>&1 || true
+    crashed offload-write:answered "$from"
+    from=$(wc -l <"$SERVER_LOG")
+    q -c "set dex.crash_at = 'journal:strays-removed'" -c "set enable_seqscan = off" -c "set enable_bitmapscan = off" \
+      -c "select count(*) from $x where k = 10" >/dev/null 2>&1 || true
+    crashed journal:strays-removed "$from"
+    check_all
+done
 
 echo "== writeback:written on w: dex_flush of committed dirty leaves"
 q -c "begin" -c "insert into w select 2000000 + g * 7, g from generate_series(1, 600) g" \

@@ -216,6 +216,7 @@ int dex_journal_finish_bytes(DexTree* tree, uint64_t old_life, uint64_t new_life
             dex::tree::JournalContents c = dex::tree::journal_read(proc().mem(), tree->journal_root);
             if (c.life != old_life) throw journal_recovered_elsewhere(tree->name);
             const uint64_t d = v.empty() ? 0 : t.remove(v.data(), v.size());
+            dex::tree::test_point("journal:strays-removed");  // the journal still lists them, at the old life
             dex::tree::journal_clear(proc().mem(), c);
             const uint64_t seen = dex::tree::journal_cas_life(proc().mem(), tree->journal_root, old_life, new_life);
             if (seen != old_life) throw journal_recovered_elsewhere(tree->name);

@@ -572,6 +572,7 @@ int dex_journal_finish(DexTree* tree, uint64_t old_life, uint64_t new_life, cons
                     d = b.remove(v.data(), v.size());
                 }
             }
+            dex::tree::test_point("journal:strays-removed");  // the journal still lists them, at the old life
             dex::tree::journal_clear(proc().mem(), c);
             uint64_t seen = dex::tree::journal_cas_life(proc().mem(), tree->journal_root, old_life, new_life);
             if (seen != old_life) throw journal_recovered_elsewhere(tree->name);
