@@ -63,23 +63,7 @@ struct WbOffloadBackend {
     tree::OffloadPolicy pol;
     std::unique_ptr<tree::BTree> t;
     WbOffloadBackend(WbOffload& w, uint64_t seed) : mem(make_mem(*w.x.engine)), handle(*w.x.reg.region, seed) {
-        cache::CacheRegion& R = *w.x.reg.region;
-        handle.set_write_back([this, &R](uint32_t f, const Node& img) {
-            tree::TreeOptions o;
-            tree::NodeIO io(*mem, 0, o);
-            tree::write_back_node(io, R.header(f).gaddr.load(), img, tree::Deadline(10000));
-            return true;
-        });
-        handle.set_write_back_many([this, &R](const uint32_t* f, Node* imgs, size_t n, bool* ok) {
-            std::vector<GAddr> a;
-            std::vector<Node*> p;
-            for (size_t i = 0; i < n; i++) {
-                a.push_back(R.header(f[i]).gaddr.load());
-                p.push_back(&imgs[i]);
-            }
-            std::vector<bool> d = tree::write_back_nodes(*mem, 0, a, p);
-            for (size_t i = 0; i < n; i++) ok[i] = d[i];
-        });
+        set_write_backs(handle, *mem, *w.x.reg.region);
         pol.set_mode(tree::OffloadMode::kOn);
         tree::TreeOptions o;
         o.cache = &handle;

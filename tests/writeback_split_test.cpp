@@ -208,28 +208,7 @@ struct WbBackend {
     cache::Cache handle;
     std::unique_ptr<tree::BTree> tree;
     WbBackend(memnode::Engine& e, Region& r, uint64_t ns, uint64_t seed) : mem(make_mem(e)), handle(*r.region, seed) {
-        cache::CacheRegion& R = *r.region;
-        handle.set_write_back([this, &R](uint32_t f, const Node& img) {
-            if (R.header(f).lsn.load() > tree::durable_lsn()) return false;
-            tree::TreeOptions o;
-            tree::NodeIO io(*mem, 0, o);
-            tree::write_back_node(io, R.header(f).gaddr.load(), img, tree::Deadline(10000));
-            return true;
-        });
-        handle.set_write_back_many([this, &R](const uint32_t* f, Node* imgs, size_t n, bool* ok) {
-            std::vector<GAddr> a;
-            std::vector<Node*> p;
-            std::vector<size_t> idx;
-            for (size_t i = 0; i < n; i++) {
-                ok[i] = false;
-                if (R.header(f[i]).lsn.load() > tree::durable_lsn()) continue;
-                a.push_back(R.header(f[i]).gaddr.load());
-                p.push_back(&imgs[i]);
-                idx.push_back(i);
-            }
-            std::vector<bool> d = tree::write_back_nodes(*mem, 0, a, p);
-            for (size_t j = 0; j < idx.size(); j++) ok[idx[j]] = d[j];
-        });
+        set_write_backs(handle, *mem, *r.region, true);
         tree::TreeOptions o;
         o.cache = &handle;
         tree = std::make_unique<tree::BTree>(*mem, 0, ns, o);

@@ -11,6 +11,7 @@
 
 #include "cache/cache.h"
 #include "cache/region.h"
+#include "tree/journal.h"
 #include "tree_test_util.h"
 
 namespace dex::testing {
@@ -64,6 +65,34 @@ inline std::vector<GAddr>& logged_nodes() {
 }
 inline void log_nodes(const GAddr* a, size_t n) { logged_nodes().insert(logged_nodes().end(), a, a + n); }
 
+// A cache handle's write-back callbacks: the real write_back_node /
+// write_back_nodes through `mem` (node 0). With `wait_durable`, a frame
+// whose LSN is past tree::durable_lsn() is not written (as the extension's
+// callbacks refuse a frame whose heap WAL is not flushed).
+inline void set_write_backs(cache::Cache& h, RemoteMemory& mem, cache::CacheRegion& R, bool wait_durable = false) {
+    h.set_write_back([&mem, &R, wait_durable](uint32_t f, const Node& img) {
+        if (wait_durable && R.header(f).lsn.load() > tree::durable_lsn()) return false;
+        tree::TreeOptions o;
+        tree::NodeIO io(mem, 0, o);
+        tree::write_back_node(io, R.header(f).gaddr.load(), img, tree::Deadline(10000));
+        return true;
+    });
+    h.set_write_back_many([&mem, &R, wait_durable](const uint32_t* f, Node* imgs, size_t n, bool* ok) {
+        std::vector<GAddr> a;
+        std::vector<Node*> p;
+        std::vector<size_t> idx;
+        for (size_t i = 0; i < n; i++) {
+            ok[i] = false;
+            if (wait_durable && R.header(f[i]).lsn.load() > tree::durable_lsn()) continue;
+            a.push_back(R.header(f[i]).gaddr.load());
+            p.push_back(&imgs[i]);
+            idx.push_back(i);
+        }
+        std::vector<bool> d = tree::write_back_nodes(mem, 0, a, p);
+        for (size_t j = 0; j < idx.size(); j++) ok[idx[j]] = d[j];
+    });
+}
+
 struct WbFixture {
     std::unique_ptr<memnode::Engine> engine = make_engine(64ull << 20);
     CountingTransport* t = nullptr;
@@ -78,22 +107,7 @@ struct WbFixture {
         v.push_back(std::move(ct));
         mem = std::make_unique<RemoteMemory>(std::move(v));
         ns = ns_create(mem->node(0));
-        handle.set_write_back([this](uint32_t f, const Node& img) {
-            tree::TreeOptions o;
-            tree::NodeIO io(*mem, 0, o);
-            tree::write_back_node(io, reg.region->header(f).gaddr.load(), img, tree::Deadline(10000));
-            return true;
-        });
-        handle.set_write_back_many([this](const uint32_t* f, Node* imgs, size_t n, bool* ok) {
-            std::vector<GAddr> a;
-            std::vector<Node*> p;
-            for (size_t i = 0; i < n; i++) {
-                a.push_back(reg.region->header(f[i]).gaddr.load());
-                p.push_back(&imgs[i]);
-            }
-            std::vector<bool> d = tree::write_back_nodes(*mem, 0, a, p);
-            for (size_t i = 0; i < n; i++) ok[i] = d[i];
-        });
+        set_write_backs(handle, *mem, *reg.region);
     }
     // An empty tree in write-back mode over the cache.
     std::unique_ptr<tree::BTree> write_back_tree() {

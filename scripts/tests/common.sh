@@ -80,6 +80,25 @@ compare_with_btree() {
     grep -q "$2" <<<"$plan" || fail "comparison did not use $2: $plan"
 }
 
+# check_twin PORT X: on the server at PORT, table X read through its dex index
+# X_k (k >= 0) has exactly the rows of its btree twin bX, the comparison uses
+# X_k, and dex_check passes (the crash tests' check after a recovery).
+check_twin() {
+    local port=$1 x=$2 out diff
+    local Q=(dpsql "$port" -d postgres -At)
+    out=$("${Q[@]}" -c "set enable_seqscan = off; set enable_bitmapscan = off; select count(*) from $x where k >= 0" 2>&1) \
+        || fail "$x does not answer on port $port: $out"
+    diff=$("${Q[@]}" -c "set enable_seqscan = off; set enable_bitmapscan = off;
+        with x as (select k, v from $x where k >= 0 order by k), y as (select k, v from b$x where k >= 0)
+        select (select count(*) from (select * from x except all select * from y) s) +
+               (select count(*) from (select * from y except all select * from x) s)")
+    echo "  $x: $out rows, $diff differing from b$x"
+    [ "$diff" = 0 ] || fail "$x differs from b$x (port $port)"
+    grep -q "${x}_k" <<<"$("${Q[@]}" -c "set enable_seqscan = off; set enable_bitmapscan = off;
+        explain (costs off) select k, v from $x where k >= 0 order by k")" || fail "the comparison did not use ${x}_k"
+    "${Q[@]}" -c "select * from dex_check('${x}_k')" >/dev/null || fail "dex_check ${x}_k (port $port)"
+}
+
 # Streaming hot standbys of the cluster on $PPORT (pg_basebackup -R).
 make_standby() {  # make_standby NAME PORT [conf lines...]
     local name=$1 port=$2; shift 2

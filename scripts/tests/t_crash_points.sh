@@ -55,21 +55,7 @@ wait_ready() {
     fail "server did not come back"
 }
 
-# check X: the dex table X equals its twin bX through the index; dex_check.
-check() {
-    local x=$1 out diff
-    out=$(q -c "set enable_seqscan = off; set enable_bitmapscan = off; select count(*) from $x where k >= 0" 2>&1) \
-        || fail "$x does not answer after the crash: $out"
-    diff=$(q -c "set enable_seqscan = off; set enable_bitmapscan = off;
-        with x as (select k, v from $x where k >= 0 order by k), y as (select k, v from b$x)
-        select (select count(*) from (select * from x except all select * from y) s) +
-               (select count(*) from (select * from y except all select * from x) s)")
-    echo "  $x: $out rows, $diff differing from b$x"
-    [ "$diff" = 0 ] || fail "$x differs from b$x after the crash"
-    grep -q "${x}_k" <<<"$(q -c "set enable_seqscan = off; set enable_bitmapscan = off;
-        explain (costs off) select k, v from $x where k >= 0 order by k")" || fail "the comparison did not use ${x}_k"
-    q -c "select * from dex_check('${x}_k')" >/dev/null || fail "dex_check ${x}_k"
-}
+check() { check_twin "$PPORT" "$1"; }
 check_all() { for x in $TABLES; do check "$x"; done; }
 
 # crashed POINT LOGLINES_BEFORE: the server log (after line LOGLINES_BEFORE)

@@ -18,21 +18,7 @@ ALL3="$MEMNODE_URL,tcp://127.0.0.1:$M2,tcp://127.0.0.1:$M3"
 trap 'stop_cluster sb; test_cleanup; stop_memnode mem2; stop_memnode mem3' EXIT
 qs() { dpsql "$SPORT" -d postgres -At "$@"; }
 
-# check X: on the promoted server, X through its index equals bX; dex_check.
-check() {
-    local x=$1 out diff
-    out=$(qs -c "set enable_seqscan = off; set enable_bitmapscan = off; select count(*) from $x where k >= 0" 2>&1) \
-        || fail "$x does not answer on the promoted server: $out"
-    diff=$(qs -c "set enable_seqscan = off; set enable_bitmapscan = off;
-        with x as (select k, v from $x where k >= 0 order by k), y as (select k, v from b$x)
-        select (select count(*) from (select * from x except all select * from y) s) +
-               (select count(*) from (select * from y except all select * from x) s)")
-    echo "  $x: $out rows, $diff differing from b$x"
-    [ "$diff" = 0 ] || fail "$x differs from b$x on the promoted server"
-    grep -q "${x}_k" <<<"$(qs -c "set enable_seqscan = off; set enable_bitmapscan = off;
-        explain (costs off) select k, v from $x where k >= 0 order by k")" || fail "the comparison did not use ${x}_k"
-    qs -c "select * from dex_check('${x}_k')" >/dev/null || fail "dex_check ${x}_k on the promoted server"
-}
+check() { check_twin "$SPORT" "$1"; }   # on the promoted server
 
 # failover POINT TABLE HOW [SETTINGS]: HOW = one (single-row inserts, 2
 # pgbench clients), run (20 contiguous keys per transaction) or flush

@@ -14,7 +14,7 @@
 source "$(dirname "$0")/common.sh"
 start_memnode mem "$MPORT" 512MB --threads 2
 start_cluster pg "$PPORT" "$MEMNODE_URL" "restart_after_crash = on" "autovacuum = off" "max_connections = 40"
-SCALE=${SCALE:-2}; ROUNDS=${ROUNDS:-4}
+SCALE=${SCALE:-2}; ROUNDS=${ROUNDS:-3}
 DBS="pb_wt pb_wb"
 qd() { local d=$1; shift; dpsql "$PPORT" -d "$d" -At "$@"; }
 
