@@ -758,7 +758,6 @@ extern void dex_wb_redo_gate(Relation index, DexTree *tree, uint64 owner_word, u
 /* ---- dexjournal.c ----------------------------------------------------- */
 
 extern void dex_journal_init(void);
-extern void dex_wal_flush_all(void);
 extern void dex_wal_flush_dirty(void);
 extern uint64 dex_wal_flush_dirty_nowait(void);
 extern void dex_wal_flush_for_retry(const DexError *err, Relation index);

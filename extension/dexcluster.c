@@ -209,7 +209,7 @@ dex_registry_find(bool create, DexError *err)
 		return dcs->registry;
 	if (dex_memnode_count() > 0 && dex_memnode_incarnation(0, &inc, err) != DEX_OK)
 		return 0;
-	addr = dex_cluster_registry_lookup(GetSystemIdentifier(), create, create ? dex_wal_durable() : 0, err);
+	addr = dex_cluster_registry_lookup(GetSystemIdentifier(), create, create ? dex_wal_durable_boundary(true) : 0, err);
 	if (addr == 0)
 		return 0;
 	SpinLockAcquire(&dcs->mutex);
@@ -575,7 +575,7 @@ dex_cluster_release_writer(void)
 
 	if (!addr || dcs->writer_state != DEX_WRITER_CLAIMED || RecoveryInProgress())
 		return;
-	durable = dex_wal_durable();
+	durable = dex_wal_durable_boundary(true);
 	memset(&err, 0, sizeof(err));
 	/* removal_lsn first: writer_hwm never passes it (K7) */
 	if (dex_registry_set_removal_lsn(addr, durable, &err) == DEX_OK &&

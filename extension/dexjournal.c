@@ -19,7 +19,6 @@
 #include "dex.h"
 
 #include "access/xlog.h"
-#include "access/xlog_internal.h"
 #include "miscadmin.h"
 #include "storage/lmgr.h"
 #include "storage/proc.h"
@@ -49,17 +48,6 @@ void
 dex_journal_init(void)
 {
 	dex_set_durable_lsn_fn(dex_wal_durable_cb);
-}
-
-/*
- * Make every WAL record inserted so far durable. GetXLogInsertRecPtr() may
- * point just past the header of a page nothing was written to yet; no record
- * ends inside a page header, so flushing up to the page start is the same.
- */
-void
-dex_wal_flush_all(void)
-{
-	(void) dex_wal_flush_boundary();
 }
 
 /*

@@ -121,8 +121,7 @@ dex_kill_gate(Relation index, int n)
 	 * tuples were found dead through hint bits (their deleters' commits are
 	 * durable) or line pointers a prune made dead, whose record may not be.
 	 */
-	dex_wal_flush_all();
-	lsn = dex_wal_durable();
+	lsn = dex_wal_flush_boundary();	/* (raised in the registry below: a record end) */
 	memset(&err, 0, sizeof(err));
 	if (dex_registry_kill_allowed(addr, dex_life(), lsn, n, &allowed, &err) != DEX_OK)
 	{

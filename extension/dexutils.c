@@ -66,12 +66,13 @@ dex_wal_insert_boundary(void)
 /*
  * A durable WAL position that is the end of a record -- what may be
  * published to the registry as "the trees depend on WAL up to here"
- * (writer_hwm, removal_lsn). Not the flush pointer itself: it may lie
- * inside a record that was only partly flushed (the WAL writer flushes whole
- * pages; an insertion crossing a page reports the page it reached), and the
- * recovery after a crash ends at the last complete record, before that
- * pointer -- every dex index would then refuse queries as if a backup had
- * been restored.
+ * (writer_hwm, removal_lsn: every position the extension gives the registry
+ * comes from here or from dex_wal_flush_boundary). Not the flush pointer
+ * itself: it may lie inside a record that was only partly flushed (the WAL
+ * writer flushes whole pages; an insertion crossing a page reports the page
+ * it reached), and the recovery after a crash ends at the last complete
+ * record, before that pointer -- every dex index would then refuse queries
+ * as if a backup had been restored.
  *
  * The end of every record inserted so far if that is durable. Otherwise,
  * with `wait` (a backend that waits for the horizon anyway): flushed first.

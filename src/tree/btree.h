@@ -841,8 +841,9 @@ void drop_cached_node(cache::Cache& c, GAddr a);
 // changed leaves, nothing here knows it yet), of write-backs
 // ("writeback:written": remote memory holds the images, the frames are
 // still dirty) and of a journal recovery ("journal:strays-removed": the
-// strays are gone, the journal not yet cleared nor moved to this life). nullptr in production unless a test sets one (the unit tests'
-// windows; dex_set_crash_point for the extension's dex.crash_at).
+// strays are gone, the journal not yet cleared nor moved to this life).
+// nullptr in production unless a test sets one (the unit tests' windows;
+// dex_set_crash_point for the extension's dex.crash_at).
 using TestHook = void (*)(const char* point);
 void set_test_hook(TestHook hook);
 void test_point(const char* point);
