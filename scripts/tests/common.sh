@@ -80,6 +80,18 @@ compare_with_btree() {
     grep -q "$2" <<<"$plan" || fail "comparison did not use $2: $plan"
 }
 
+# start_three_memnodes: memory node mem and two more of slightly different
+# sizes (mem2, mem3: a level-1 split migrates to the emptiest); sets M2, M3
+# and ALL3 (the three URLs, for dex.memnodes) and stops them on exit.
+start_three_memnodes() {
+    start_memnode mem "$MPORT" 512MB --threads 2
+    M2=$(free_port); M3=$(free_port)
+    start_memnode mem2 "$M2" 520MB --threads 1
+    start_memnode mem3 "$M3" 540MB --threads 1
+    trap 'test_cleanup; stop_memnode mem2; stop_memnode mem3' EXIT
+    ALL3="$MEMNODE_URL,tcp://127.0.0.1:$M2,tcp://127.0.0.1:$M3"
+}
+
 # check_twin PORT X: on the server at PORT, table X read through its dex index
 # X_k (k >= 0) has exactly the rows of its btree twin bX, the comparison uses
 # X_k, and dex_check passes (the crash tests' check after a recovery).

@@ -27,14 +27,10 @@
 # names it), each dex index returns exactly its twin's rows, dex_check
 # passes, and the write-back indexes answer without REINDEX.
 source "$(dirname "$0")/common.sh"
-start_memnode mem "$MPORT" 512MB --threads 2
-M2=$(free_port); M3=$(free_port)
-start_memnode mem2 "$M2" 520MB --threads 1
-start_memnode mem3 "$M3" 540MB --threads 1
-trap 'test_cleanup; stop_memnode mem2; stop_memnode mem3' EXIT
+start_three_memnodes
 # (the dex worker writes nothing back by itself here: dex_flush does, in the
 # backend that crashes)
-start_cluster pg "$PPORT" "$MEMNODE_URL,tcp://127.0.0.1:$M2,tcp://127.0.0.1:$M3" "restart_after_crash = on" \
+start_cluster pg "$PPORT" "$ALL3" "restart_after_crash = on" \
     "autovacuum = off" "dex.writeback_interval = '10min'"
 SERVER_LOG="$DEX_WORK/pg-server.log"
 

@@ -18,12 +18,7 @@
 # WAL never needs REINDEX). A wrong count seen by a client before the crash
 # fails the test too.
 source "$(dirname "$0")/common.sh"
-start_memnode mem "$MPORT" 512MB --threads 2
-M2=$(free_port); M3=$(free_port)
-start_memnode mem2 "$M2" 520MB --threads 1
-start_memnode mem3 "$M3" 540MB --threads 1
-trap 'test_cleanup; stop_memnode mem2; stop_memnode mem3' EXIT
-ALL3="$MEMNODE_URL,tcp://127.0.0.1:$M2,tcp://127.0.0.1:$M3"
+start_three_memnodes
 start_cluster pg "$PPORT" "$ALL3" "dex.cache_size = '1MB'" "dex.offload = on" "restart_after_crash = on" \
     "autovacuum = off" "dex.writeback_interval = '1s'"
 CLIENTS=${CLIENTS:-6}; ROUNDS=${ROUNDS:-4}
