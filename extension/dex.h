@@ -672,6 +672,7 @@ extern void dex_wal_init(void);
 #define XLOG_DEX_WB_FLUSHED	0x30	/* the primary's flushed position (standbys' scans) */
 #define XLOG_DEX_KILL		0x40	/* a write-back kill's conflict horizon (dexkillwal.c) */
 #define XLOG_DEX_WB_REPLAYED	0x50	/* a dead life's changes of one tree replayed (dexwbcollect.c) */
+#define XLOG_DEX_WB_IMAGED	0x60	/* dirty leaves logged whole: crash redo's flushed position (dexwbimage.c) */
 
 /* dexkillwal.c: a write-back kill's conflict horizon (K7) */
 extern bool dex_kill_scan_horizon(Relation heap, ItemPointerData *tids, int n, TransactionId *horizon);
@@ -721,6 +722,7 @@ extern void dex_wb_redo_startup(void);
 extern void dex_wb_redo_entries(struct XLogReaderState *record);
 extern void dex_wb_redo_flushed(struct XLogReaderState *record);
 extern void dex_wb_redo_replayed(struct XLogReaderState *record);
+extern void dex_wb_redo_imaged(struct XLogReaderState *record);
 extern void dex_wb_redo_cleanup(void);
 #endif
 
@@ -734,10 +736,17 @@ typedef struct DexWalEntries
 	uint64		ns;				/* the tree's home namespace ... */
 	uint32		node;			/* ... on this memory node */
 	uint32		count;
-	uint8		insert;			/* 1: insert, 0: delete */
+	uint8		insert;			/* 1: insert, 0: delete, DEX_WAL_LEAF_IMAGE: a leaf logged whole */
 	uint8		layout;			/* DEX_LAYOUT_* + 1; 0: not told (records of dex before 2026-11-29) */
 	uint8		pad[6];
 } DexWalEntries;
+
+/*
+ * DexWalEntries.insert of a leaf logged whole (dexwbimage.c): count 1, the
+ * entry is the leaf's node image; redo makes its key range hold exactly its
+ * entries. No change of its own: standbys' scans do not wait for it.
+ */
+#define DEX_WAL_LEAF_IMAGE	2
 
 extern char *dex_wb_path(uint64 gen, const char *suffix);
 extern char *dex_wb_segment_path(uint64 gen, uint32 node, uint64 ns, uint32 seg);
@@ -752,6 +761,10 @@ extern void dex_wb_announce_life(void);
 /* returns the flushed position on record (PG_UINT64_MAX: no write-back tree in this life) */
 extern uint64 dex_wb_publish_flushed(uint64 before, uint64 *logged);
 extern void dex_wb_forget_life(void);
+
+/* dexwbimage.c: a checkpoint that cannot write back logs the dirty leaves */
+extern bool dex_wb_cover_with_images(uint64 redo, uint64 *flushed);
+extern void dex_wb_apply_image(Relation index, DexTree *tree, const char *p, const char *end, uint64 *changed);
 extern void dex_wb_redo_gate(Relation index, DexTree *tree, uint64 owner_word, uint64 node, uint64 ns,
 							 bool *checked);
 

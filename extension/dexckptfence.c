@@ -24,14 +24,18 @@
  * -- the waiting checkpoint goes on -- and starts the next one, flag set, for
  * the next checkpoint.
  *
+ * When it cannot wait any longer -- a write-back round failed (remote memory
+ * unreachable), or dex.checkpoint_writeback_timeout passed (a standby that
+ * does not replay) -- the worker logs the dirty leaves whole instead
+ * (dexwbimage.c), which covers R as well, and lets the checkpoint go on.
+ *
  * What is left: a checkpoint that begins within the microseconds between
  * the end of one fence transaction and the flag on the next one does not
  * wait; the worker sees its R at once and flushes, so only a crash in the
  * moments after such a checkpoint completes can still make the index refuse
  * (never answer wrongly). The same holds while the worker is not running
- * (it restarts a second after an error), after a write-back round that
- * failed (remote memory unreachable) and past dex.checkpoint_writeback_timeout
- * (a LOG message says so for the last two).
+ * (it restarts a second after an error) and if logging the images failed
+ * (a LOG message says so).
  */
 #include "dex.h"
 
@@ -115,6 +119,9 @@ fence_cover(XLogRecPtr redo, DexFlushRound flush, void (*beat) (void), volatile 
 		if (failed || *stop ||
 			TimestampDifferenceExceeds(start, GetCurrentTimestamp(), dex_checkpoint_writeback_timeout_ms))
 		{
+			/* the dirty leaves go into WAL instead (dexwbimage.c) */
+			if (dex_wb_cover_with_images(redo, &flushed))
+				return true;
 			ereport(LOG,
 					(errmsg("dex: a checkpoint (REDO %X/%X) goes on before the dirty nodes of write-back indexes "
 							"were written back (flushed to %X/%X)",

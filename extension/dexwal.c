@@ -70,6 +70,11 @@ dex_redo(XLogReaderState *record)
 		dex_wb_redo_replayed(record);
 		return;
 	}
+	if (info == XLOG_DEX_WB_IMAGED)
+	{
+		dex_wb_redo_imaged(record);
+		return;
+	}
 	if (info != XLOG_DEX_NODES)
 		elog(PANIC, "dex_redo: unknown op code %u", info);
 	if (XLogRecGetDataLen(record) < sizeof(hdr))
@@ -102,7 +107,8 @@ dex_desc(StringInfo buf, XLogReaderState *record)
 			return;
 		memcpy(w, data, sizeof(w));
 		appendStringInfo(buf, "%s of %u entries, life %016llx, tree %u:" UINT64_FORMAT,
-						 data[sizeof(w)] ? "insert" : "delete", (uint32) (w[2] >> 32),
+						 data[sizeof(w)] == DEX_WAL_LEAF_IMAGE ? "leaf image" : data[sizeof(w)] ? "insert" : "delete",
+						 (uint32) (w[2] >> 32),
 						 (unsigned long long) w[0], (uint32) w[2], w[1]);
 		return;
 	}
@@ -118,6 +124,15 @@ dex_desc(StringInfo buf, XLogReaderState *record)
 		memcpy(p, data, sizeof(p));
 		appendStringInfo(buf, "write-backs of life %016llx reached %X/%X", (unsigned long long) p[0],
 						 LSN_FORMAT_ARGS(p[1]));
+		return;
+	}
+	if (info == XLOG_DEX_WB_IMAGED && XLogRecGetDataLen(record) == 2 * sizeof(uint64))
+	{
+		uint64		p[2];		/* life, L */
+
+		memcpy(p, data, sizeof(p));
+		appendStringInfo(buf, "dirty leaves of life %016llx logged whole: crash redo from %X/%X",
+						 (unsigned long long) p[0], LSN_FORMAT_ARGS(p[1]));
 		return;
 	}
 	if (info == XLOG_DEX_WB_REPLAYED && XLogRecGetDataLen(record) == 3 * sizeof(uint64))
@@ -158,6 +173,8 @@ dex_identify(uint8 info)
 		return "KILL";
 	if ((info & ~XLR_INFO_MASK) == XLOG_DEX_WB_REPLAYED)
 		return "WB_REPLAYED";
+	if ((info & ~XLR_INFO_MASK) == XLOG_DEX_WB_IMAGED)
+		return "WB_IMAGED";
 	return NULL;
 }
 

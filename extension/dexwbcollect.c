@@ -16,7 +16,8 @@
  *   <G>.redo_start  R: every change G logged at or after R is collected;
  *   <G>.flushed     L: every change G logged before L is in remote memory
  *       (the primary writes it itself; a standby writes the L of the last
- *       XLOG_DEX_WB_FLUSHED of G it replayed).
+ *       XLOG_DEX_WB_FLUSHED of G it replayed). After XLOG_DEX_WB_IMAGED
+ *       (dexwbimage.c), "or in a leaf image G logged after L".
  * The gate replays G's segments when L >= R.
  *
  * Bounded: a replayed XLOG_DEX_WB_FLUSHED(G, L) drops G's segments whose
@@ -381,9 +382,10 @@ dex_wb_redo_entries(XLogReaderState *record)
 	if (len < sizeof(hdr))
 		elog(PANIC, "dex_redo: short entries record");
 	memcpy(&hdr, data, sizeof(hdr));
-	/* a hot standby's scans wait until the primary wrote this back */
-	dex_wbs_redo_entries(hdr.node, hdr.ns, (int) hdr.layout - 1, data + sizeof(hdr), hdr.count,
-						 len - (uint32) sizeof(hdr), record->ReadRecPtr);
+	/* a hot standby's scans wait until the primary wrote this back (an image is no change) */
+	if (hdr.insert != DEX_WAL_LEAF_IMAGE)
+		dex_wbs_redo_entries(hdr.node, hdr.ns, (int) hdr.layout - 1, data + sizeof(hdr), hdr.count,
+							 len - (uint32) sizeof(hdr), record->ReadRecPtr);
 	if (!collecting)
 		return;
 	old = MemoryContextSwitchTo(wbc_cxt);
@@ -444,6 +446,34 @@ dex_wb_redo_flushed(XLogReaderState *record)
 		elog(PANIC, "dex_redo: flushed-position record of %u bytes", XLogRecGetDataLen(record));
 	memcpy(p, XLogRecGetData(record), sizeof(p));
 	dex_wbs_redo_flushed(p[0], p[1]);	/* a hot standby's waiting scans */
+	if (!collecting)
+		return;
+	old = MemoryContextSwitchTo(wbc_cxt);
+	wbc_switch_life(p[0]);
+	if (p[1] > cur_l)
+		cur_l = p[1];
+	wbc_prune(p[0], p[1]);
+	MemoryContextSwitchTo(old);
+	MemoryContextReset(wbc_cxt);
+}
+
+/*
+ * Replay of XLOG_DEX_WB_IMAGED (dexwbimage.c): life gen logged its dirty
+ * leaves whole, and every change it logged before L is in remote memory or
+ * in one of those images (after L). Crash redo -- and a standby promoted in
+ * the primary's place -- may start at L: it raises the life's L and drops
+ * the segments before it, as a flushed position does. A hot standby's scans
+ * are not told: what they read, remote memory, did not change.
+ */
+void
+dex_wb_redo_imaged(XLogReaderState *record)
+{
+	uint64		p[2];			/* life, L */
+	MemoryContext old;
+
+	if (XLogRecGetDataLen(record) != sizeof(p))
+		elog(PANIC, "dex_redo: images record of %u bytes", XLogRecGetDataLen(record));
+	memcpy(p, XLogRecGetData(record), sizeof(p));
 	if (!collecting)
 		return;
 	old = MemoryContextSwitchTo(wbc_cxt);

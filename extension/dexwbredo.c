@@ -285,7 +285,10 @@ dex_wb_announce_life(void)
  * The write-back worker, after a flush that succeeded: `before` is the WAL
  * insert position it read before the flush began. Every change logged before
  * L = min(before, oldest dirty frame's dirty_since) is in remote memory; L
- * goes to this life's flushed file and, for hot standbys, to WAL (*logged).
+ * goes, for hot standbys, to WAL (*logged). This life's flushed file gets
+ * the same with a frame logged whole since it turned dirty counted from its
+ * image (dexwbimage.c): for crash redo, a change before L is in remote
+ * memory or in an image logged after L.
  * Returns the flushed position on record for crash redo (PG_UINT64_MAX: no
  * write-back tree in this life, nothing to cover).
  */
@@ -303,8 +306,8 @@ dex_wb_publish_flushed(XLogRecPtr before, uint64 *logged)
 		*logged = 0;
 	if (wbs == NULL)
 		return PG_UINT64_MAX;
-	oldest = dex_cache_dirty_since_min();
-	l = Min(before, (XLogRecPtr) oldest);
+	/* crash redo: a leaf logged whole since it turned dirty needs redo only from there (dexwbimage.c) */
+	l = Min(before, (XLogRecPtr) dex_cache_crash_since_min());
 	state = pg_atomic_read_u32(&wbs->state);
 	/* (no write-back tree opened in this life: nothing of it can be dirty) */
 	if (state == WB_WRITTEN && l > published)
@@ -312,6 +315,9 @@ dex_wb_publish_flushed(XLogRecPtr before, uint64 *logged)
 		dex_wb_write_lsn(dex_wb_path(dex_cache_generation(), "flushed"), l);
 		published = l;
 	}
+	/* hot standbys read remote memory: only what is there counts */
+	oldest = dex_cache_dirty_since_min();
+	l = Min(before, (XLogRecPtr) oldest);
 	dex_wbs_log_flushed(dex_cache_generation(), l);	/* hot standbys' scans (dexwbstandby.c) */
 	if (logged)
 		*logged = l;
@@ -416,8 +422,18 @@ wb_replay_file(Relation index, DexTree *tree, bool bytes, const char *path, uint
 		memcpy(&hdr, p, sizeof(hdr));
 		if (hdr.gen != gen)
 			elog(ERROR, "dex: write-back redo file \"%s\" holds another life's record", path);
-		wb_apply(index, tree, bytes, &hdr, p + sizeof(hdr), p + len);
-		changes += hdr.count;
+		if (hdr.insert == DEX_WAL_LEAF_IMAGE)
+		{
+			uint64		changed;
+
+			dex_wb_apply_image(index, tree, p + sizeof(hdr), p + len, &changed);
+			changes += changed;
+		}
+		else
+		{
+			wb_apply(index, tree, bytes, &hdr, p + sizeof(hdr), p + len);
+			changes += hdr.count;
+		}
 		p += len;
 	}
 	pfree(buf);

@@ -68,6 +68,7 @@ bool Cache::install(uint32_t f, GAddr g, const DirtyState* dirty) {
     h.dirty.store(dirty ? 1 : 0, std::memory_order_relaxed);
     h.lsn.store(dirty ? dirty->lsn : 0, std::memory_order_relaxed);
     if (dirty) h.dirty_since.store(dirty->since, std::memory_order_relaxed);
+    h.imaged_at.store(dirty ? dirty->imaged_at : 0, std::memory_order_relaxed);
     // Map before becoming HOT and before unlocking: a HOT frame must be mapped,
     // or an evicter could free it before publish() and we would map a free frame.
     if (!r_.table().publish(g, f)) {

@@ -154,6 +154,7 @@ public:
     struct DirtyState {
         uint64_t lsn = 0;
         uint64_t since = 0;
+        uint64_t imaged_at = 0;  // (the split leaf's: its image covered this half too)
     };
     bool install(uint32_t f, GAddr g, const DirtyState* dirty = nullptr);
 

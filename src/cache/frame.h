@@ -67,6 +67,11 @@ struct alignas(64) FrameHeader {
     // A flush that leaves it dirty can promise remote memory only up to here
     // (src/README.md "Write-back mode", redo after a crash).
     std::atomic<uint64_t> dirty_since{0};
+    // Dirty frame: the log position at which its whole image was last logged
+    // (a checkpoint that could not write it back, WritebackRegistry::
+    // log_images); every change in it logged before that is in the image,
+    // every later one was logged later. 0 = never since it became dirty.
+    std::atomic<uint64_t> imaged_at{0};
 
     FrameState get_state() const { return static_cast<FrameState>(state.load(std::memory_order_acquire)); }
     void set_state(FrameState s) { state.store(static_cast<uint32_t>(s), std::memory_order_release); }

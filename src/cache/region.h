@@ -154,6 +154,7 @@ public:
         if (h.dirty.load(std::memory_order_relaxed)) cleanings_.fetch_add(1, std::memory_order_seq_cst);
         h.dirty.store(0, std::memory_order_relaxed);
         h.lsn.store(0, std::memory_order_relaxed);
+        h.imaged_at.store(0, std::memory_order_relaxed);
     }
     // How many dirty frames have been cleaned (mark_clean) so far.
     uint64_t cleanings() const { return cleanings_.load(std::memory_order_seq_cst); }

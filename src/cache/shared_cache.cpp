@@ -125,6 +125,16 @@ uint64_t SharedCache::dirty_since_min() {
     return header_->writeback.dirty_since_min(*region_);
 }
 
+uint64_t SharedCache::crash_since_min() {
+    if (!region_) return UINT64_MAX;
+    return header_->writeback.crash_since_min(*region_);
+}
+
+uint64_t SharedCache::log_images(const WritebackRegistry::ImageLog& log) {
+    if (!region_) return 0;
+    return header_->writeback.log_images(*region_, log);
+}
+
 std::vector<CensusRow> SharedCache::census() {
     std::vector<CensusRow> out;
     if (!region_) return out;

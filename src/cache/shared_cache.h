@@ -103,6 +103,10 @@ public:
     uint64_t dirty_lsn_max(uint32_t tree_id, bool all);
     // WritebackRegistry::dirty_since_min (UINT64_MAX without a block).
     uint64_t dirty_since_min();
+    // WritebackRegistry::crash_since_min (UINT64_MAX without a block).
+    uint64_t crash_since_min();
+    // WritebackRegistry::log_images (0 without a block).
+    uint64_t log_images(const WritebackRegistry::ImageLog& log);
     // Mapped frames per (memory node, tree id, level), ascending.
     std::vector<CensusRow> census();
 

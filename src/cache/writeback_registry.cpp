@@ -141,6 +141,54 @@ uint64_t WritebackRegistry::dirty_since_min(CacheRegion& region) const {
     return m;
 }
 
+uint64_t WritebackRegistry::crash_since_min(CacheRegion& region) const {
+    uint64_t m = UINT64_MAX;
+    if (used() == 0) return m;
+    region.for_each_frame([&](const FrameInfo& i) {
+        if (!i.dirty || i.gaddr == kNullGAddr) return;
+        const FrameHeader& h = region.header(i.frame);
+        m = std::min(m, std::max(h.dirty_since.load(std::memory_order_relaxed),
+                                 h.imaged_at.load(std::memory_order_relaxed)));
+    });
+    return m;
+}
+
+uint64_t WritebackRegistry::log_images(CacheRegion& region, const ImageLog& log) const {
+    if (used() == 0) return 0;
+    std::vector<std::pair<uint32_t, uint32_t>> dirty;  // (frame, tree id)
+    region.for_each_frame([&](const FrameInfo& i) {
+        if (i.dirty && i.gaddr != kNullGAddr && i.level == 0) dirty.emplace_back(i.frame, i.tree_id);
+    });
+    uint64_t logged = 0;
+    Node img;
+    for (auto [f, tree_id] : dirty) {
+        const Entry* e = nullptr;
+        for (uint32_t s = 0; s < used() && !e; s++)
+            if (e_[s].word && e_[s].tree_id == tree_id) e = &e_[s];
+        if (!e) continue;  // (its namespace was dropped: nothing to keep)
+        FrameHeader& h = region.header(f);
+        h.lock();
+        // Still a dirty leaf of that tree? (written back or reused meanwhile)
+        const bool same = h.dirty.load(std::memory_order_relaxed) && h.gaddr.load(std::memory_order_relaxed) != kNullGAddr &&
+                          h.get_state() != FrameState::kFree && region.node(f)->level == 0 &&
+                          region.node(f)->tree_id == tree_id;
+        uint64_t at = 0;
+        if (same) {
+            region.copy_unswizzled(f, img);
+            try {
+                at = log(e->node, e->ns, img);
+            } catch (...) {
+                h.unlock_unchanged();
+                throw;
+            }
+            if (at) h.imaged_at.store(at, std::memory_order_relaxed);
+        }
+        h.unlock_unchanged();  // (the image did not change)
+        if (at) logged++;
+    }
+    return logged;
+}
+
 void WritebackRegistry::forget(int node, uint64_t ns) {
     uint32_t n = used();
     for (uint32_t i = 0; i < n; i++) {

@@ -25,6 +25,7 @@
 #pragma once
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "common/error.h"
@@ -32,6 +33,7 @@
 
 namespace dex {
 class RemoteMemory;
+struct Node;
 }
 
 namespace dex::cache {
@@ -93,6 +95,20 @@ public:
     // entry change logged before it is in remote memory (or in a frame being
     // written back right now). UINT64_MAX: nothing dirty.
     uint64_t dirty_since_min(CacheRegion& region) const;
+    // Lowest position crash redo must start at for dirty frames: a frame's
+    // imaged_at if it was logged whole since it turned dirty, else its
+    // dirty_since (every change remote memory lacks is logged at or after
+    // it, or is in an image logged at or after it). UINT64_MAX: nothing dirty.
+    uint64_t crash_since_min(CacheRegion& region) const;
+
+    // Log every dirty leaf frame whole (src/README.md "Write-back mode",
+    // a checkpoint that cannot write back): under each frame's lock,
+    // `log(node, ns, image)` -- the tree's home node and namespace, the
+    // frame's image -- logs it and returns a log position at or before the
+    // record (0: not logged), which becomes the frame's imaged_at. Returns
+    // the frames logged. Waits for each frame's lock, holding no other.
+    using ImageLog = std::function<uint64_t(int32_t node, uint64_t ns, const Node& img)>;
+    uint64_t log_images(CacheRegion& region, const ImageLog& log) const;
 
     // The namespace (node, ns) is being dropped: forget its entries (the
     // word is freed memory from now on).

@@ -99,6 +99,26 @@ uint64_t dex_cache_dirty_since_min(void) {
     }
 }
 
+uint64_t dex_cache_crash_since_min(void) {
+    try {
+        return proc().cache().crash_since_min();
+    } catch (...) {
+        return 0;  // unknown: promise nothing
+    }
+}
+
+int dex_cache_log_dirty_images(DexImageLogFn fn, uint64_t* logged, DexError* err) {
+    if (logged) *logged = 0;
+    return guarded(err, [&] {
+        if (!fn) throw dex::Error(dex::ErrorCode::kInvalid, "dex_cache_log_dirty_images: NULL function");
+        uint64_t n = proc().cache().log_images([fn](int32_t node, uint64_t ns, const dex::Node& img) {
+            return fn(static_cast<uint32_t>(node), ns, reinterpret_cast<const uint8_t*>(&img),
+                      static_cast<uint32_t>(dex::kNodeSize));
+        });
+        if (logged) *logged = n;
+    });
+}
+
 void dex_set_log_position_fn(uint64_t (*fn)(void)) { proc().set_log_position(fn); }
 
 }  // extern "C"

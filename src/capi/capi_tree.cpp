@@ -311,6 +311,19 @@ int dex_tree_insert_batch(DexTree* tree, const DexKey* keys, const uint64_t* lsn
     return rc;
 }
 
+int dex_tree_replay_leaf_image(DexTree* tree, const uint8_t* image, uint32_t len, uint64_t* changed, DexError* err) {
+    if (changed) *changed = 0;
+    return guarded(err, [&] {
+        if (!tree || !image) throw Error(ErrorCode::kInvalid, "dex_tree_replay_leaf_image: NULL argument");
+        if (len != dex::kNodeSize) throw Error(ErrorCode::kCorrupt, "write-back redo: a leaf image of " + std::to_string(len) + " bytes");
+        dex::Node img;
+        std::memcpy(static_cast<void*>(&img), image, dex::kNodeSize);
+        uint64_t c = 0;
+        tree->run_any([&](auto& b) { c = b.replay_leaf_image(img); });
+        if (changed) *changed = c;
+    });
+}
+
 int dex_tree_delete(DexTree* tree, const DexKey* keys, int n, uint64_t* deleted, DexError* err) {
     if (deleted) *deleted = 0;
     return guarded(err, [&] {

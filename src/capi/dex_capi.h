@@ -315,6 +315,13 @@ int			dex_tree_insert_nosplit(DexTree *tree, const DexKey *key, uint64_t lsn,
 int			dex_tree_read_leaf(DexTree *tree, const DexLeafStamp *stamp, DexKey *out, int *n,
 							   DexError *err);
 /* Delete exact entries; `keys` sorted ascending. *deleted = how many existed. */
+/*
+ * Write-back crash redo of a leaf image logged by dex_cache_log_dirty_images
+ * (len bytes, kNodeSize): its key range is made to hold exactly its entries,
+ * written through (either layout). *changed: entries removed or inserted.
+ */
+int			dex_tree_replay_leaf_image(DexTree *tree, const uint8_t *image, uint32_t len, uint64_t *changed,
+									   DexError *err);
 int			dex_tree_delete(DexTree *tree, const DexKey *keys, int n,
 							uint64_t *deleted, DexError *err);
 
@@ -577,6 +584,21 @@ void		dex_set_entry_log_fn(DexEntryLogFn fn);
  * change logged before it is in remote memory. UINT64_MAX: nothing dirty.
  */
 uint64_t	dex_cache_dirty_since_min(void);
+/*
+ * Lowest log position crash redo needs for a frame still dirty: where it was
+ * last logged whole (dex_cache_log_dirty_images), else where it became
+ * dirty. Every change remote memory lacks is logged at or after it, or is in
+ * an image logged at or after it. UINT64_MAX: nothing dirty; 0: unknown.
+ */
+uint64_t	dex_cache_crash_since_min(void);
+/*
+ * Log every dirty leaf frame of every write-back tree whole, through `fn`
+ * (node, ns: the tree's home namespace; image: kNodeSize bytes), under the
+ * frame's lock; fn returns a log position at or before its record (0: not
+ * logged). Same rules as DexEntryLogFn (no longjmp). *logged: frames logged.
+ */
+typedef uint64_t (*DexImageLogFn) (uint32_t node, uint64_t ns, const uint8_t *image, uint32_t len);
+int			dex_cache_log_dirty_images(DexImageLogFn fn, uint64_t *logged, DexError *err);
 /*
  * Raise the drain position (src/README.md "Write-back mode", W14): a dirty
  * leaf that became dirty at a log position before `lsn` takes no more

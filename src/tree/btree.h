@@ -132,6 +132,15 @@ public:
     bool contains(KeyRef key);
     // Deletes exact entries; `keys` sorted ascending. Returns how many existed.
     uint64_t remove(const Key* keys, size_t n);
+    // Write-back crash redo of a leaf logged whole (src/README.md "Write-back
+    // mode", a checkpoint that could not write back; writeback_image.cpp):
+    // makes the key range of leaf image `img`, [low fence, high fence), hold
+    // exactly the image's entries, written through -- entries there that the
+    // image lacks are removed, its entries that are missing inserted. The
+    // range may span other leaves by now (splits, merges); it is replayed by
+    // key. Returns the entries changed. Error(kCorrupt): not a leaf image of
+    // this layout.
+    uint64_t replay_leaf_image(const Node& img);
     // Dead-entry hints (src/README.md "Dead-entry hints"): removes keys[0..n)
     // (sorted ascending) from the leaf at `leaf` only if that leaf is still
     // at body_version `version`, the image a Scan returned them from

@@ -206,6 +206,7 @@ bool BTreeT<L>::wb_begin_change(cache::FrameHeader& h) {
     if (!ok) return false;
     // Before the change: the change's log record comes after this position.
     h.dirty_since.store(opts_.log_position ? opts_.log_position() : 0, std::memory_order_relaxed);
+    h.imaged_at.store(0, std::memory_order_relaxed);
     return true;
 }
 

@@ -55,9 +55,9 @@ struct SiblingFrame {
         return marker;
     }
     // Installs `img` dirty; the frame is the cache's from here on.
-    void install(const Node& img, uint64_t lsn, uint64_t since) {
+    void install(const Node& img, uint64_t lsn, uint64_t since, uint64_t imaged_at) {
         std::memcpy(static_cast<void*>(c.region().node(f)), &img, kNodeSize);
-        cache::Cache::DirtyState d{lsn, since};
+        cache::Cache::DirtyState d{lsn, since, imaged_at};
         const bool ok = c.install(f, a, &d);  // (we hold the marker: cannot fail)
         f = cache::kNoFrame;
         marker = false;
@@ -117,6 +117,7 @@ int BTreeT<L>::wb_split_dirty(GAddr a, WbGuard& guard, KeyRef key, Path& path, c
     Key sep;
     const uint64_t lsn = std::max(guard.uncovered, intent_.lsn);
     const uint64_t since = h.dirty_since.load(std::memory_order_relaxed);
+    const uint64_t imaged_at = h.imaged_at.load(std::memory_order_relaxed);
     std::exception_ptr lost;
     const GAddr parent = path[1];
     Node pre;
@@ -178,7 +179,7 @@ int BTreeT<L>::wb_split_dirty(GAddr a, WbGuard& guard, KeyRef key, Path& path, c
         // after any publish whose outcome is unknown (limits).
         const int ran = wb_lost_dirty_split(a, na, guard, fl, fr, dl);
         if (ran == 2) {
-            sib.install(fr, lsn, since);
+            sib.install(fr, lsn, since, imaged_at);
             guard.release_dirty(fl, lsn);
         } else if (ran == 1) {
             guard.release(nullptr);
@@ -189,7 +190,7 @@ int BTreeT<L>::wb_split_dirty(GAddr a, WbGuard& guard, KeyRef key, Path& path, c
     }
     // The sibling first: a reader that follows the frame's new right link
     // finds its frame (or its marker, and waits), never the remote half.
-    sib.install(fr, lsn, since);
+    sib.install(fr, lsn, since, imaged_at);
     guard.release_dirty(fl, lsn);
     Stats::add(stats().dirty_splits);
     *inserted = true;
