@@ -435,26 +435,34 @@ wbc_collect_entries(XLogReaderState *record, const DexWalEntries *hdr)
 	t->seg_last = lsn;
 }
 
+/* Collection: life gen's changes logged before l need no redo (its L, its segments before l). */
+static void
+wbc_raise_flushed(uint64 gen, XLogRecPtr l)
+{
+	MemoryContext old;
+
+	if (!collecting)
+		return;
+	old = MemoryContextSwitchTo(wbc_cxt);
+	wbc_switch_life(gen);
+	if (l > cur_l)
+		cur_l = l;
+	wbc_prune(gen, l);
+	MemoryContextSwitchTo(old);
+	MemoryContextReset(wbc_cxt);
+}
+
 /* Replay of XLOG_DEX_WB_FLUSHED: a life wrote back what it logged before L. */
 void
 dex_wb_redo_flushed(XLogReaderState *record)
 {
 	uint64		p[2];			/* life, L */
-	MemoryContext old;
 
 	if (XLogRecGetDataLen(record) != sizeof(p))
 		elog(PANIC, "dex_redo: flushed-position record of %u bytes", XLogRecGetDataLen(record));
 	memcpy(p, XLogRecGetData(record), sizeof(p));
 	dex_wbs_redo_flushed(p[0], p[1]);	/* a hot standby's waiting scans */
-	if (!collecting)
-		return;
-	old = MemoryContextSwitchTo(wbc_cxt);
-	wbc_switch_life(p[0]);
-	if (p[1] > cur_l)
-		cur_l = p[1];
-	wbc_prune(p[0], p[1]);
-	MemoryContextSwitchTo(old);
-	MemoryContextReset(wbc_cxt);
+	wbc_raise_flushed(p[0], p[1]);
 }
 
 /*
@@ -469,20 +477,11 @@ void
 dex_wb_redo_imaged(XLogReaderState *record)
 {
 	uint64		p[2];			/* life, L */
-	MemoryContext old;
 
 	if (XLogRecGetDataLen(record) != sizeof(p))
 		elog(PANIC, "dex_redo: images record of %u bytes", XLogRecGetDataLen(record));
 	memcpy(p, XLogRecGetData(record), sizeof(p));
-	if (!collecting)
-		return;
-	old = MemoryContextSwitchTo(wbc_cxt);
-	wbc_switch_life(p[0]);
-	if (p[1] > cur_l)
-		cur_l = p[1];
-	wbc_prune(p[0], p[1]);
-	MemoryContextSwitchTo(old);
-	MemoryContextReset(wbc_cxt);
+	wbc_raise_flushed(p[0], p[1]);
 }
 
 /*

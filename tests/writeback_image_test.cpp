@@ -135,11 +135,8 @@ TEST(WriteBackImages, ReplayByKeyRangeOverOtherLeaves) {
 
 TEST(WriteBackImages, ByteStringTree) {
     WbFixture x;
-    tree::TreeOptions o;
-    o.cache = &x.handle;
-    tree::SlottedTree t(*x.mem, 0, x.ns, o);
-    t.init_empty();
-    t.set_write_back(true, [] { return true; });
+    auto tp = x.write_back_tree<tree::SlottedTree>();
+    tree::SlottedTree& t = *tp;
     auto key = [](int i) { return "order-" + std::to_string(i * 7919 % 100003) + std::string(i % 13, 'y'); };
     std::set<std::string> model;
     for (int i = 0; i < 2000; i++) ASSERT_EQ(t.insert(key(i)), model.insert(key(i)).second);

@@ -167,11 +167,8 @@ TEST(WriteBackDirtySplit, LostPublishAnswerIsSettledByRemoteMemory) {
 // Byte-string trees split their dirty leaves the same way.
 TEST(WriteBackDirtySplit, ByteStringTree) {
     WbFixture x;
-    tree::TreeOptions o;
-    o.cache = &x.handle;
-    tree::SlottedTree t(*x.mem, 0, x.ns, o);
-    t.init_empty();
-    t.set_write_back(true, [] { return true; });
+    auto tp = x.write_back_tree<tree::SlottedTree>();
+    tree::SlottedTree& t = *tp;
     std::set<std::string> written, model;
     auto key = [](int i) { return "customer-" + std::to_string(i * 7919 % 100003) + std::string(i % 17, 'x'); };
     for (int i = 0; i < 1500; i++) ASSERT_EQ(t.insert(key(i)), model.insert(key(i)).second);

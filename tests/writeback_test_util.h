@@ -109,11 +109,12 @@ struct WbFixture {
         ns = ns_create(mem->node(0));
         set_write_backs(handle, *mem, *reg.region);
     }
-    // An empty tree in write-back mode over the cache.
-    std::unique_ptr<tree::BTree> write_back_tree() {
+    // An empty tree in write-back mode over the cache (T: tree::BTree or tree::SlottedTree).
+    template <class T = tree::BTree>
+    std::unique_ptr<T> write_back_tree() {
         tree::TreeOptions o;
         o.cache = &handle;
-        auto t = std::make_unique<tree::BTree>(*mem, 0, ns, o);
+        auto t = std::make_unique<T>(*mem, 0, ns, o);
         t->init_empty();
         t->set_write_back(true, [] { return true; });
         return t;

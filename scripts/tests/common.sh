@@ -119,13 +119,16 @@ make_standby() {  # make_standby NAME PORT [conf lines...]
         || { tail -20 "$DEX_WORK/$name-server.log" 2>/dev/null; fail "standby $name could not be made or started"; }
 }
 # wait_replay PORT: the standby on PORT has replayed everything the primary wrote so far
+# wait_replay PORT received: ... has received everything the primary flushed
 wait_replay() {
-    local lsn; lsn=$(dpsql "$PPORT" -d postgres -At -c "select pg_current_wal_lsn()")
+    local what=replay at=pg_current_wal_lsn lsn
+    [ "${2:-}" = received ] && what=receive at=pg_current_wal_flush_lsn
+    lsn=$(dpsql "$PPORT" -d postgres -At -c "select $at()")
     for _ in $(seq 1 300); do
-        [ "$(dpsql "$1" -d postgres -At -c "select pg_last_wal_replay_lsn() >= '$lsn'")" = t ] && return 0
+        [ "$(dpsql "$1" -d postgres -At -c "select pg_last_wal_${what}_lsn() >= '$lsn'")" = t ] && return 0
         sleep 0.1
     done
-    fail "standby on port $1 did not replay up to $lsn"
+    fail "standby on port $1 did not $what up to $lsn"
 }
 # compare_loop PORT NAME PID TABLE [PREDICATE]: index vs seqscan inside one
 # snapshot until PID ends; PREDICATE (default `k between @ and @ + 60`) with

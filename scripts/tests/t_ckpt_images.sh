@@ -21,16 +21,6 @@ SPORT=$(free_port)
 trap 'stop_cluster sb; test_cleanup' EXIT
 qs() { dpsql "$SPORT" -d postgres -At "$@"; }
 
-# received: the standby received all the WAL the primary flushed
-received() {
-    local lsn; lsn=$(q -c "select pg_current_wal_flush_lsn()")
-    for _ in $(seq 1 300); do
-        [ "$(qs -c "select pg_last_wal_receive_lsn() >= '$lsn'")" = t ] && return 0
-        sleep 0.1
-    done
-    fail "the standby did not receive up to $lsn"
-}
-
 # round restart|failover
 round() {
     local mode=$1
@@ -97,7 +87,7 @@ round() {
         check_twin "$SPORT" w
         return
     fi
-    received
+    wait_replay "$SPORT" received
     as_user "$PG_BIN/pg_ctl" -D "$DEX_WORK/pg" -m immediate stop >/dev/null
     as_user "$PG_BIN/pg_ctl" -D "$DEX_WORK/pg" -l "$DEX_WORK/pg-server.log" -w start >/dev/null || fail "restart"
     check_twin "$PPORT" w
