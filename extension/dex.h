@@ -44,8 +44,13 @@
  *                  hot standbys
  *   dexwbcollect.c recovery (crash or hot standby) collects a write-back life's
  *                  logged entry changes, in segments a flushed position drops
- *   dexwbredo.c    write-back mode after a crash: entry changes logged, replayed
- *                  at the index's first use on this server (or a promoted standby)
+ *   dexwbimage.c   dirty leaves logged whole: by a checkpoint that cannot wait
+ *                  for their write-back, saved at a shutdown that cannot either
+ *   dexwbredo.c    write-back mode after a crash: entry changes logged, the
+ *                  gate at the index's first use on this server (or a promoted
+ *                  standby) that replays them or refuses the index
+ *   dexwbreplay.c  the replay of the collected changes in log order, inserts
+ *                  batched; where collected segments live
  *   dexwbstandby.c write-back indexes on hot standbys: the primary's flushed
  *                  position in WAL, a scan's wait for it
  *   dexwbsplaces.c where in the key order a standby's replayed entry changes
@@ -749,6 +754,8 @@ typedef struct DexWalEntries
 #define DEX_WAL_LEAF_IMAGE	2
 
 extern char *dex_wb_path(uint64 gen, const char *suffix);
+/* a tree's collected records: DEX_WB_DIR/<life>.<node>.<ns>.<seg>.ops (path helpers: dexwbreplay.c) */
+#define DEX_WB_SEGMENT_FMT	"%s/%016llx.%u.%016llx.%08x.ops"
 extern char *dex_wb_segment_path(uint64 gen, uint32 node, uint64 ns, uint32 seg);
 extern int	dex_wb_segment_of(const char *name, uint64 gen, uint32 node, uint64 ns);
 extern void dex_wb_make_dir(void);
@@ -762,9 +769,18 @@ extern void dex_wb_announce_life(void);
 extern uint64 dex_wb_publish_flushed(uint64 before, uint64 *logged);
 extern void dex_wb_forget_life(void);
 
+/* dexwbreplay.c: the first use after a crash applies the collected changes */
+typedef struct DexWbSegmentFile
+{
+	int			seg;			/* -1: the one file of a dex before segments */
+	char	   *path;
+} DexWbSegmentFile;
+extern uint64 dex_wb_replay_segments(Relation index, DexTree *tree, uint64 gen, uint32 node, uint64 ns,
+									 DexWbSegmentFile **files, int *nfiles);
+
 /* dexwbimage.c: a checkpoint that cannot write back logs the dirty leaves */
 extern bool dex_wb_cover_with_images(uint64 redo, uint64 *flushed);
-extern void dex_wb_apply_image(Relation index, DexTree *tree, const char *p, const char *end, uint64 *changed);
+extern void dex_wb_spill_images(void);
 extern void dex_wb_redo_gate(Relation index, DexTree *tree, uint64 owner_word, uint64 node, uint64 ns,
 							 bool *checked);
 

@@ -474,6 +474,9 @@ dex_writeback_main(Datum arg)
 			dex_worker_beat();	/* learn how far the standbys replayed */
 		}
 		ereport(LOG, (errmsg("dex write-back worker: final flush done")));
+		/* held back by a standby: into this life's redo files for the next start */
+		if (dex_cache_dirty_since_min() != PG_UINT64_MAX)
+			dex_wb_spill_images();
 		dex_wb_forget_life();
 	}
 	dex_cluster_set_worker_latch(NULL);

@@ -30,9 +30,15 @@
  */
 #include "dex.h"
 
+#include <fcntl.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
 #include "access/xlog.h"
 #include "access/xloginsert.h"
+#include "common/file_perm.h"
 #include "miscadmin.h"
+#include "storage/fd.h"
 #include "utils/rel.h"
 
 #if PG_VERSION_NUM >= 150000	/* custom WAL resource managers */
@@ -111,7 +117,126 @@ dex_wb_cover_with_images(uint64 redo, uint64 *flushed)
 	return true;
 }
 
+/*
+ * Clean shutdown with leaves still dirty: the worker's final flush could not
+ * write them back (a standby that does not replay -- paused, or delayed by
+ * recovery_min_apply_delay -- holds them back). No crash recovery will
+ * collect this life's changes at the next start, and the first use would
+ * refuse the index (REINDEX). So the worker writes the dirty leaves whole
+ * into this life's redo files itself, as a recovery would have collected
+ * images of them: one segment per tree, the life's redo start and flushed
+ * position at the moment of the pass. The next start's first use replays
+ * them (dex_wb_redo_gate). Runs after the backends were told to stop; a
+ * change one of them still makes afterwards belongs to a transaction that
+ * aborts (its row is dead), as for the final flush.
+ */
+#define WB_SPILL_TREES	64		/* files fsynced after the pass; more: at each write */
+
+static uint64 spill_gen;
+static XLogRecPtr spill_at;
+static bool spill_failed;
+static int	spill_ntrees;
+static struct
+{
+	uint32		node;
+	uint64		ns;
+}			spill_trees[WB_SPILL_TREES];
+
+/* The cache's image log at shutdown: append to the tree's segment (no ereport: C++ frames). */
+static uint64_t
+wb_spill_image(uint32_t node, uint64_t ns, const uint8_t *image, uint32_t len)
+{
+	char		path[MAXPGPATH];
+	DexWalEntries hdr;
+	uint32		elen = len;
+	uint32		rlen = sizeof(hdr) + sizeof(elen) + len;
+	uint64		lsn = spill_at;
+	struct iovec iov[5];
+	ssize_t		want = sizeof(lsn) + sizeof(rlen) + rlen;
+	bool		known = false;
+	int			fd;
+
+	memset(&hdr, 0, sizeof(hdr));
+	hdr.gen = spill_gen;
+	hdr.ns = ns;
+	hdr.node = node;
+	hdr.count = 1;
+	hdr.insert = DEX_WAL_LEAF_IMAGE;
+	snprintf(path, sizeof(path), DEX_WB_SEGMENT_FMT, DEX_WB_DIR, (unsigned long long) spill_gen, node,
+			 (unsigned long long) ns, 0u);
+	fd = open(path, O_WRONLY | O_CREAT | O_APPEND | PG_BINARY, pg_file_create_mode);
+	if (fd < 0)
+	{
+		spill_failed = true;
+		return 0;
+	}
+	iov[0].iov_base = &lsn;
+	iov[0].iov_len = sizeof(lsn);
+	iov[1].iov_base = &rlen;
+	iov[1].iov_len = sizeof(rlen);
+	iov[2].iov_base = &hdr;
+	iov[2].iov_len = sizeof(hdr);
+	iov[3].iov_base = &elen;
+	iov[3].iov_len = sizeof(elen);
+	iov[4].iov_base = unconstify(uint8_t *, image);
+	iov[4].iov_len = len;
+	for (int i = 0; i < spill_ntrees; i++)
+		known |= spill_trees[i].node == node && spill_trees[i].ns == ns;
+	if (!known && spill_ntrees < WB_SPILL_TREES)
+	{
+		spill_trees[spill_ntrees].node = node;
+		spill_trees[spill_ntrees++].ns = ns;
+		known = true;
+	}
+	if (writev(fd, iov, 5) != want || (!known && pg_fsync(fd) != 0))
+	{
+		close(fd);
+		spill_failed = true;
+		return 0;
+	}
+	close(fd);
+	return (uint64_t) spill_at;
+}
+
+void
+dex_wb_spill_images(void)
+{
+	uint64		logged = 0;
+	DexError	err;
+
+	spill_gen = dex_cache_generation();
+	spill_at = GetXLogInsertRecPtr();
+	spill_failed = false;
+	spill_ntrees = 0;
+	memset(&err, 0, sizeof(err));
+	dex_wb_make_dir();
+	if (dex_cache_log_dirty_images(wb_spill_image, &logged, &err) != DEX_OK || spill_failed)
+	{
+		ereport(LOG, (errmsg("dex: could not write the dirty leaves of write-back indexes to %s at shutdown%s%s",
+							 DEX_WB_DIR, err.message[0] ? ": " : "", err.message),
+					  errdetail("Their indexes will refuse queries until REINDEX.")));
+		return;
+	}
+	if (logged == 0)
+		return;
+	for (int i = 0; i < spill_ntrees; i++)
+		fsync_fname(dex_wb_segment_path(spill_gen, spill_trees[i].node, spill_trees[i].ns, 0), false);
+	fsync_fname(DEX_WB_DIR, true);
+	/* redo of this life starts at the images, and everything before them is covered */
+	dex_wb_write_lsn(dex_wb_path(spill_gen, "redo_start"), spill_at);
+	(void) dex_wb_publish_flushed(spill_at, NULL);
+	ereport(LOG,
+			(errmsg("dex: " UINT64_FORMAT " dirty leaves of write-back indexes could not be written back before shutdown "
+					"and were written to %s instead", logged, DEX_WB_DIR),
+			 errdetail("The first use of each index after the next start replays them.")));
+}
+
 #else
+
+void
+dex_wb_spill_images(void)
+{
+}
 
 bool
 dex_wb_cover_with_images(uint64 redo, uint64 *flushed)
@@ -121,22 +246,3 @@ dex_wb_cover_with_images(uint64 redo, uint64 *flushed)
 }
 
 #endif							/* PG_VERSION_NUM >= 150000 */
-
-/* Redo at first use of one collected leaf image (record payload p..end). */
-void
-dex_wb_apply_image(Relation index, DexTree *tree, const char *p, const char *end, uint64 *changed)
-{
-	const uint8 *img;
-	uint32		len;
-	DexError	err;
-	int			rc;
-
-	*changed = 0;
-	if (!dex_wal_entry_next(&p, end, &img, &len))
-		elog(ERROR, "dex: write-back redo of index \"%s\": truncated leaf image",
-			 RelationGetRelationName(index));
-	memset(&err, 0, sizeof(err));
-	rc = dex_tree_replay_leaf_image(tree, img, len, changed, &err);
-	if (rc != DEX_OK)
-		dex_report_error(rc, &err, index);
-}

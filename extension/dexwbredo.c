@@ -39,9 +39,7 @@
  */
 #include "dex.h"
 
-#include <dirent.h>
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "access/xlog.h"
@@ -90,39 +88,6 @@ char *
 dex_wb_path(uint64 gen, const char *suffix)
 {
 	return psprintf("%s/%016llx.%s", DEX_WB_DIR, (unsigned long long) gen, suffix);
-}
-
-/* Segment `seg` of the entry changes life `gen` logged for tree (node, ns). */
-char *
-dex_wb_segment_path(uint64 gen, uint32 node, uint64 ns, uint32 seg)
-{
-	return psprintf("%s/%016llx.%u.%016llx.%08x.ops", DEX_WB_DIR, (unsigned long long) gen, node,
-					(unsigned long long) ns, seg);
-}
-
-/*
- * If file `name` (in DEX_WB_DIR) holds entry changes of (gen, node, ns): its
- * segment number, or -1 for the one file of a dex before segments (older
- * than any segment); otherwise -2.
- */
-int
-dex_wb_segment_of(const char *name, uint64 gen, uint32 node, uint64 ns)
-{
-	unsigned long long g;
-	unsigned long long n;
-	unsigned	nd;
-	unsigned	seg;
-	int			end = 0;
-	int			k;
-
-	if (sscanf(name, "%16llx.%u.%16llx.ops%n", &g, &nd, &n, &end) == 3 && end > 0 && name[end] == '\0')
-		k = -1;
-	else if (sscanf(name, "%16llx.%u.%16llx.%8x.ops%n", &g, &nd, &n, &seg, &end) == 4 && end > 0 &&
-			 name[end] == '\0' && seg <= (unsigned) INT_MAX)
-		k = (int) seg;
-	else
-		return -2;
-	return (g == gen && nd == node && n == ns) ? k : -2;
 }
 
 void
@@ -336,161 +301,7 @@ dex_wb_forget_life(void)
 	(void) durable_unlink(dex_wb_path(dex_cache_generation(), "flushed"), LOG);
 }
 
-/* ---- replay at first use ------------------------------------------------ */
-
-/* Apply one collected record to the tree, written through. */
-static void
-wb_apply(Relation index, DexTree *tree, bool bytes, const DexWalEntries *hdr, const char *p, const char *end)
-{
-	DexError	err;
-	int			rc = DEX_OK;
-	DexBytes   *be = palloc(sizeof(DexBytes) * Max(hdr->count, 1));
-	DexKey	   *ke = palloc(sizeof(DexKey) * Max(hdr->count, 1));
-
-	for (uint32 i = 0; i < hdr->count; i++)
-	{
-		const uint8 *e;
-		uint32		len;
-
-		if (!dex_wal_entry_next(&p, end, &e, &len) || (!bytes && len != sizeof(DexKey)))
-			elog(ERROR, "dex: write-back redo of index \"%s\": truncated record or bad entry",
-				 RelationGetRelationName(index));
-		be[i].data = e;
-		be[i].len = len;
-		if (!bytes)
-			memcpy(&ke[i], e, sizeof(DexKey));
-	}
-	memset(&err, 0, sizeof(err));
-	if (hdr->insert)
-	{
-		for (uint32 i = 0; i < hdr->count && rc == DEX_OK; i++)
-			rc = bytes ? dex_tree_insert_bytes(tree, be[i].data, be[i].len, 0, PG_UINT64_MAX, &err)
-				: dex_tree_insert(tree, &ke[i], 0, PG_UINT64_MAX, &err);
-	}
-	else
-	{
-		uint64		deleted = 0;
-
-		rc = bytes ? dex_tree_delete_bytes(tree, be, (int) hdr->count, &deleted, &err)
-			: dex_tree_delete(tree, ke, (int) hdr->count, &deleted, &err);
-	}
-	if (rc != DEX_OK)
-		dex_report_error(rc, &err, index);
-	pfree(be);
-	pfree(ke);
-}
-
-/* Replay the .ops file of (gen, tree); returns the entry changes applied. */
-static uint64
-wb_replay_file(Relation index, DexTree *tree, bool bytes, const char *path, uint64 gen)
-{
-	struct stat st;
-	char	   *buf;
-	char	   *p;
-	char	   *end;
-	int			fd;
-	uint64		changes = 0;
-
-	fd = OpenTransientFile(path, O_RDONLY | PG_BINARY);
-	if (fd < 0)
-	{
-		if (errno == ENOENT)
-			return 0;			/* nothing of this tree was logged after R */
-		ereport(ERROR, (errcode_for_file_access(), errmsg("could not open \"%s\": %m", path)));
-	}
-	if (fstat(fd, &st) != 0)
-		ereport(ERROR, (errcode_for_file_access(), errmsg("could not stat \"%s\": %m", path)));
-	buf = palloc_extended(Max(st.st_size, 1), MCXT_ALLOC_HUGE);
-	if (read(fd, buf, st.st_size) != st.st_size)
-		ereport(ERROR, (errcode_for_file_access(), errmsg("could not read \"%s\": %m", path)));
-	CloseTransientFile(fd);
-	p = buf;
-	end = buf + st.st_size;
-	while (p < end)
-	{
-		uint64		lsn;
-		uint32		len;
-		DexWalEntries hdr;
-
-		if (end - p < (ptrdiff_t) (sizeof(lsn) + sizeof(len)))
-			elog(ERROR, "dex: write-back redo file \"%s\" is truncated", path);
-		memcpy(&lsn, p, sizeof(lsn));
-		memcpy(&len, p + sizeof(lsn), sizeof(len));
-		p += sizeof(lsn) + sizeof(len);
-		if (end - p < (ptrdiff_t) len || len < sizeof(hdr))
-			elog(ERROR, "dex: write-back redo file \"%s\" is truncated", path);
-		memcpy(&hdr, p, sizeof(hdr));
-		if (hdr.gen != gen)
-			elog(ERROR, "dex: write-back redo file \"%s\" holds another life's record", path);
-		if (hdr.insert == DEX_WAL_LEAF_IMAGE)
-		{
-			uint64		changed;
-
-			dex_wb_apply_image(index, tree, p + sizeof(hdr), p + len, &changed);
-			changes += changed;
-		}
-		else
-		{
-			wb_apply(index, tree, bytes, &hdr, p + sizeof(hdr), p + len);
-			changes += hdr.count;
-		}
-		p += len;
-	}
-	pfree(buf);
-	return changes;
-}
-
-typedef struct WbSegmentFile
-{
-	int			seg;			/* -1: the one file of a dex before segments */
-	char	   *path;
-} WbSegmentFile;
-
-static int
-wb_cmp_segment(const void *a, const void *b)
-{
-	int			x = ((const WbSegmentFile *) a)->seg;
-	int			y = ((const WbSegmentFile *) b)->seg;
-
-	return (x > y) - (x < y);
-}
-
-/*
- * Replay life gen's segments of tree (node, ns) in log order; returns the
- * entry changes applied and the files (*files, *nfiles), which the caller
- * removes once the tree no longer names the life.
- */
-static uint64
-wb_replay_segments(Relation index, DexTree *tree, uint64 gen, uint32 node, uint64 ns,
-				   WbSegmentFile **files, int *nfiles)
-{
-	DIR		   *dir = AllocateDir(DEX_WB_DIR);
-	struct dirent *de;
-	int			cap = 16;
-	int			n = 0;
-	WbSegmentFile *f = palloc(sizeof(WbSegmentFile) * cap);
-	uint64		changes = 0;
-
-	while (dir != NULL && (de = ReadDir(dir, DEX_WB_DIR)) != NULL)
-	{
-		int			k = dex_wb_segment_of(de->d_name, gen, node, ns);
-
-		if (k < -1)
-			continue;
-		if (n == cap)
-			f = repalloc(f, sizeof(WbSegmentFile) * (cap *= 2));
-		f[n].seg = k;
-		f[n++].path = psprintf("%s/%s", DEX_WB_DIR, de->d_name);
-	}
-	if (dir != NULL)
-		FreeDir(dir);
-	qsort(f, n, sizeof(WbSegmentFile), wb_cmp_segment);
-	for (int i = 0; i < n; i++)
-		changes += wb_replay_file(index, tree, dex_index_is_bytes(index), f[i].path, gen);
-	*files = f;
-	*nfiles = n;
-	return changes;
-}
+/* ---- replay at first use (the records: dexwbreplay.c) --------------------- */
 
 /*
  * Before the index is used in this backend (dexsession.c): if its owner word
@@ -508,7 +319,7 @@ dex_wb_redo_gate(Relation index, DexTree *tree, uint64 owner_word, uint64 node, 
 	XLogRecPtr	redo = InvalidXLogRecPtr;
 	const char *why = NULL;
 	uint64		changes;
-	WbSegmentFile *files;
+	DexWbSegmentFile *files;
 	int			nfiles;
 
 	if (owner_word == 0 || *checked)
@@ -552,7 +363,7 @@ dex_wb_redo_gate(Relation index, DexTree *tree, uint64 owner_word, uint64 node, 
 	rc = dex_tree_set_write_back(tree, 0, 0, &err);
 	if (rc != DEX_OK)
 		dex_report_error(rc, &err, index);
-	changes = wb_replay_segments(index, tree, val, (uint32) node, ns, &files, &nfiles);
+	changes = dex_wb_replay_segments(index, tree, val, (uint32) node, ns, &files, &nfiles);
 	rc = dex_tree_owner_word_release(tree, owner_word, val, &err);
 	if (rc != DEX_OK)
 		dex_report_error(rc, &err, index);

@@ -10,24 +10,34 @@
 # logged images; after the crash every index equals its btree twin (in-place
 # inserts, and entries killed in place, restored), dex_check passes, no index
 # asks for a REINDEX; and the standby, replay resumed, answers the same.
-# Round 2: the standby replays the checkpoint, restarts from a restartpoint
+# Round 2 (indexes over three memory nodes, placement_level = 1): the
+# standby replays the checkpoint, restarts from a restartpoint
 # there, the primary dies and the standby is promoted instead; it replays the
 # images it collected (XLOG_DEX_WB_IMAGED tells it where crash redo may
-# start) and answers the same.
+# start) and answers the same. Round 3: no checkpoint, a clean (fast)
+# shutdown instead, which cannot write the leaves back either: the worker
+# writes them into pg_dex_wb, and after the start both indexes equal their
+# twins (before, they asked for a REINDEX).
 # Indexes: w (int, fixed entries) and ws (int, bigint: byte-string entries),
 # both write_back = on, each with a btree twin bw / bws.
 source "$(dirname "$0")/common.sh"
-SPORT=$(free_port)
-trap 'stop_cluster sb; test_cleanup' EXIT
+SPORT=$(free_port); M2=$(free_port); M3=$(free_port)
+trap 'stop_cluster sb; test_cleanup; stop_memnode mem2; stop_memnode mem3' EXIT
 qs() { dpsql "$SPORT" -d postgres -At "$@"; }
 
-# round restart|failover
+# round restart|failover|shutdown
 round() {
     local mode=$1
     echo "== round $mode"
-    stop_cluster sb; stop_cluster pg; stop_memnode mem
+    local nodes=$MEMNODE_URL opts=""
+    stop_cluster sb; stop_cluster pg; stop_memnode mem; stop_memnode mem2; stop_memnode mem3
     start_memnode mem "$MPORT" 256MB --threads 2
-    start_cluster pg "$PPORT" "$MEMNODE_URL" "autovacuum = off" "dex.writeback_interval = '10min'" \
+    if [ "$mode" = failover ]; then  # the leaves spread over three memory nodes
+        start_memnode mem2 "$M2" 256MB --threads 1
+        start_memnode mem3 "$M3" 256MB --threads 1
+        nodes="$MEMNODE_URL,tcp://127.0.0.1:$M2,tcp://127.0.0.1:$M3" opts="placement_level = 1, "
+    fi
+    start_cluster pg "$PPORT" "$nodes" "autovacuum = off" "dex.writeback_interval = '10min'" \
         "dex.checkpoint_writeback_timeout = '2s'" "dex.standby_wait_timeout = '20s'"
     q -c "create extension dex"
     for x in w ws; do
@@ -35,8 +45,8 @@ round() {
         q -c "insert into $x select g * 10, g from generate_series(1, 20000) g; insert into b$x select * from $x"
         q -c "create index b${x}_k on b$x (k)"
     done
-    q -c "create index w_k on w using dex (k) with (write_back = on)"
-    q -c "create index ws_k on ws using dex (k, v) with (write_back = on)"
+    q -c "create index w_k on w using dex (k) with (${opts}write_back = on)"
+    q -c "create index ws_k on ws using dex (k, v) with (${opts}write_back = on)"
     make_standby sb "$SPORT"
     # failover: a new life of the primary that the standby's base backup did
     # not see (it has no flushed position of it, only what it replays)
@@ -61,6 +71,23 @@ round() {
     echo "dirty frames before the checkpoint: $dirty"
     [ "$dirty" -gt 20 ] || fail "too few dirty leaves to test with ($dirty)"
     from=$(wc -l <"$DEX_WORK/pg-server.log")
+    if [ "$mode" = shutdown ]; then
+        # a clean stop cannot write them back either: the worker writes them
+        # into pg_dex_wb, and the next start's first use replays them
+        as_user "$PG_BIN/pg_ctl" -D "$DEX_WORK/pg" -m fast -w stop >/dev/null || fail "stop"
+        tail -n +"$((from + 1))" "$DEX_WORK/pg-server.log" | grep "were written to pg_dex_wb instead" \
+            || { tail -5 "$DEX_WORK/pg-server.log"; fail "the shutdown did not write the dirty leaves"; }
+        as_user "$PG_BIN/pg_ctl" -D "$DEX_WORK/pg" -l "$DEX_WORK/pg-server.log" -w start >/dev/null || fail "start"
+        check_twin "$PPORT" w
+        check_twin "$PPORT" ws
+        tail -n +"$((from + 1))" "$DEX_WORK/pg-server.log" | grep -q "replayed [0-9]* entry changes" \
+            || fail "no write-back redo ran"
+        qs -c "select pg_wal_replay_resume()" >/dev/null
+        wait_replay "$SPORT"
+        check_twin "$SPORT" w standby
+        check_twin "$SPORT" ws standby
+        return
+    fi
     q -c "checkpoint"
     logged=$(tail -n +"$((from + 1))" "$DEX_WORK/pg-server.log" | grep -o "[0-9]* leaves were logged whole instead" | head -1 || true)
     echo "fence: $logged"
@@ -106,4 +133,5 @@ round() {
 
 round restart
 round failover
+round shutdown
 echo "checkpoint images: ok"
