@@ -758,6 +758,7 @@ extern char *dex_wb_path(uint64 gen, const char *suffix);
 #define DEX_WB_SEGMENT_FMT	"%s/%016llx.%u.%016llx.%08x.ops"
 extern char *dex_wb_segment_path(uint64 gen, uint32 node, uint64 ns, uint32 seg);
 extern int	dex_wb_segment_of(const char *name, uint64 gen, uint32 node, uint64 ns);
+extern bool dex_wb_segment_append(int fd, uint64 lsn, const char *data, uint32 len);
 extern void dex_wb_make_dir(void);
 extern void dex_wb_write_lsn(const char *path, uint64 lsn);
 extern bool dex_wb_read_lsn(const char *path, uint64 *lsn);

@@ -45,7 +45,6 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include "access/xlog.h"
@@ -412,16 +411,8 @@ wbc_collect_entries(XLogReaderState *record, const DexWalEntries *hdr)
 		wbc_write_out(t);
 	if (size > WBC_BUFFER_BYTES)
 	{
-		struct iovec iov[3];
-
-		iov[0].iov_base = &lsn;
-		iov[0].iov_len = sizeof(lsn);
-		iov[1].iov_base = &len;
-		iov[1].iov_len = sizeof(len);
-		iov[2].iov_base = unconstify(char *, data);
-		iov[2].iov_len = len;
 		wbc_open_segment(t);
-		if (writev(open_fd, iov, 3) != (ssize_t) size)
+		if (!dex_wb_segment_append(open_fd, lsn, data, len))
 			ereport(PANIC, (errcode_for_file_access(), errmsg("could not write a write-back redo segment: %m")));
 	}
 	else

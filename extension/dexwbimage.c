@@ -21,6 +21,9 @@
  * replays them in log order: an image makes its key range hold exactly its
  * entries (BTreeT::replay_leaf_image), the changes after it follow.
  *
+ * A clean shutdown that cannot write dirty leaves back either saves them the
+ * same way into this life's redo files (dex_wb_spill_images, below).
+ *
  * Hot standbys read remote memory, not WAL: their promise (the flushed
  * position in XLOG_DEX_WB_FLUSHED) still follows dirty_since, and an image
  * is no change they wait for. Their collection, which a promotion replays,
@@ -31,7 +34,6 @@
 #include "dex.h"
 
 #include <fcntl.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include "access/xlog.h"
@@ -39,7 +41,6 @@
 #include "common/file_perm.h"
 #include "miscadmin.h"
 #include "storage/fd.h"
-#include "utils/rel.h"
 
 #if PG_VERSION_NUM >= 150000	/* custom WAL resource managers */
 
@@ -148,14 +149,15 @@ wb_spill_image(uint32_t node, uint64_t ns, const uint8_t *image, uint32_t len)
 {
 	char		path[MAXPGPATH];
 	DexWalEntries hdr;
-	uint32		elen = len;
-	uint32		rlen = sizeof(hdr) + sizeof(elen) + len;
-	uint64		lsn = spill_at;
-	struct iovec iov[5];
-	ssize_t		want = sizeof(lsn) + sizeof(rlen) + rlen;
+	char		rec[sizeof(DexWalEntries) + sizeof(uint32) + DEX_NODE_BYTES];
 	bool		known = false;
 	int			fd;
 
+	if (len != DEX_NODE_BYTES)
+	{
+		spill_failed = true;
+		return 0;
+	}
 	memset(&hdr, 0, sizeof(hdr));
 	hdr.gen = spill_gen;
 	hdr.ns = ns;
@@ -170,16 +172,10 @@ wb_spill_image(uint32_t node, uint64_t ns, const uint8_t *image, uint32_t len)
 		spill_failed = true;
 		return 0;
 	}
-	iov[0].iov_base = &lsn;
-	iov[0].iov_len = sizeof(lsn);
-	iov[1].iov_base = &rlen;
-	iov[1].iov_len = sizeof(rlen);
-	iov[2].iov_base = &hdr;
-	iov[2].iov_len = sizeof(hdr);
-	iov[3].iov_base = &elen;
-	iov[3].iov_len = sizeof(elen);
-	iov[4].iov_base = unconstify(uint8_t *, image);
-	iov[4].iov_len = len;
+	/* the payload an XLOG_DEX_ENTRIES leaf image carries: header, then (length, image) */
+	memcpy(rec, &hdr, sizeof(hdr));
+	memcpy(rec + sizeof(hdr), &len, sizeof(len));
+	memcpy(rec + sizeof(hdr) + sizeof(len), image, len);
 	for (int i = 0; i < spill_ntrees; i++)
 		known |= spill_trees[i].node == node && spill_trees[i].ns == ns;
 	if (!known && spill_ntrees < WB_SPILL_TREES)
@@ -188,7 +184,7 @@ wb_spill_image(uint32_t node, uint64_t ns, const uint8_t *image, uint32_t len)
 		spill_trees[spill_ntrees++].ns = ns;
 		known = true;
 	}
-	if (writev(fd, iov, 5) != want || (!known && pg_fsync(fd) != 0))
+	if (!dex_wb_segment_append(fd, (uint64) spill_at, rec, sizeof(rec)) || (!known && pg_fsync(fd) != 0))
 	{
 		close(fd);
 		spill_failed = true;

@@ -17,6 +17,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "storage/fd.h"
@@ -55,6 +56,26 @@ dex_wb_segment_of(const char *name, uint64 gen, uint32 node, uint64 ns)
 	else
 		return -2;
 	return (g == gen && nd == node && n == ns) ? k : -2;
+}
+
+/*
+ * Append one record to an open segment: its log position, its length, the
+ * XLOG_DEX_ENTRIES payload (the form wb_replay_file reads). No ereport (the
+ * shutdown's image log runs inside C++ frames): false with errno set.
+ */
+bool
+dex_wb_segment_append(int fd, uint64 lsn, const char *data, uint32 len)
+{
+	struct iovec iov[3];
+
+	iov[0].iov_base = &lsn;
+	iov[0].iov_len = sizeof(lsn);
+	iov[1].iov_base = &len;
+	iov[1].iov_len = sizeof(len);
+	iov[2].iov_base = unconstify(char *, data);
+	iov[2].iov_len = len;
+	errno = 0;
+	return writev(fd, iov, 3) == (ssize_t) (sizeof(lsn) + sizeof(len) + len);
 }
 
 /* A run of inserts not applied yet (entries point into the file being replayed). */
@@ -177,9 +198,12 @@ wb_apply(WbBatch *b, const DexWalEntries *hdr, const char *p, const char *end)
 		{
 			if (b->n == WB_BATCH_MAX)
 				wb_batch_flush(b);
-			b->ents[b->n].data = e;
-			b->ents[b->n].len = len;
-			if (!b->bytes)
+			if (b->bytes)
+			{
+				b->ents[b->n].data = e;
+				b->ents[b->n].len = len;
+			}
+			else
 				memcpy(&b->keys[b->n], e, sizeof(DexKey));
 			b->n++;
 		}

@@ -131,26 +131,28 @@ uint64_t WritebackRegistry::dirty_lsn_max(CacheRegion& region, uint32_t tree_id,
     return m;
 }
 
-uint64_t WritebackRegistry::dirty_since_min(CacheRegion& region) const {
+namespace {
+// Lowest `pos(header)` over the dirty frames (UINT64_MAX: none).
+template <class Pos>
+uint64_t dirty_min(CacheRegion& region, Pos pos) {
     uint64_t m = UINT64_MAX;
-    if (used() == 0) return m;  // never dirty
     region.for_each_frame([&](const FrameInfo& i) {
-        if (!i.dirty || i.gaddr == kNullGAddr) return;
-        m = std::min(m, region.header(i.frame).dirty_since.load(std::memory_order_relaxed));
+        if (i.dirty && i.gaddr != kNullGAddr) m = std::min(m, pos(region.header(i.frame)));
     });
     return m;
 }
+}  // namespace
+
+uint64_t WritebackRegistry::dirty_since_min(CacheRegion& region) const {
+    if (used() == 0) return UINT64_MAX;  // never dirty
+    return dirty_min(region, [](const FrameHeader& h) { return h.dirty_since.load(std::memory_order_relaxed); });
+}
 
 uint64_t WritebackRegistry::crash_since_min(CacheRegion& region) const {
-    uint64_t m = UINT64_MAX;
-    if (used() == 0) return m;
-    region.for_each_frame([&](const FrameInfo& i) {
-        if (!i.dirty || i.gaddr == kNullGAddr) return;
-        const FrameHeader& h = region.header(i.frame);
-        m = std::min(m, std::max(h.dirty_since.load(std::memory_order_relaxed),
-                                 h.imaged_at.load(std::memory_order_relaxed)));
+    if (used() == 0) return UINT64_MAX;
+    return dirty_min(region, [](const FrameHeader& h) {
+        return std::max(h.dirty_since.load(std::memory_order_relaxed), h.imaged_at.load(std::memory_order_relaxed));
     });
-    return m;
 }
 
 uint64_t WritebackRegistry::log_images(CacheRegion& region, const ImageLog& log) const {
