@@ -19,7 +19,9 @@ source "$(dirname "$0")/../scripts/lib.sh"
 start_replicated_bench ckim "$CO"
 P() { dpsql "$pport" -d postgres -At "$@"; }
 S() { dpsql "$sport" -d postgres -At "$@"; }
+# (dex.standby_wait_timeout: the paused standby must hold the leaves back, not be detached)
 P -q -c "ALTER SYSTEM SET dex.checkpoint_writeback_timeout = '1s'" -c "ALTER SYSTEM SET dex.writeback_interval = '10min'" \
+   -c "ALTER SYSTEM SET dex.standby_wait_timeout = '1h'" \
    -c "SELECT pg_reload_conf()" >/dev/null
 P -q -c "CREATE EXTENSION dex" -c "CREATE TABLE kv (k bigint, v bigint)" \
    -c "INSERT INTO kv SELECT g * 1000, g FROM generate_series(1, $ROWS) g" \

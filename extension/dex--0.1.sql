@@ -493,10 +493,11 @@ RETURNS record
 AS 'MODULE_PATHNAME', 'dex_sql_cluster'
 LANGUAGE C STRICT VOLATILE;
 
--- ... and the hot standbys' slots (expired: the writer no longer waits for it).
+-- ... and the hot standbys' slots (expired: the writer no longer waits for it;
+-- detached: the writer detached it because its replay lagged).
 CREATE FUNCTION dex_cluster_standbys(
     OUT slot int, OUT life text, OUT replay_lsn pg_lsn, OUT tli int,
-    OUT expired boolean, OUT this_server boolean)
+    OUT expired boolean, OUT this_server boolean, OUT detached boolean)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'dex_sql_cluster_standbys'
 LANGUAGE C STRICT VOLATILE;

@@ -39,6 +39,8 @@
  *   dexhorizon.c   the WAL positions a primary's writes and VACUUM wait for:
  *                  journal retention, write-backs' hwm, standbys' replay
  *   dexcluster.c   primary and hot standbys: the cluster registry, this life
+ *   dexlag.c       a standby whose replay lags far behind is detached, and
+ *                  claims a slot again only once it keeps up
  *   dexwal.c       dex's WAL resource manager
  *   dexkillwal.c   a write-back index's kill: its conflict horizon, logged for
  *                  hot standbys
@@ -498,6 +500,7 @@ extern bool dex_preloaded;
 extern void dex_require_preload(void);
 extern uint64 dex_wal_durable(void);
 extern uint64 dex_wal_durable_boundary(bool wait);
+extern bool dex_wal_covers(uint32 tli, uint64 need, uint64 end, char *why, size_t whylen);
 extern uint64 dex_wal_flush_boundary(void);
 
 extern void dex_make_value_key(DexKey *key, int64 v, uint32 block, uint16 off);
@@ -641,7 +644,23 @@ extern uint64 dex_cluster_registry_lookup(uint64 sysid, bool create, uint64 floo
 										  DexError *err);
 extern uint64 dex_cluster_registry(void);
 
-/* A standby slot that is held and not expired by the writer (a live standby). */
+/*
+ * dexlag.c: the primary's worker detaches a live standby that did not replay
+ * its WAL within dex.standby_wait_timeout; a standby claims a slot only once
+ * its replay keeps up. The primary's waits for its standbys end in an ERROR
+ * only if the detach did not free them (the worker not running): the
+ * timeout, then the detached slot's lease and margin, and a beat or two.
+ */
+extern bool dex_lag_check_slot(uint64 addr, int i, const DexStandbySlot *s, uint64 durable,
+							   TimestampTz now, int timeout_ms);
+extern bool dex_lag_standby_keeps_up(uint64 replay, uint64 removal_lsn, TimestampTz now, int timeout_ms,
+									 char *why, size_t whylen);
+#define DEX_DETACH_SLACK_MS (DEX_LEASE_MS + DEX_MARGIN_MS + 2000)
+
+/*
+ * A standby slot that is held and not expired by the writer (a live standby;
+ * a detached one too, until it expires: its lease may still run).
+ */
 static inline bool
 dex_slot_live(const DexStandbySlot *s)
 {

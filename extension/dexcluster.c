@@ -25,7 +25,6 @@
 
 #include <unistd.h>
 
-#include "access/timeline.h"
 #include "access/xlog.h"
 #include "access/xlogrecovery.h"
 #include "common/controldata_utils.h"
@@ -40,7 +39,7 @@
 #include "utils/timestamp.h"
 
 
-int			dex_standby_wait_timeout_ms = 60000;
+int			dex_standby_wait_timeout_ms = 10000;
 
 typedef enum DexWriterState
 {
@@ -72,6 +71,7 @@ typedef struct DexClusterShared
 	/* standby */
 	TimestampTz standby_hurry_until;	/* a scan waits for write-backs: beat often until then */
 	int			standby_slot;	/* -1: none */
+	bool		standby_detached;	/* the primary detached it (dexlag.c); not claimed since */
 	TimestampTz standby_lease_until;
 	uint64		standby_required_lsn;
 	char		standby_problem[256];
@@ -257,55 +257,6 @@ dex_wal_end_at_start(void)
 	return (uint64) GetXLogReplayRecPtr(NULL);
 }
 
-/*
- * Does this server's WAL contain the writer's up to `need` on timeline
- * `tli`? Same timeline: WAL up to where this life began. Another one: this
- * timeline's history must have branched off `tli` at or after `need`.
- */
-static bool
-dex_wal_covers(uint32 tli, uint64 need, char *why, size_t whylen)
-{
-	TimeLineID	mytli = GetWALInsertionTimeLine();
-	uint64		end = dex_wal_end_at_start();
-
-	if (tli == 0 || need == 0)
-		return true;
-	if (tli == mytli)
-	{
-		if (end >= need)
-			return true;
-		snprintf(why, whylen,
-				 "This server's WAL ends at %X/%X, but the trees already depend on WAL up to %X/%X "
-				 "(a backup restored, or recovery stopped, before that point)",
-				 LSN_FORMAT_ARGS((XLogRecPtr) end), LSN_FORMAT_ARGS((XLogRecPtr) need));
-		return false;
-	}
-	{
-		List	   *hist = readTimeLineHistory(mytli);
-		ListCell   *lc;
-
-		foreach(lc, hist)
-		{
-			TimeLineHistoryEntry *e = (TimeLineHistoryEntry *) lfirst(lc);
-
-			if (e->tli == tli)
-			{
-				if (e->end != InvalidXLogRecPtr && (uint64) e->end >= need)
-					return true;
-				snprintf(why, whylen,
-						 "This server left timeline %u at %X/%X, but the trees already depend on its WAL up to %X/%X",
-						 tli, LSN_FORMAT_ARGS(e->end), LSN_FORMAT_ARGS((XLogRecPtr) need));
-				return false;
-			}
-		}
-	}
-	snprintf(why, whylen,
-			 "The trees are written by timeline %u, which is not in this server's history (timeline %u): "
-			 "an old primary after a failover, or a separate recovery",
-			 tli, mytli);
-	return false;
-}
-
 static void
 dex_writer_refuse(const char *why)
 {
@@ -390,7 +341,8 @@ dex_primary_beat(uint64 addr, uint64 mine)
 			dex_writer_refuse(why);
 			return;
 		}
-		if (!dex_wal_covers((uint32) st.writer_tli, Max(st.writer_hwm, st.removal_lsn), why, sizeof(why)))
+		if (!dex_wal_covers((uint32) st.writer_tli, Max(st.writer_hwm, st.removal_lsn), dex_wal_end_at_start(),
+							why, sizeof(why)))
 		{
 			dex_writer_refuse(why);
 			return;
@@ -445,6 +397,9 @@ dex_primary_beat(uint64 addr, uint64 mine)
 							(unsigned long long) s->owner, DEX_LEASE_MS + DEX_MARGIN_MS)));
 			continue;
 		}
+		/* (still counted below when detached now: it may answer until its lease ends) */
+		if (!(s->beat & DEX_SLOT_DETACHED))
+			(void) dex_lag_check_slot(addr, i, s, flush, issued, dex_standby_wait_timeout_ms);
 		floor = Min(floor, s->replay_lsn);
 	}
 	/*
@@ -598,6 +553,7 @@ dex_standby_beat(uint64 addr, uint64 mine)
 	uint64		replay = (uint64) GetXLogReplayRecPtr(&tli);
 	TimestampTz issued = GetCurrentTimestamp();
 	int			ok = 0;
+	char		why[256];
 
 	memset(&err, 0, sizeof(err));
 	{
@@ -617,6 +573,23 @@ dex_standby_beat(uint64 addr, uint64 mine)
 					 "dex's remote trees were taken over by the cluster with system identifier " UINT64_FORMAT
 					 " (pg_upgrade)", cur.moved_to);
 			SpinLockRelease(&dcs->mutex);
+			return;
+		}
+		if (dcs->standby_slot >= 0 && cur.slots[dcs->standby_slot].owner == mine &&
+			(cur.slots[dcs->standby_slot].beat & DEX_SLOT_DETACHED))
+		{
+			/* lagged too far: stop answering now, claim again once replay keeps up */
+			SpinLockAcquire(&dcs->mutex);
+			dcs->standby_slot = -1;
+			dcs->standby_lease_until = 0;
+			dcs->standby_detached = true;
+			SpinLockRelease(&dcs->mutex);
+		}
+		if (dcs->standby_slot < 0 &&
+			!dex_lag_standby_keeps_up(replay, cur.removal_lsn, issued, dex_standby_wait_timeout_ms,
+									  why, sizeof(why)))
+		{
+			dex_cluster_set_problem(dcs->standby_problem, why);
 			return;
 		}
 	}
@@ -644,6 +617,7 @@ dex_standby_beat(uint64 addr, uint64 mine)
 		}
 		SpinLockAcquire(&dcs->mutex);
 		dcs->standby_slot = slot;
+		dcs->standby_detached = false;
 		dcs->standby_required_lsn = st.removal_lsn;
 		dcs->standby_lease_until = TimestampTzPlusMilliseconds(issued, DEX_LEASE_MS);
 		dcs->standby_problem[0] = '\0';
@@ -665,7 +639,7 @@ dex_standby_beat(uint64 addr, uint64 mine)
 	{
 		/* expired by the primary: register again (and catch up) next beat */
 		dcs->standby_slot = -1;
-		strlcpy(dcs->standby_problem, "The primary stopped waiting for this standby (it was silent too long)",
+		strlcpy(dcs->standby_problem, "The primary stopped waiting for this standby (it was silent or lagged too long)",
 				sizeof(dcs->standby_problem));
 	}
 	SpinLockRelease(&dcs->mutex);
@@ -771,6 +745,7 @@ dex_cluster_check(Relation index)
 	TimestampTz start;
 	bool		standby = RecoveryInProgress();
 	char		problem[256];
+	bool		detached = false;
 
 	dex_require_preload();
 	start = GetCurrentTimestamp();
@@ -795,6 +770,7 @@ dex_cluster_check(Relation index)
 			else
 				strlcpy(problem, dcs->standby_problem[0] ? dcs->standby_problem
 						: "This standby holds no valid lease in dex's cluster registry", sizeof(problem));
+			detached = dcs->standby_detached;
 		}
 		else
 		{
@@ -823,8 +799,11 @@ dex_cluster_check(Relation index)
 					 errmsg("index \"%s\" cannot be used on this %s now",
 							RelationGetRelationName(index), standby ? "standby" : "server"),
 					 errdetail("%s.", problem),
-					 errhint(standby ? "Check that the dex worker runs, that dex.memnodes matches the primary's, and that replay progresses."
-							 : "Check that the dex worker runs and the memory nodes are reachable.")));
+					 detached ? errhint("The primary detached this standby: its replay lagged more than dex.standby_wait_timeout "
+										"(paused, recovery_min_apply_delay, or held by a query), and a lagging standby must not "
+										"hold the primary's writes back. Let replay catch up, or read without the dex index here.")
+					 : errhint(standby ? "Check that the dex worker runs, that dex.memnodes matches the primary's, and that replay progresses."
+							   : "Check that the dex worker runs and the memory nodes are reachable.")));
 		CHECK_FOR_INTERRUPTS();
 		pg_usleep(10 * 1000L);
 	}

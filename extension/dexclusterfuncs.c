@@ -76,8 +76,10 @@ dex_sql_cluster(PG_FUNCTION_ARGS)
 }
 
 /*
- * dex_cluster_standbys() -> (slot, life, replay_lsn, tli, expired, this_server)
- * One row per slot held (live, or expired by the writer and not reclaimed).
+ * dex_cluster_standbys() -> (slot, life, replay_lsn, tli, expired, this_server,
+ *                            detached)
+ * One row per slot held (live, or expired by the writer and not reclaimed);
+ * detached: the writer detached it for lagging (dexlag.c), expired or not yet.
  */
 Datum
 dex_sql_cluster_standbys(PG_FUNCTION_ARGS)
@@ -90,8 +92,8 @@ dex_sql_cluster_standbys(PG_FUNCTION_ARGS)
 	for (int i = 0; i < DEX_MAX_STANDBYS; i++)
 	{
 		const DexStandbySlot *s = &st.slots[i];
-		Datum		values[6];
-		bool		nulls[6] = {0};
+		Datum		values[7];
+		bool		nulls[7] = {0};
 
 		if (s->owner == 0)
 			continue;
@@ -101,6 +103,7 @@ dex_sql_cluster_standbys(PG_FUNCTION_ARGS)
 		values[3] = Int32GetDatum((int32) s->tli);
 		values[4] = BoolGetDatum(!dex_slot_live(s));
 		values[5] = BoolGetDatum(s->owner == dex_life());
+		values[6] = BoolGetDatum((s->beat & DEX_SLOT_DETACHED) != 0);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;

@@ -211,12 +211,13 @@ dex_define_gucs(void)
 							NULL, dex_guc_assign_int, NULL);
 
 	DefineCustomIntVariable("dex.standby_wait_timeout",
-							"How long a primary waits for its hot standbys: VACUUM for their replay "
-							"before removing index entries, an insert for a journal slot that "
-							"standbys still need.",
+							"How far a hot standby's replay may lag before the primary detaches it "
+							"(then it stops reading dex indexes until it keeps up again, and the "
+							"primary's inserts, write-backs and VACUUM no longer wait for it); how "
+							"long a standby's scan waits for the primary's write-back.",
 							NULL,
 							&dex_standby_wait_timeout_ms,
-							60000, 100, INT_MAX,
+							10000, 100, INT_MAX,
 							PGC_SUSET,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);

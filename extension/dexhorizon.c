@@ -109,14 +109,16 @@ dex_cluster_wait_retention(uint64 lsn, Relation index)
 
 	while (dex_cluster_retention() < lsn)
 	{
-		if (TimestampDifferenceExceeds(start, GetCurrentTimestamp(), dex_standby_wait_timeout_ms))
+		if (TimestampDifferenceExceeds(start, GetCurrentTimestamp(),
+									   dex_standby_wait_timeout_ms + DEX_DETACH_SLACK_MS))
 			ereport(ERROR,
 					(errcode(ERRCODE_QUERY_CANCELED),
 					 errmsg("%s%s%sa standby did not replay WAL up to %X/%X within dex.standby_wait_timeout",
 							index ? "index \"" : "", index ? RelationGetRelationName(index) : "",
 							index ? "\": " : "", LSN_FORMAT_ARGS((XLogRecPtr) lsn)),
-					 errhint("A row stays recorded in dex's insert journal until every live standby replayed it. "
-							 "Check the standbys' replay lag.")));
+					 errhint("A row stays recorded in dex's insert journal until every live standby replayed it, "
+							 "and the dex worker detaches a standby that lags more than dex.standby_wait_timeout: "
+							 "check that the dex worker runs.")));
 		CHECK_FOR_INTERRUPTS();
 		pg_usleep(2 * 1000L);
 	}
@@ -184,12 +186,13 @@ dex_cluster_wait_standbys(uint64 target, Relation index)
 		}
 		if (!waiting)
 			return;
-		if (TimestampDifferenceExceeds(start, now, dex_standby_wait_timeout_ms))
+		if (TimestampDifferenceExceeds(start, now, dex_standby_wait_timeout_ms + DEX_DETACH_SLACK_MS))
 			ereport(ERROR,
 					(errcode(ERRCODE_QUERY_CANCELED),
 					 errmsg("index \"%s\": VACUUM waited dex.standby_wait_timeout for a standby to replay WAL up to %X/%X",
 							RelationGetRelationName(index), LSN_FORMAT_ARGS((XLogRecPtr) target)),
-					 errhint("A standby whose replay is paused or delayed by a long query holds back dex removals.")));
+					 errhint("The dex worker detaches a standby that lags more than dex.standby_wait_timeout: "
+							 "check that the dex worker runs.")));
 		CHECK_FOR_INTERRUPTS();
 		pg_usleep(10 * 1000L);
 	}

@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 
+#include "access/timeline.h"
 #include "access/xlog.h"
 #include "access/xlog_internal.h"
 #include "access/xloginsert.h"
@@ -567,4 +568,53 @@ dex_wal_entry_next(const char **p, const char *end, const uint8 **entry, uint32 
 	*entry = (const uint8 *) *p;
 	*p += *len;
 	return true;
+}
+
+/*
+ * Does this server's WAL contain the writer's up to `need` on timeline
+ * `tli` (dexcluster.c, claiming the writer role)? Same timeline: WAL up to
+ * `end`, where this life began. Another one: this timeline's history must
+ * have branched off `tli` at or after `need`.
+ */
+bool
+dex_wal_covers(uint32 tli, uint64 need, uint64 end, char *why, size_t whylen)
+{
+	TimeLineID	mytli = GetWALInsertionTimeLine();
+
+	if (tli == 0 || need == 0)
+		return true;
+	if (tli == mytli)
+	{
+		if (end >= need)
+			return true;
+		snprintf(why, whylen,
+				 "This server's WAL ends at %X/%X, but the trees already depend on WAL up to %X/%X "
+				 "(a backup restored, or recovery stopped, before that point)",
+				 LSN_FORMAT_ARGS((XLogRecPtr) end), LSN_FORMAT_ARGS((XLogRecPtr) need));
+		return false;
+	}
+	{
+		List	   *hist = readTimeLineHistory(mytli);
+		ListCell   *lc;
+
+		foreach(lc, hist)
+		{
+			TimeLineHistoryEntry *e = (TimeLineHistoryEntry *) lfirst(lc);
+
+			if (e->tli == tli)
+			{
+				if (e->end != InvalidXLogRecPtr && (uint64) e->end >= need)
+					return true;
+				snprintf(why, whylen,
+						 "This server left timeline %u at %X/%X, but the trees already depend on its WAL up to %X/%X",
+						 tli, LSN_FORMAT_ARGS(e->end), LSN_FORMAT_ARGS((XLogRecPtr) need));
+				return false;
+			}
+		}
+	}
+	snprintf(why, whylen,
+			 "The trees are written by timeline %u, which is not in this server's history (timeline %u): "
+			 "an old primary after a failover, or a separate recovery",
+			 tli, mytli);
+	return false;
 }

@@ -16,6 +16,7 @@ namespace dex::testing {
 namespace {
 
 using cluster::kExpired;
+using cluster::kDetached;
 using cluster::kMaxStandbys;
 using cluster::Registry;
 
@@ -119,6 +120,33 @@ TEST_F(RegistryTest, SlotsClaimRenewExpireAndReclaim) {
     int s3 = r.claim_slot(1003, 0x80, 1, &b3);
     EXPECT_NE(s3, s2);
     EXPECT_FALSE(r.read().slots[s3].beat & kExpired);
+}
+
+// A lagging standby is detached: its renewal fails, the slot stays live (not
+// expired, not claimable, not even by its owner) until the primary expires it.
+TEST_F(RegistryTest, DetachedSlotStaysLiveUntilExpired) {
+    Registry r(*mem, Registry::open(*mem, 0, ns, true));
+    uint64_t b1 = 0;
+    int s1 = r.claim_slot(2001, 0x10, 1, &b1);
+    ASSERT_GE(s1, 0);
+    EXPECT_FALSE(r.detach_slot(s1, b1 + 1));  // a renewal it did not see wins
+    EXPECT_TRUE(r.detach_slot(s1, b1));
+    EXPECT_FALSE(r.detach_slot(s1, b1 | kDetached));  // detached once
+    const uint64_t detached = r.read().slots[s1].beat;
+    EXPECT_EQ(detached, b1 | kDetached);
+    EXPECT_FALSE(detached & kExpired);
+    EXPECT_FALSE(r.standby_beat(s1, 2001, b1, 0x20));  // its renewal fails
+    EXPECT_FALSE(r.kill_allowed(0, 0x30));             // (no writer anyway)
+    uint64_t b2 = 0;
+    int s2 = r.claim_slot(2001, 0x20, 1, &b2);  // its owner claims again: another slot
+    ASSERT_GE(s2, 0);
+    EXPECT_NE(s2, s1);
+    EXPECT_EQ(r.read().slots[s1].beat, detached);
+    // The silence rule expires it; then it is free again.
+    EXPECT_TRUE(r.expire_slot(s1, detached));
+    uint64_t b3 = 0;
+    EXPECT_EQ(r.claim_slot(2002, 0x40, 1, &b3), s1);
+    EXPECT_FALSE(b3 & (kExpired | kDetached));
 }
 
 TEST_F(RegistryTest, AllSlotsLiveMeansNoSlot) {

@@ -18,6 +18,7 @@
 # shutdown instead, which cannot write the leaves back either: the worker
 # writes them into pg_dex_wb, and after the start both indexes equal their
 # twins (before, they asked for a REINDEX).
+# (dex.standby_wait_timeout = 1h: the paused standby is not detached.)
 # Indexes: w (int, fixed entries) and ws (int, bigint: byte-string entries),
 # both write_back = on, each with a btree twin bw / bws.
 source "$(dirname "$0")/common.sh"
@@ -38,7 +39,7 @@ round() {
         nodes="$MEMNODE_URL,tcp://127.0.0.1:$M2,tcp://127.0.0.1:$M3" opts="placement_level = 1, "
     fi
     start_cluster pg "$PPORT" "$nodes" "autovacuum = off" "dex.writeback_interval = '10min'" \
-        "dex.checkpoint_writeback_timeout = '2s'" "dex.standby_wait_timeout = '20s'"
+        "dex.checkpoint_writeback_timeout = '2s'" "dex.standby_wait_timeout = '1h'"
     q -c "create extension dex"
     for x in w ws; do
         q -c "create table $x(k int, v bigint); create table b$x(k int, v bigint)"

@@ -13,7 +13,8 @@ using dex::Error;
 using dex::ErrorCode;
 using dex::cluster::Registry;
 
-static_assert(DEX_MAX_STANDBYS == dex::cluster::kMaxStandbys && DEX_SLOT_EXPIRED == dex::cluster::kExpired);
+static_assert(DEX_MAX_STANDBYS == dex::cluster::kMaxStandbys && DEX_SLOT_EXPIRED == dex::cluster::kExpired &&
+              DEX_SLOT_DETACHED == dex::cluster::kDetached);
 static_assert(DEX_MAX_ADOPTED == dex::cluster::kMaxAdopted && DEX_WRITER_MOVED == dex::cluster::kWriterMoved);
 static_assert(sizeof(DexStandbySlot) == sizeof(dex::cluster::StandbySlot));
 
@@ -106,6 +107,13 @@ int dex_registry_raise_hwm(uint64_t addr, uint64_t lsn, DexError* err) {
 int dex_registry_expire_slot(uint64_t addr, int slot, uint64_t beat, int* done, DexError* err) {
     return guarded(err, [&] {
         bool d = Registry(proc().mem(), addr).expire_slot(static_cast<uint32_t>(slot), beat);
+        if (done) *done = d ? 1 : 0;
+    });
+}
+
+int dex_registry_detach_slot(uint64_t addr, int slot, uint64_t beat, int* done, DexError* err) {
+    return guarded(err, [&] {
+        bool d = Registry(proc().mem(), addr).detach_slot(static_cast<uint32_t>(slot), beat);
         if (done) *done = d ? 1 : 0;
     });
 }

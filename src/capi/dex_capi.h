@@ -486,12 +486,13 @@ void		dex_cache_forget_nodes(const uint64_t *nodes, size_t n);
  */
 #define DEX_MAX_STANDBYS 62
 #define DEX_SLOT_EXPIRED (UINT64_C(1) << 63)
+#define DEX_SLOT_DETACHED (UINT64_C(1) << 62)	/* lagging: renewals fail, live until expired */
 #define DEX_MAX_ADOPTED 32
 #define DEX_WRITER_MOVED UINT64_MAX	/* writer_life: trees adopted by another cluster (pg_upgrade) */
 typedef struct DexStandbySlot
 {
 	uint64_t	owner;			/* standby life id, 0 = free */
-	uint64_t	beat;			/* DEX_SLOT_EXPIRED set: expired by the primary */
+	uint64_t	beat;			/* DEX_SLOT_EXPIRED / _DETACHED: set by the primary */
 	uint64_t	replay_lsn;
 	uint64_t	tli;
 } DexStandbySlot;
@@ -528,6 +529,7 @@ int			dex_registry_raise_hwm(uint64_t addr, uint64_t lsn, DexError *err);
 /* Standby: ask the writer to write back every entry change logged before lsn (a hint). */
 int			dex_registry_request_flush(uint64_t addr, uint64_t lsn, DexError *err);
 int			dex_registry_expire_slot(uint64_t addr, int slot, uint64_t beat, int *done, DexError *err);
+int			dex_registry_detach_slot(uint64_t addr, int slot, uint64_t beat, int *done, DexError *err);
 int			dex_registry_claim_slot(uint64_t addr, uint64_t life, uint64_t replay_lsn, uint32_t tli,
 									int *slot, uint64_t *beat, DexError *err);
 /* pg_upgrade: fence an old cluster's registry (*done: moved to sysid), record an adopted sysid. */

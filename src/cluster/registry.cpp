@@ -143,6 +143,12 @@ bool Registry::expire_slot(uint32_t i, uint64_t beat) {
     return mem_.cas(w, beat, beat | kExpired) == beat;
 }
 
+bool Registry::detach_slot(uint32_t i, uint64_t beat) {
+    if (i >= kMaxStandbys || (beat & (kExpired | kDetached))) return false;
+    GAddr w = addr_ + slot_offset(i) + offsetof(StandbySlot, beat);
+    return mem_.cas(w, beat, beat | kDetached) == beat;
+}
+
 int Registry::claim_slot(uint64_t life, uint64_t replay_lsn, uint64_t tli, uint64_t* beat) {
     RegistryHeader h = read();
     // our own slot first (a restarted worker of the same life), then a free
@@ -150,14 +156,17 @@ int Registry::claim_slot(uint64_t life, uint64_t replay_lsn, uint64_t tli, uint6
     for (int pass = 0; pass < 2; pass++) {
         for (uint32_t i = 0; i < kMaxStandbys; i++) {
             const StandbySlot& s = h.slots[i];
-            bool take = pass == 0 ? s.owner == life : (s.owner == 0 || (s.beat & kExpired));
+            // (a detached slot only once expired: the primary counts it as
+            // live until then, and a claim would reset its silent beat)
+            bool held = (s.beat & kDetached) && !(s.beat & kExpired);
+            bool take = held ? false : pass == 0 ? s.owner == life : (s.owner == 0 || (s.beat & kExpired));
             if (!take) continue;
             GAddr base = addr_ + slot_offset(i);
             if (s.owner != life && mem_.cas(base + offsetof(StandbySlot, owner), s.owner, life) != s.owner)
                 continue;  // someone else took it
             uint64_t rt[2] = {replay_lsn, tli};
             mem_.write(base + offsetof(StandbySlot, replay_lsn), rt, sizeof rt);
-            uint64_t fresh = (s.beat & ~kExpired) + 1;
+            uint64_t fresh = (s.beat & ~(kExpired | kDetached)) + 1;
             if (mem_.cas(base + offsetof(StandbySlot, beat), s.beat, fresh) != s.beat) continue;
             *beat = fresh;
             return static_cast<int>(i);

@@ -39,14 +39,21 @@ constexpr uint64_t kWriterMoved = ~0ull;
 // `beat`; the primary expires a standby that stayed silent too long by a CAS
 // setting kExpired on the beat value it saw, so exactly one of the two wins:
 // a standby whose renewal fails has been expired and must register again.
+// The primary detaches a standby whose replay lags too far (it would hold
+// back the primary's journal, write-backs and VACUUM) by a CAS setting
+// kDetached: that makes the standby's next renewal fail, so its lease runs
+// out, but the slot still counts as live -- its standby may answer until
+// then -- until its beat, standing still, gets it expired like any silent
+// standby's. Nobody claims a detached slot before that.
 struct StandbySlot {
     uint64_t owner;       // the standby's life id (random per shared-memory init)
-    uint64_t beat;        // renewal counter; bit 63: expired by the primary
+    uint64_t beat;        // renewal counter; bit 63: expired, bit 62: detached by the primary
     uint64_t replay_lsn;  // how far it has replayed (written before each renewal)
     uint64_t tli;         // its replay timeline
 };
 static_assert(sizeof(StandbySlot) == 32);
 constexpr uint64_t kExpired = 1ull << 63;
+constexpr uint64_t kDetached = 1ull << 62;
 
 struct RegistryHeader {
     uint64_t magic;
@@ -127,6 +134,9 @@ public:
     RegistryHeader raise_removal_and_read(uint64_t lsn);
     // Writer: expire slot i if its beat is still `beat` (CAS). True if done.
     bool expire_slot(uint32_t i, uint64_t beat);
+    // Writer: detach slot i if its beat is still `beat` (CAS; see
+    // StandbySlot). True if done.
+    bool detach_slot(uint32_t i, uint64_t beat);
 
     // pg_upgrade. The new cluster fences the old one's registry: CAS moved_to
     // 0 -> sysid (the first adopter keeps it), then CAS writer_life expected
@@ -138,8 +148,9 @@ public:
     // CAS on the first free entry). False if the list is full.
     bool add_adopted(uint64_t sysid);
 
-    // Standby: take a free or expired slot (or its own); returns the slot
-    // index, or -1 if every slot is held by a live standby. *beat receives
+    // Standby: take a free or expired slot (or its own, unless detached and
+    // not expired yet); returns the slot index, or -1 if every slot is held
+    // by a live standby. *beat receives
     // the slot's (unexpired) beat value to renew from.
     int claim_slot(uint64_t life, uint64_t replay_lsn, uint64_t tli, uint64_t* beat);
     // Standby: report replay_lsn, then renew (CAS beat -> beat + 1). False:
