@@ -655,6 +655,8 @@ extern bool dex_lag_check_slot(uint64 addr, int i, const DexStandbySlot *s, uint
 							   TimestampTz now, int timeout_ms);
 extern bool dex_lag_standby_keeps_up(uint64 replay, uint64 removal_lsn, TimestampTz now, int timeout_ms,
 									 char *why, size_t whylen);
+extern void dex_lag_log_detached(uint64 replay);
+extern void dex_lag_log_keeps_up(uint64 removal_lsn);
 #define DEX_DETACH_SLACK_MS (DEX_LEASE_MS + DEX_MARGIN_MS + 2000)
 
 /*

@@ -584,6 +584,7 @@ dex_standby_beat(uint64 addr, uint64 mine)
 			dcs->standby_lease_until = 0;
 			dcs->standby_detached = true;
 			SpinLockRelease(&dcs->mutex);
+			dex_lag_log_detached(replay);
 		}
 		if (dcs->standby_slot < 0 &&
 			!dex_lag_standby_keeps_up(replay, cur.removal_lsn, issued, dex_standby_wait_timeout_ms,
@@ -596,6 +597,7 @@ dex_standby_beat(uint64 addr, uint64 mine)
 	if (dcs->standby_slot < 0)
 	{
 		int			slot = -1;
+		bool		was_detached;
 		DexRegistryState st;
 
 		if (dex_registry_claim_slot(addr, mine, replay, tli, &slot, &my_standby_beat, &err) != DEX_OK)
@@ -616,12 +618,15 @@ dex_standby_beat(uint64 addr, uint64 mine)
 			return;
 		}
 		SpinLockAcquire(&dcs->mutex);
+		was_detached = dcs->standby_detached;
 		dcs->standby_slot = slot;
 		dcs->standby_detached = false;
 		dcs->standby_required_lsn = st.removal_lsn;
 		dcs->standby_lease_until = TimestampTzPlusMilliseconds(issued, DEX_LEASE_MS);
 		dcs->standby_problem[0] = '\0';
 		SpinLockRelease(&dcs->mutex);
+		if (was_detached)
+			dex_lag_log_keeps_up(st.removal_lsn);
 		return;
 	}
 	if (dex_registry_standby_beat(addr, dcs->standby_slot, mine, &my_standby_beat, replay, &ok, &err) != DEX_OK)

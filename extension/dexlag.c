@@ -107,3 +107,22 @@ dex_lag_standby_keeps_up(uint64 replay, uint64 removal_lsn, TimestampTz now, int
 			 LSN_FORMAT_ARGS((XLogRecPtr) replay), LSN_FORMAT_ARGS((XLogRecPtr) catchup_mark));
 	return false;
 }
+
+/* The standby's worker found its slot detached (no lock held). */
+void
+dex_lag_log_detached(uint64 replay)
+{
+	ereport(LOG,
+			(errmsg("dex: the primary detached this standby: its replay (at %X/%X) lagged more than "
+					"dex.standby_wait_timeout", LSN_FORMAT_ARGS((XLogRecPtr) replay)),
+			 errdetail("Queries here cannot use dex indexes until replay keeps up with the primary again.")));
+}
+
+/* ... and claimed a slot again (no lock held). */
+void
+dex_lag_log_keeps_up(uint64 removal_lsn)
+{
+	ereport(LOG,
+			(errmsg("dex: replay keeps up with the primary again: this standby reads dex indexes once it "
+					"replayed past %X/%X", LSN_FORMAT_ARGS((XLogRecPtr) removal_lsn))));
+}

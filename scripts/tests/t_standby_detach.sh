@@ -14,7 +14,9 @@
 # there. Round "delayed": recovery_min_apply_delay on the standby; while the
 # primary keeps writing, the standby never claims a slot again (it does not
 # keep up), and the primary's writes go on; the delay removed, it answers
-# like its twins. Without the detach the inserts and the VACUUM fail with
+# like its twins. Round "promoted": detached again, the primary dies and the
+# standby is promoted: it takes the trees over and answers like its twins.
+# Without the detach the inserts and the VACUUM fail with
 # "did not replay WAL ... within dex.standby_wait_timeout".
 # Indexes: t (write-through) and w (write_back = on), twins bt / bw.
 source "$(dirname "$0")/common.sh"
@@ -76,11 +78,13 @@ check_twin "$PPORT" w
 [ "$(live_slots)" = 0 ] || fail "the paused standby still holds a live slot"
 standby_refuses t
 standby_refuses w
+grep -q "the primary detached this standby" "$DEX_WORK/sb-server.log" || fail "the standby did not log its detach"
 qs -c "select pg_wal_replay_resume()" >/dev/null
 wait_replay "$SPORT"
 check_twin "$SPORT" t standby
 check_twin "$SPORT" w standby
 [ "$(live_slots)" = 1 ] || fail "the standby did not claim a slot again"
+grep -q "replay keeps up with the primary again" "$DEX_WORK/sb-server.log" || fail "the standby did not log its return"
 
 echo "== round delayed"
 qs -c "alter system set recovery_min_apply_delay = '1h'" -c "select pg_reload_conf()" >/dev/null
@@ -105,4 +109,24 @@ wait_replay "$SPORT"
 check_twin "$SPORT" t standby
 check_twin "$SPORT" w standby
 [ "$(live_slots)" = 1 ] || fail "the standby did not claim a slot again after the delay"
+
+echo "== round promoted"
+# Detached again (replay paused), the primary writes and VACUUMs without it,
+# then dies; promoting the standby ends the pause and replays everything it
+# received: it covers the trees' WAL and takes them over (its journal check
+# against its own heap), answering like its twins.
+qs -c "select pg_wal_replay_pause()" >/dev/null
+from=$(wc -l <"$DEX_WORK/pg-server.log")
+insert_rows t 500000 1200 || fail "inserts failed with the standby paused (round promoted)"
+insert_rows w 600000 200 || fail "write-back inserts failed (round promoted)"
+q -c "delete from t where k % 17 = 0; delete from bt where k % 17 = 0"
+q -c "vacuum t" || fail "VACUUM failed with the standby paused (round promoted)"
+log_since "$from" | grep -q "detached, the primary no longer waits for it" || fail "the standby was not detached again"
+wait_replay "$SPORT" received
+as_user "$PG_BIN/pg_ctl" -D "$DEX_WORK/pg" -m immediate stop >/dev/null
+as_user "$PG_BIN/pg_ctl" -D "$DEX_WORK/sb" -w promote >/dev/null || fail "promote"
+check_twin "$SPORT" t
+check_twin "$SPORT" w
+qs -c "insert into t values (9999991, 1)" -c "insert into bt values (9999991, 1)" || fail "writes after the promotion"
+check_twin "$SPORT" t
 echo "PASS t_standby_detach"
