@@ -43,6 +43,21 @@ insert_rows() {  # insert_rows TABLE FROM N
           end loop; end \$\$"
 }
 
+# write_unwaited ROUND FROM MOD: with the standby's replay standing still,
+# single-row inserts into both indexes, deletes and a VACUUM of t all
+# succeed, and the primary logs the detach
+write_unwaited() {
+    local round=$1 from=$2 mod=$3 logged
+    logged=$(wc -l <"$DEX_WORK/pg-server.log")
+    insert_rows t "$from" 1500 || fail "single-row inserts failed while the standby lagged (round $round)"
+    q -c "delete from t where k % $mod = 0; delete from bt where k % $mod = 0"
+    q -c "vacuum t" || fail "VACUUM failed while the standby lagged (round $round)"
+    insert_rows w $((from + 100000)) 300 || fail "write-back inserts failed (round $round)"
+    q -c "select dex_flush()" >/dev/null
+    log_since "$logged" | grep -m1 "detached, the primary no longer waits for it" \
+        || fail "the primary did not log the detach (round $round)"
+}
+
 start_memnode mem "$MPORT" 256MB --threads 2
 start_cluster pg "$PPORT" "$MEMNODE_URL" "autovacuum = off" "dex.standby_wait_timeout = '3s'" \
     "dex.writeback_interval = '10min'"
@@ -61,18 +76,10 @@ check_twin "$SPORT" t standby
 
 echo "== round paused"
 qs -c "select pg_wal_replay_pause()" >/dev/null
-from=$(wc -l <"$DEX_WORK/pg-server.log")
-insert_rows t 100000 1500 || fail "single-row inserts failed while the standby's replay was paused"
-q -c "delete from t where k % 11 = 0; delete from bt where k % 11 = 0"
-q -c "vacuum t" || fail "VACUUM failed while the standby's replay was paused"
-q -c "vacuum bt"
-insert_rows w 200000 300 || fail "write-back inserts failed"
-q -c "select dex_flush()" >/dev/null
+write_unwaited paused 100000 11
 dirty=$(q -c "select coalesce(sum(dirty), 0) from dex_cache_stats()")
 echo "  dirty frames after dex_flush(): $dirty"
 [ "$dirty" = 0 ] || fail "the paused standby still holds $dirty dirty leaves back"
-log_since "$from" | grep -m1 "detached, the primary no longer waits for it" \
-    || fail "the primary did not log the detach"
 check_twin "$PPORT" t
 check_twin "$PPORT" w
 [ "$(live_slots)" = 0 ] || fail "the paused standby still holds a live slot"
@@ -116,12 +123,7 @@ echo "== round promoted"
 # received: it covers the trees' WAL and takes them over (its journal check
 # against its own heap), answering like its twins.
 qs -c "select pg_wal_replay_pause()" >/dev/null
-from=$(wc -l <"$DEX_WORK/pg-server.log")
-insert_rows t 500000 1200 || fail "inserts failed with the standby paused (round promoted)"
-insert_rows w 600000 200 || fail "write-back inserts failed (round promoted)"
-q -c "delete from t where k % 17 = 0; delete from bt where k % 17 = 0"
-q -c "vacuum t" || fail "VACUUM failed with the standby paused (round promoted)"
-log_since "$from" | grep -q "detached, the primary no longer waits for it" || fail "the standby was not detached again"
+write_unwaited promoted 500000 17
 wait_replay "$SPORT" received
 as_user "$PG_BIN/pg_ctl" -D "$DEX_WORK/pg" -m immediate stop >/dev/null
 as_user "$PG_BIN/pg_ctl" -D "$DEX_WORK/sb" -w promote >/dev/null || fail "promote"
