@@ -651,7 +651,7 @@ extern uint64 dex_cluster_registry(void);
  * only if the detach did not free them (the worker not running): the
  * timeout, then the detached slot's lease and margin, and a beat or two.
  */
-extern bool dex_lag_check_slot(uint64 addr, int i, const DexStandbySlot *s, uint64 durable,
+extern void dex_lag_check_slot(uint64 addr, int i, const DexStandbySlot *s, uint64 durable,
 							   TimestampTz now, int timeout_ms);
 extern bool dex_lag_standby_keeps_up(uint64 replay, uint64 removal_lsn, TimestampTz now, int timeout_ms,
 									 char *why, size_t whylen);

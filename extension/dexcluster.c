@@ -399,7 +399,7 @@ dex_primary_beat(uint64 addr, uint64 mine)
 		}
 		/* (still counted below when detached now: it may answer until its lease ends) */
 		if (!(s->beat & DEX_SLOT_DETACHED))
-			(void) dex_lag_check_slot(addr, i, s, flush, issued, dex_standby_wait_timeout_ms);
+			dex_lag_check_slot(addr, i, s, flush, issued, dex_standby_wait_timeout_ms);
 		floor = Min(floor, s->replay_lsn);
 	}
 	/*

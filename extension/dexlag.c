@@ -21,8 +21,10 @@
  *     stalls the primary again; one that caught up claims and answers.
  * A detached standby's dex queries fail with an ERROR saying so (never a
  * wrong answer: it answers only with a slot, after replaying past the
- * removals made without it). Promoting it is refused like any server whose
- * WAL does not cover the trees (dexcluster.c): REINDEX then.
+ * removals made without it). Promoted, it takes the trees over if the WAL
+ * it received -- streaming goes on while replay lags, and promotion
+ * replays all of it -- covers them (dexcluster.c, dex_wal_covers); a
+ * standby cut off from the primary's WAL is refused (REINDEX).
  */
 #include "dex.h"
 
@@ -36,10 +38,9 @@ static TimestampTz lag_since[DEX_MAX_STANDBYS];	/* ... within the timeout from h
 /*
  * The primary's worker, at a beat, for live slot i (not detached, not its
  * own), `durable` being the durable end of its WAL now: detach the standby
- * if it did not replay the position marked timeout_ms ago. True if this
- * call detached it.
+ * if it did not replay the position marked timeout_ms ago.
  */
-bool
+void
 dex_lag_check_slot(uint64 addr, int i, const DexStandbySlot *s, uint64 durable, TimestampTz now,
 				   int timeout_ms)
 {
@@ -52,20 +53,19 @@ dex_lag_check_slot(uint64 addr, int i, const DexStandbySlot *s, uint64 durable, 
 		lag_owner[i] = s->owner;
 		lag_mark[i] = durable;
 		lag_since[i] = now;
-		return false;
+		return;
 	}
 	if (!TimestampDifferenceExceeds(lag_since[i], now, timeout_ms))
-		return false;
+		return;
 	memset(&err, 0, sizeof(err));
 	if (dex_registry_detach_slot(addr, i, s->beat, &done, &err) != DEX_OK || !done)
-		return false;			/* it renewed meanwhile (or a remote error): next beat */
+		return;					/* it renewed meanwhile (or a remote error): next beat */
 	ereport(LOG,
 			(errmsg("dex: standby (life %016llx) did not replay WAL up to %X/%X within dex.standby_wait_timeout "
 					"(%d ms; it is at %X/%X): detached, the primary no longer waits for it",
 					(unsigned long long) s->owner, LSN_FORMAT_ARGS((XLogRecPtr) lag_mark[i]), timeout_ms,
 					LSN_FORMAT_ARGS((XLogRecPtr) s->replay_lsn)),
 			 errdetail("It stops reading dex indexes until its replay keeps up again.")));
-	return true;
 }
 
 /* standby (its dex worker): the removal position its replay is timed to */

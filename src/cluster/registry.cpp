@@ -159,7 +159,7 @@ int Registry::claim_slot(uint64_t life, uint64_t replay_lsn, uint64_t tli, uint6
             // (a detached slot only once expired: the primary counts it as
             // live until then, and a claim would reset its silent beat)
             bool held = (s.beat & kDetached) && !(s.beat & kExpired);
-            bool take = held ? false : pass == 0 ? s.owner == life : (s.owner == 0 || (s.beat & kExpired));
+            bool take = !held && (pass == 0 ? s.owner == life : (s.owner == 0 || (s.beat & kExpired)));
             if (!take) continue;
             GAddr base = addr_ + slot_offset(i);
             if (s.owner != life && mem_.cas(base + offsetof(StandbySlot, owner), s.owner, life) != s.owner)
