@@ -361,6 +361,138 @@ TEST(MemnodeSplit, OlderMemoryNodeGetsNoSplitRequests) {
     f.expect_tree_is_model();
 }
 
+// Fills the leaf holding key `probe` with new odd keys (from its first
+// entry on, all inside its fences) until it is full. Returns the leaf; *next
+// is the next new key of its range, whose insert splits it.
+GAddr fill_leaf(Fixture& f, Client& cl, int64_t probe, int64_t* next) {
+    const GAddr leaf = leaf_for(*f.mem, f.t->info().root, K(probe, 1, 1));
+    Node n;
+    f.mem->read(leaf, &n, kNodeSize);
+    int64_t v = key_to_int64(n.leaf[0].value) + 1;
+    for (; n.count < kLeafCapacity; v += 2) {
+        EXPECT_TRUE(cl.t->insert(K(v, 1, 1)));
+        f.model.insert(K(v, 1, 1));
+        f.mem->read(leaf, &n, kNodeSize);
+        EXPECT_TRUE(tree::key_below_high(K(v + 2, 1, 1), n)) << "stays in the leaf";
+    }
+    *next = v;
+    return leaf;
+}
+
+bool cached(cache::CacheRegion& R, GAddr a) {
+    const uint32_t fr = R.table().lookup(a);
+    return fr != cache::kNoFrame && fr != cache::MappingTable::kIoInProgress;
+}
+
+// kHelloSplitSpare: a split's reply hands out a spare block, the next split
+// names it as its sibling with the sibling's cache marker held from before
+// the RPC, and the reply's sibling image is admitted: the next insert into
+// the upper half finds its leaf cached (one round trip, the offloaded insert).
+// The first split, with no spare yet, leaves its sibling uncached, as every
+// memory-node split did before.
+TEST(MemnodeSplit, SpareSiblingIsAdmittedFromTheReply) {
+    Fixture f;
+    f.load(1000, 2, 0.6);  // ~15 leaves under one root
+    Client cl(f, 1024);
+    cl.warm(f.model);
+    cache::CacheRegion& R = cl.c->region();
+    EXPECT_EQ(cl.t->held_spare(0), 0u);
+    int64_t k1 = 0, k2 = 0;
+    const GAddr leaf1 = fill_leaf(f, cl, 101, &k1);
+    ASSERT_TRUE(cl.t->insert(K(k1, 1, 1)));
+    f.model.insert(K(k1, 1, 1));
+    Node n;
+    f.mem->read(leaf1, &n, kNodeSize);
+    ASSERT_NE(n.right, 0u);
+    EXPECT_FALSE(cached(R, n.right)) << "no spare yet: the first sibling is not admitted";
+    const GAddr spare = cl.t->held_spare(0);
+    ASSERT_NE(spare, 0u) << "the split's reply hands out a spare";
+
+    const GAddr leaf2 = fill_leaf(f, cl, 701, &k2);
+    const uint64_t s0 = memnode_splits();
+    const Snapshot a = Snapshot::take();
+    ASSERT_TRUE(cl.t->insert(K(k2, 1, 1)));
+    f.model.insert(K(k2, 1, 1));
+    EXPECT_EQ(memnode_splits() - s0, 1u);
+    EXPECT_EQ(Snapshot::take().trips - a.trips, 1u) << "one OFFLOAD_SPLIT, nothing else";
+    f.mem->read(leaf2, &n, kNodeSize);
+    EXPECT_EQ(n.right, spare) << "the spare became the sibling";
+    ASSERT_TRUE(cached(R, spare)) << "the sibling is admitted from the reply";
+    Node remote, frame;
+    f.mem->read(spare, &remote, kNodeSize);
+    R.copy_unswizzled(R.table().lookup(spare), frame);
+    EXPECT_EQ(frame.body_version, remote.body_version);
+    EXPECT_NE(cl.t->held_spare(0), 0u) << "a new spare for the next split";
+    EXPECT_NE(cl.t->held_spare(0), spare);
+
+    const Snapshot b = Snapshot::take();
+    ASSERT_TRUE(cl.t->insert(K(k2, 2, 1)));  // next to the key that split: the upper half
+    f.model.insert(K(k2, 2, 1));
+    EXPECT_EQ(Snapshot::take().trips - b.trips, 1u) << "the sibling was read again";
+    f.expect_tree_is_model();
+    EXPECT_EQ(f.t->check().missing_downlinks, 0u);
+    expect_cache_coherent(R, *cl.mem);
+    cl.t->release_spares();
+    EXPECT_EQ(cl.t->held_spare(0), 0u);
+}
+
+// The memory node writes a named spare only if the tree's namespace owns it
+// (else it allocates as without one), and the reply's tail is the spare the
+// compute server holds next: the one it sent while no split took it.
+TEST(MemnodeSplit, SpareTheNamespaceDoesNotOwnIsNotWritten) {
+    Fixture f;
+    f.load(2000, 1, 1.0);  // full leaves: every new key splits one
+    const uint64_t other_ns = ns_create(f.mem->node(0));
+    uint64_t req2[2] = {other_ns, kNodeSize};
+    std::vector<uint8_t> r2 = f.mem->node(0).rpc(net::kOpAlloc, req2, sizeof req2);
+    uint64_t foreign = 0;
+    std::memcpy(&foreign, r2.data(), sizeof foreign);
+    Node before_foreign;
+    f.mem->read(make_gaddr(0, foreign), &before_foreign, kNodeSize);
+    const GAddr leaf = leaf_for(*f.mem, f.t->info().root, K(500, 1, 1));
+    Node n;
+    f.mem->read(leaf, &n, kNodeSize);
+    auto split_request = [&](const EntryKey& k, uint64_t spare, uint64_t* tail) {
+        uint8_t req[sizeof(net::OffloadRequest) + sizeof(net::OffloadSplitExt) + sizeof(net::OffloadSpareExt)];
+        net::OffloadRequest r{};
+        r.start = gaddr_offset(leaf);
+        r.tree_id = n.tree_id;
+        r.node = 0;
+        r.kind = net::kOffloadInsert;
+        r.start_level = 0;
+        std::memcpy(r.key, &k, sizeof r.key);
+        const net::OffloadSplitExt ext{f.ns, 0};
+        const net::OffloadSpareExt se{spare};
+        std::memcpy(req, &r, sizeof r);
+        std::memcpy(req + sizeof r, &ext, sizeof ext);
+        std::memcpy(req + sizeof r + sizeof ext, &se, sizeof se);
+        std::vector<uint8_t> resp = f.mem->node(0).rpc(net::kOpOffloadSplit, req, sizeof req);
+        EXPECT_GE(resp.size(), sizeof(net::OffloadReply) + sizeof(net::OffloadSpareTail));
+        std::memcpy(tail, resp.data() + resp.size() - sizeof *tail, sizeof *tail);
+        return resp;
+    };
+    uint64_t tail = 0;
+    std::vector<uint8_t> resp = split_request(K(500, 2, 1), foreign, &tail);
+    ASSERT_EQ(resp[0], net::kOffloadSplit);
+    net::OffloadSplitTail st;
+    std::memcpy(&st, resp.data() + sizeof(net::OffloadReply) + kNodeSize, sizeof st);
+    EXPECT_NE(gaddr_offset(st.sibling), foreign) << "a block of another namespace became the sibling";
+    Node after_foreign;
+    f.mem->read(make_gaddr(0, foreign), &after_foreign, kNodeSize);
+    EXPECT_EQ(std::memcmp(&after_foreign, &before_foreign, kNodeSize), 0);
+    ASSERT_NE(tail, 0u);
+    EXPECT_NE(tail, foreign);
+    f.model.insert(K(500, 2, 1));
+    // The same leaf has room now (its upper half left): no split, the spare comes back.
+    const uint64_t spare = tail;
+    const int64_t first = key_to_int64(n.leaf[0].value);
+    resp = split_request(K(first, 3, 1), spare, &tail);
+    ASSERT_EQ(resp[0], net::kOffloadDone);
+    f.model.insert(K(first, 3, 1));
+    EXPECT_EQ(tail, spare) << "an unused spare stays the compute server's";
+    f.expect_tree_is_model();
+}
+
 }  // namespace
 }  // namespace dex::testing
 

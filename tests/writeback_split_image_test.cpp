@@ -104,6 +104,26 @@ TEST(WriteBackSplitImage, SplitOfADirtyLeafIsOneRoundTrip) {
     expect_remote_holds(x, model);
 }
 
+// With spare siblings (kHelloSplitSpare) every split after the first names
+// its sibling's block and admits the reply's image: the inserts that follow
+// into the new sibling stay in place, where without spares the first of them
+// reads it (the test above: one such read per split).
+TEST(WriteBackSplitImage, SpareSiblingsAreAdmitted) {
+    WbTree w(true, 2000);
+    WbFixture& x = w.x;
+    x.t->split_spare = true;
+    tree::BTree& t = *w.tp;
+    SplitCounts c = fill_one_leaf(x, t, w.model, 7);
+    ASSERT_GE(c.splits, 2u);
+    EXPECT_EQ(c.memnode_splits, c.splits);
+    EXPECT_EQ(c.worst, 1u) << "round trips of a split";
+    EXPECT_LE(c.remote_inserts, 1u) << "a sibling was read after its split (only the first has no spare)";
+    EXPECT_NE(t.held_spare(0), 0u);
+    expect_remote_holds(x, w.model);
+    t.release_spares();
+    EXPECT_EQ(t.held_spare(0), 0u);
+}
+
 // The same leaf sequence with the capability off: the one-sided split (the
 // comparison the README quotes).
 TEST(WriteBackSplitImage, WithoutTheCapabilityTheSplitIsOneSided) {

@@ -46,8 +46,11 @@ public:
     // Whether the node announces OFFLOAD_SPLIT_IMAGE (write-back splits on
     // the memory node); off: such leaves split one-sided.
     bool offload_split_image_allowed() override { return split_image && in_.offload_split_image_allowed(); }
+    // Whether it takes spare siblings with its splits (kHelloSplitSpare).
+    bool split_spare_allowed() override { return split_spare && in_.split_spare_allowed(); }
     uint64_t trips = 0;
     bool split_image = false;
+    bool split_spare = false;
     // The next OFFLOAD_SPLIT_IMAGE: 1 runs but its answer is lost, 2 is lost before it runs.
     std::atomic<int> lose_split_image{0};
     // The next batch of three writes or more (a one-sided split's publish) runs, its answer is lost.

@@ -7,6 +7,7 @@
 // state live under `mu`; live client ids under `clients_mu`; the CPU-atomics
 // refusal and the liveness hook under `hook_mu`.
 #include "engine/engine.h"
+#include "engine/extent_allocator.h"
 #include "engine/offload.h"
 #include "tree/node_layout.h"
 
@@ -117,10 +118,7 @@ struct Engine::Impl {
     uint64_t incarnation = 0;
 
     mutable std::mutex mu;  // allocator + namespaces
-    std::map<uint64_t, uint64_t> free_by_off;                // offset -> length
-    std::set<std::pair<uint64_t, uint64_t>> free_by_size;    // (length, offset)
-    uint64_t free_total = 0;
-    uint64_t used = 0;
+    ExtentAllocator extents;  // the pool's free extents
     std::map<uint64_t, Namespace> nss;
     uint64_t next_ns = 1;
 
@@ -176,50 +174,8 @@ struct Engine::Impl {
             for (size_t i = 0; i < map_len; i += step) reinterpret_cast<volatile uint8_t*>(pool)[i] = 0;
         }
         alloc_end = pool_bytes / kGranule * kGranule;
-        free_insert(kPoolReservedBytes, alloc_end - kPoolReservedBytes);
+        extents.add_free(kPoolReservedBytes, alloc_end - kPoolReservedBytes);
     }
-
-    // ---- global extent allocator (caller holds mu) ------------------------
-    void free_insert(uint64_t off, uint64_t len) {
-        free_by_off.emplace(off, len);
-        free_by_size.emplace(len, off);
-        free_total += len;
-    }
-    void free_erase(std::map<uint64_t, uint64_t>::iterator it) {
-        free_by_size.erase({it->second, it->first});
-        free_total -= it->second;
-        free_by_off.erase(it);
-    }
-    // Best fit (smallest extent that fits, lowest offset among equals).
-    bool global_alloc(uint64_t len, uint64_t& off) {
-        auto s = free_by_size.lower_bound({len, 0});
-        if (s == free_by_size.end()) return false;
-        uint64_t elen = s->first, eoff = s->second;
-        free_erase(free_by_off.find(eoff));
-        if (elen > len) free_insert(eoff + len, elen - len);
-        off = eoff;
-        used += len;
-        return true;
-    }
-    void global_free(uint64_t off, uint64_t len) {
-        used -= len;
-        auto next = free_by_off.lower_bound(off);
-        if (next != free_by_off.end() && next->first == off + len) {
-            len += next->second;
-            free_erase(next);
-        }
-        auto it = free_by_off.lower_bound(off);
-        if (it != free_by_off.begin()) {
-            auto prev = std::prev(it);
-            if (prev->first + prev->second == off) {
-                off = prev->first;
-                len += prev->second;
-                free_erase(prev);
-            }
-        }
-        free_insert(off, len);
-    }
-    uint64_t largest_free() const { return free_by_size.empty() ? 0 : free_by_size.rbegin()->first; }
 
     // ALLOC's allocation for namespace n (caller holds mu): a freed block of
     // its own first, else a new extent. False: out of space.
@@ -230,7 +186,7 @@ struct Engine::Impl {
             return true;
         }
         uint64_t len = bytes > alloc_end ? 0 : (bytes + kGranule - 1) / kGranule * kGranule;
-        if (len == 0 || !global_alloc(len, off)) return false;
+        if (len == 0 || !extents.alloc(len, off)) return false;
         n.extents.emplace(off, len);
         n.bytes += len;
         return true;
@@ -413,7 +369,7 @@ struct Engine::Impl {
         r.version = kProtocolVersion;
         r.flags = (cpu_atomics.load(std::memory_order_relaxed) ? kHelloCpuAtomics : 0) | kHelloOffloadBatch |
                   kHelloOffloadBytes | kHelloOffloadBytesBatch | kHelloOffloadSplit |
-                  kHelloOffloadBatchSplit | kHelloOffloadSplitImage;
+                  kHelloOffloadBatchSplit | kHelloOffloadSplitImage | kHelloSplitSpare;
         put(resp, r);
     }
 
@@ -437,8 +393,8 @@ struct Engine::Impl {
                 uint64_t off = 0;
                 if (!ns_alloc(ns_get(ns), bytes, off))
                     throw Fail{kStatusNoSpace, "out of space: requested " + std::to_string(bytes) + " bytes, " +
-                                                   std::to_string(free_total) + " bytes free (largest free extent " +
-                                                   std::to_string(largest_free()) + "), pool " +
+                                                   std::to_string(extents.free_total()) + " bytes free (largest free extent " +
+                                                   std::to_string(extents.largest_free()) + "), pool " +
                                                    std::to_string(pool_bytes) + " bytes"};
                 put(resp, off);
                 return;
@@ -468,7 +424,7 @@ struct Engine::Impl {
                     n.free_blocks.erase(n.free_blocks.lower_bound(off), n.free_blocks.lower_bound(off + len));
                     n.bytes -= len;
                     n.extents.erase(it);
-                    global_free(off, len);
+                    extents.free(off, len);
                     return;
                 }
                 for (uint64_t b = off; b < off + len; b += kGranule)
@@ -495,7 +451,7 @@ struct Engine::Impl {
                 std::lock_guard<std::mutex> g(mu);
                 Namespace& n = ns_get(ns);
                 uint64_t freed = n.bytes;
-                for (auto& [off, len] : n.extents) global_free(off, len);
+                for (auto& [off, len] : n.extents) extents.free(off, len);
                 nss.erase(ns);
                 put(resp, freed);
                 return;
@@ -612,24 +568,15 @@ struct Engine::Impl {
     // full pool) only means "no split here": kOffloadNeedsSmo, nothing changed.
     void do_offload_split(const FrameHeader& hdr, const uint8_t* payload, std::vector<uint8_t>& resp,
                           uint64_t client) {
-        exact(hdr, sizeof(net::OffloadRequest) + sizeof(net::OffloadSplitExt));
         net::OffloadRequest req;
         net::OffloadSplitExt ext;
-        std::memcpy(&req, payload, sizeof req);
-        std::memcpy(&ext, payload + sizeof req, sizeof ext);
-        if (req.kind != net::kOffloadInsert)
-            throw Fail{kStatusProtocol, "OFFLOAD_SPLIT carries inserts only (kind " + std::to_string(req.kind) + ")"};
-        if (!cpu_atomics.load(std::memory_order_relaxed)) throw no_cpu_atomics("OFFLOAD_SPLIT");
-        SplitContext split;
-        split.parent = ext.parent;
-        split.alloc = [this, ns = ext.ns] { return split_alloc(ns); };
-        try {
-            execute_offload(pool, pool_bytes, client, req, resp, true, &split);
-        } catch (const std::invalid_argument& e) {
-            throw Fail{kStatusProtocol, e.what()};
-        }
-        offload_work();
-        offloads.fetch_add(1, std::memory_order_relaxed);
+        std::memcpy(&req, payload, std::min<size_t>(sizeof req, hdr.payload_len));
+        if (hdr.payload_len >= sizeof req + sizeof ext) std::memcpy(&ext, payload + sizeof req, sizeof ext);
+        split_request(hdr, sizeof req + sizeof ext, ext, payload, resp, "OFFLOAD_SPLIT", [&](const SplitContext& s) {
+            if (req.kind != net::kOffloadInsert)
+                throw Fail{kStatusProtocol, "OFFLOAD_SPLIT carries inserts only (kind " + std::to_string(req.kind) + ")"};
+            execute_offload(pool, pool_bytes, client, req, resp, true, &s);
+        });
     }
 
     // OFFLOAD_SPLIT_IMAGE: a write-back leaf's split from the compute
@@ -637,20 +584,58 @@ struct Engine::Impl {
     // namespace as for OFFLOAD_SPLIT.
     void do_offload_split_image(const FrameHeader& hdr, const uint8_t* payload, std::vector<uint8_t>& resp,
                                 uint64_t client) {
-        exact(hdr, net::kOffloadSplitImageRequest);
-        net::OffloadSplitExt ext;
-        std::memcpy(&ext, payload + sizeof(net::OffloadRequest), sizeof ext);
-        if (!cpu_atomics.load(std::memory_order_relaxed)) throw no_cpu_atomics("OFFLOAD_SPLIT_IMAGE");
+        net::OffloadSplitExt ext{};
+        if (hdr.payload_len >= net::kOffloadSplitImageRequest)
+            std::memcpy(&ext, payload + sizeof(net::OffloadRequest), sizeof ext);
+        split_request(hdr, net::kOffloadSplitImageRequest, ext, payload, resp, "OFFLOAD_SPLIT_IMAGE",
+                      [&](const SplitContext& s) { execute_offload_split_image(pool, pool_bytes, client, payload, s, resp); });
+    }
+
+    // What both split requests share: the length (`base` bytes, or `base` +
+    // OffloadSpareExt: kHelloSplitSpare), the sibling's allocation -- the
+    // spare the request names if the namespace owns that block, else a new
+    // one --, and the reply's OffloadSpareTail: the spare the compute server
+    // holds from now on (the one it sent if no split took it, else a fresh
+    // block, allocated ahead so that its next split's sibling is known
+    // before the memory node publishes it).
+    template <class Run>
+    void split_request(const FrameHeader& hdr, size_t base, const net::OffloadSplitExt& ext, const uint8_t* payload,
+                       std::vector<uint8_t>& resp, const char* what, Run run) {
+        const bool with_spare = hdr.payload_len == base + sizeof(net::OffloadSpareExt);
+        if (!with_spare) exact(hdr, base);
+        if (!cpu_atomics.load(std::memory_order_relaxed)) throw no_cpu_atomics(what);
+        net::OffloadSpareExt spare{};
+        if (with_spare) std::memcpy(&spare, payload + base, sizeof spare);
+        if (spare.sibling && !ns_owns_block(ext.ns, spare.sibling)) spare.sibling = 0;
+        bool taken = false;
         SplitContext split;
         split.parent = ext.parent;
-        split.alloc = [this, ns = ext.ns] { return split_alloc(ns); };
+        split.alloc = [&] {
+            if (!spare.sibling || taken) return split_alloc(ext.ns);
+            taken = true;
+            return spare.sibling;
+        };
         try {
-            execute_offload_split_image(pool, pool_bytes, client, payload, split, resp);
+            run(split);
         } catch (const std::invalid_argument& e) {
             throw Fail{kStatusProtocol, e.what()};
         }
+        if (with_spare) put(resp, net::OffloadSpareTail{spare.sibling && !taken ? spare.sibling : split_alloc(ext.ns)});
         offload_work();
         offloads.fetch_add(1, std::memory_order_relaxed);
+    }
+
+    // Whether `off` is a node-sized block namespace `ns` took from the pool
+    // and has not FREEd (a spare a split may write).
+    bool ns_owns_block(uint64_t ns, uint64_t off) {
+        std::lock_guard<std::mutex> g(mu);
+        auto n = nss.find(ns);
+        if (n == nss.end() || off < kPoolReservedBytes || off % kGranule != 0 || off > pool_bytes - kNodeSize)
+            return false;
+        auto it = n->second.extents.upper_bound(off);
+        if (it == n->second.extents.begin()) return false;
+        --it;
+        return off + kNodeSize <= it->first + it->second && !n->second.free_blocks.count(off);
     }
 
     // One node-sized block of namespace `ns` for a memory-node split, as an
@@ -765,7 +750,7 @@ struct Engine::Impl {
         s.pool_bytes = pool_bytes;
         {
             std::lock_guard<std::mutex> g(mu);
-            s.used_bytes = used;
+            s.used_bytes = extents.used();
             s.namespaces = nss.size();
         }
         {
@@ -878,7 +863,7 @@ void Engine::set_liveness_check(LivenessCheck check) {
 uint64_t Engine::pool_bytes() const { return impl_->pool_bytes; }
 uint64_t Engine::used_bytes() const {
     std::lock_guard<std::mutex> g(impl_->mu);
-    return impl_->used;
+    return impl_->extents.used();
 }
 bool Engine::hugepages() const { return impl_->huge; }
 uint8_t* Engine::pool_base() const { return impl_->pool; }

@@ -184,7 +184,14 @@ int dex_tree_placement(DexTree* tree, int* placement_level, uint64_t* nodes_on, 
     });
 }
 
-void dex_tree_close(DexTree* tree) { delete tree; }
+void dex_tree_close(DexTree* tree) {
+    if (!tree) return;
+    try {
+        if (tree->tree) tree->tree->release_spares();  // (slotted trees take no spares)
+    } catch (...) {
+    }
+    delete tree;
+}
 
 int dex_tree_validate(DexTree* tree, DexError* err) {
     return guarded(err, [&] {

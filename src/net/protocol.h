@@ -106,6 +106,8 @@ enum Op : uint16_t {
                                 //   image and inserts the key there, splitting it as OFFLOAD_SPLIT does
                                 //   (src/README.md "Write-back mode", splits); only to nodes whose HELLO
                                 //   has kHelloOffloadSplitImage
+    // (OFFLOAD_SPLIT and OFFLOAD_SPLIT_IMAGE: + OffloadSpareExt at the end of the request, and
+    //  OffloadSpareTail at the end of the reply, with nodes whose HELLO has kHelloSplitSpare)
 };
 
 // What an offloaded operation does at the leaf covering `key`.
@@ -199,6 +201,13 @@ constexpr uint32_t kHelloOffloadBatchSplit = 1u << 5;
 // write-back leaf's split, from the compute server's image). A capability bit
 // for the same reason; still needs kHelloCpuAtomics.
 constexpr uint32_t kHelloOffloadSplitImage = 1u << 6;
+// kHelloSplitSpare: OFFLOAD_SPLIT and OFFLOAD_SPLIT_IMAGE requests may end in
+// an OffloadSpareExt (the sibling block chosen by the compute server, so that
+// it can take the sibling's cache marker before the publish and admit the
+// new sibling from the reply), and their replies then end in an
+// OffloadSpareTail (src/README.md "Offloading", memory-node splits). Older
+// nodes would close the connection on the longer request.
+constexpr uint32_t kHelloSplitSpare = 1u << 7;
 // Whether a node whose HELLO said `flags` takes batched offloaded writes.
 inline bool offload_batch_usable(uint32_t flags) {
     return (flags & kHelloCpuAtomics) != 0 && (flags & kHelloOffloadBatch) != 0;
@@ -215,6 +224,8 @@ inline bool offload_split_usable(uint32_t flags) {
 inline bool offload_split_image_usable(uint32_t flags) {
     return (flags & kHelloCpuAtomics) != 0 && (flags & kHelloOffloadSplitImage) != 0;
 }
+// Whether a node whose HELLO said `flags` takes a spare sibling with its splits.
+inline bool split_spare_usable(uint32_t flags) { return (flags & kHelloSplitSpare) != 0; }
 // Whether a node whose HELLO said `flags` takes OFFLOAD_BATCH_SPLIT.
 inline bool offload_batch_split_usable(uint32_t flags) {
     return (flags & kHelloCpuAtomics) != 0 && (flags & kHelloOffloadBatchSplit) != 0;
@@ -292,7 +303,24 @@ struct OffloadImageExt {
 static_assert(sizeof(OffloadImageExt) == 8);
 constexpr size_t kOffloadSplitImageRequest =
     sizeof(OffloadRequest) + sizeof(OffloadSplitExt) + sizeof(OffloadImageExt) + DEX_NODE_BYTES;
-constexpr size_t kMaxOffloadSplitReply = sizeof(OffloadReply) + sizeof(OffloadSplitTail) + 3 * DEX_NODE_BYTES;
+// kHelloSplitSpare: appended to an OFFLOAD_SPLIT or OFFLOAD_SPLIT_IMAGE
+// request. `sibling`: a node-sized block of the tree's namespace on this node
+// that an earlier reply handed out (OffloadSpareTail); a split uses it as the
+// new sibling instead of allocating one. 0, or a block the namespace does not
+// own: the node allocates as without the extension.
+struct OffloadSpareExt {
+    uint64_t sibling;      // pool offset of the spare block; 0: none
+};
+static_assert(sizeof(OffloadSpareExt) == 8);
+// The last 8 bytes of the reply to a request with OffloadSpareExt, whatever
+// its status: the spare the compute server holds from now on -- the one it
+// sent if no split used it, else a fresh block of the namespace (0: no space).
+struct OffloadSpareTail {
+    uint64_t spare;        // pool offset; 0: none
+};
+static_assert(sizeof(OffloadSpareTail) == 8);
+constexpr size_t kMaxOffloadSplitReply =
+    sizeof(OffloadReply) + sizeof(OffloadSplitTail) + 3 * DEX_NODE_BYTES + sizeof(OffloadSpareTail);
 
 // OFFLOAD_BYTES: an offload on a tree of slotted nodes. The fixed
 // OffloadRequest stays as it is (its 16-byte key is an EntryKey); this form

@@ -32,7 +32,7 @@ static_assert(sizeof(FrameHeader) + kMaxOffloadBytesBatchPayload <= kRdmaMsgByte
 static_assert(sizeof(FrameHeader) + sizeof(OffloadRequest) + sizeof(OffloadSplitExt) <= kRdmaMsgBytes &&
               sizeof(FrameHeader) + kMaxOffloadSplitReply <= kRdmaMsgBytes);
 // And OFFLOAD_SPLIT_IMAGE's request (its reply is an OFFLOAD_SPLIT reply).
-static_assert(sizeof(FrameHeader) + kOffloadSplitImageRequest <= kRdmaMsgBytes);
+static_assert(sizeof(FrameHeader) + kOffloadSplitImageRequest + sizeof(OffloadSpareExt) <= kRdmaMsgBytes);
 // And the largest OFFLOAD_BATCH_SPLIT (256 items; every one split: 256 tails, 64 parent images: 78 KiB).
 static_assert(sizeof(FrameHeader) + kMaxOffloadBatchSplitRequest <= kRdmaMsgBytes &&
               sizeof(FrameHeader) + kMaxOffloadBatchSplitReply <= kRdmaMsgBytes);

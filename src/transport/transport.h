@@ -82,6 +82,10 @@ public:
     // and executes offloaded writes: a write-back leaf that fills up is split
     // there from its cached image. Connects if needed.
     virtual bool offload_split_image_allowed() { return false; }
+    // Whether OFFLOAD_SPLIT and OFFLOAD_SPLIT_IMAGE may carry a spare sibling
+    // block (kHelloSplitSpare): the split's new sibling is then admitted to
+    // the cache from the reply. Connects if needed.
+    virtual bool split_spare_allowed() { return false; }
     // Whether this transport's one-sided operations (read, write, CAS) are
     // served by the memory node's CPU too, as TCP's are (a request per op to
     // its worker threads), rather than bypassing it (RDMA verbs, in-process

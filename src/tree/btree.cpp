@@ -391,7 +391,7 @@ void BTreeT<L>::prepare_leaf_lock(LockAssist& assist, SpareNode& spare, GAddr a,
     assist.fresh_at = read_at;
     if (!may_split || L::leaf_fits(snap, key) || has_entry(snap, L::lower_bound(snap, key), key)) return;
     if (!spare.addr) {
-        spare.addr = alloc_node(gaddr_node(a));  // next to the leaf, as split_leaf() allocates
+        spare.addr = spare_or_alloc(gaddr_node(a));  // next to the leaf, as split_leaf() allocates
         spare.version = 0;
     }
     if (spare.version) return;

@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -69,6 +70,14 @@ public:
     int placement_level() const { return place_level_; }
     const std::vector<uint64_t>& namespaces() const { return part_ns_; }
     uint32_t tree_id() const { return tree_id_; }
+    // Gives the blocks this handle holds for its next splits' siblings
+    // (spares_) back to their memory nodes, best effort (closing the handle;
+    // only over connections open now).
+    void release_spares();
+    GAddr held_spare(uint32_t node) {  // (tests)
+        std::lock_guard<std::mutex> g(spares_mu_);
+        return node < spares_.size() ? spares_[node] : 0;
+    }
     // Switch write-back mode (only effective with a cache). Switching it off
     // does not write dirty frames back: the caller flushes them first.
     // `log_entries` (may be empty): TreeOptions::log_entries, told of every
@@ -367,6 +376,18 @@ private:
     // home node, else the memory node with most free space; full nodes skipped.
     GAddr alloc_anywhere();
     void free_node(GAddr a);
+    // Spare sibling blocks (src/README.md "Offloading", memory-node splits):
+    // per memory node at most one block of the tree's namespace, handed out
+    // by a memory-node split's reply (OffloadSpareTail), so that the next
+    // split's sibling is known -- and its cache marker taken -- before the
+    // memory node publishes it. take_spare: the block (0: none), the handle
+    // no longer holds it; keep_spare: hold it (0: nothing); put_back_spare:
+    // hold it, or FREE it if the handle holds one already. spare_or_alloc:
+    // the handle's spare, else an ALLOC.
+    GAddr take_spare(uint32_t node);
+    void keep_spare(uint32_t node, GAddr a);
+    void put_back_spare(GAddr a);
+    GAddr spare_or_alloc(uint32_t node);
     // Memory nodes of this tree by free bytes (STATS), most free first. A node
     // that does not answer counts as full, except `must_answer` (whose error
     // is thrown: the caller holds locks through its connection).
@@ -576,17 +597,14 @@ private:
         uint64_t w[3] = {0, 0, 0};  // read in the lock's batch (fresh_version_from)
         RemoteOp read{RemoteOp::kRead};
     };
-    // Frees a spare node no split used (an insert that found room after all).
+    // A spare node no split used (an insert that found room after all) goes
+    // back to the handle, or is freed if the handle holds one.
     struct SpareGuard {
         BTreeT& t;
         SpareNode s;
         explicit SpareGuard(BTreeT& tree) : t(tree) {}
         ~SpareGuard() {
-            if (!s.addr) return;
-            try {
-                t.free_node(s.addr);
-            } catch (...) {  // an unreachable node: the space stays allocated (as after a crash mid-split)
-            }
+            if (s.addr) t.put_back_spare(s.addr);
         }
     };
     void prepare_leaf_lock(LockAssist& assist, SpareNode& spare, GAddr a, const Node& snap,
@@ -656,6 +674,16 @@ private:
         uint8_t status = 0;
         GAddr leaf = 0, sibling = 0, parent = 0;
         Node leaf_img, sib_img, parent_img;
+        // The I/O marker of `sibling` (the spare the request named), taken
+        // before the RPC: finish_memnode_split admits sib_img under it. The
+        // destructor gives a marker nobody used up.
+        mutable cache::Cache* marker_cache = nullptr;
+        mutable GAddr marker = 0;
+        SplitReply() = default;
+        SplitReply(const SplitReply&) = delete;
+        SplitReply& operator=(const SplitReply&) = delete;
+        ~SplitReply();
+        void drop_marker() const;
     };
     // An insert into the cached full leaf d.addr done by its memory node,
     // split included (OFFLOAD_SPLIT). True (and *st set) if it finished the
@@ -757,6 +785,8 @@ private:
     uint64_t ns_;
     uint32_t tree_id_;
     std::vector<uint64_t> part_ns_;  // namespace per memory node (0: none)
+    std::mutex spares_mu_;
+    std::vector<GAddr> spares_;      // per memory node: a spare sibling block (0: none)
     int place_level_ = kDefaultPlacementLevel;
     TreeOptions opts_;
     NodeIO io_;

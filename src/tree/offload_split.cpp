@@ -22,11 +22,22 @@ bool image_ok(const Node& n, uint32_t tree_id, int level) {
 
 }  // namespace
 
+template <class L>
+BTreeT<L>::SplitReply::~SplitReply() {
+    drop_marker();
+}
+
+template <class L>
+void BTreeT<L>::SplitReply::drop_marker() const {
+    if (marker_cache && marker) marker_cache->abort_io(marker);
+    marker = 0;
+}
+
 template <>
 void BTreeT<FixedLayout>::offload_split_rpc(GAddr start, int level, KeyRef key, GAddr parent, SplitReply& out,
                                             const Node* image) {
     const uint32_t node = gaddr_node(start);
-    uint8_t req[net::kOffloadSplitImageRequest];
+    uint8_t req[net::kOffloadSplitImageRequest + sizeof(net::OffloadSpareExt)];
     const net::OffloadRequest r = fixed_offload_request(net::kOffloadInsert, start, level, key);
     const net::OffloadSplitExt ext{part_ns_[node], parent ? gaddr_offset(parent) : 0};
     std::memcpy(req, &r, sizeof r);
@@ -36,8 +47,27 @@ void BTreeT<FixedLayout>::offload_split_rpc(GAddr start, int level, KeyRef key, 
         const net::OffloadImageExt ie{image->body_version};
         std::memcpy(req + len, &ie, sizeof ie);
         std::memcpy(req + len + sizeof ie, image, kNodeSize);
-        len = sizeof req;
+        len = net::kOffloadSplitImageRequest;
     }
+    // The spare sibling (kHelloSplitSpare): if it becomes the sibling, the
+    // memory node publishes it and may link it into the parent before we
+    // have its image, and another writer of this server could reach it
+    // through a remote read of that parent and change it. Its I/O marker,
+    // taken now, keeps everyone of this server away from it until the reply's
+    // image is admitted (split_leaf admits its own sibling the same way).
+    const bool with_spare = mem_.node(node).split_spare_allowed();
+    if (with_spare) {
+        const GAddr spare = take_spare(node);
+        if (spare && cache_ && (wb_ || cache_->should_admit(0)) &&
+            cache_->try_begin_io(spare) == cache::MappingTable::Begin::kOwner) {
+            out.marker_cache = cache_;
+            out.marker = spare;
+        }
+        const net::OffloadSpareExt se{spare ? gaddr_offset(spare) : 0};
+        std::memcpy(req + len, &se, sizeof se);
+        len += sizeof se;
+    }
+    // (No answer: the spare may be the sibling now or not; it is dropped.)
     const auto t0 = std::chrono::steady_clock::now();
     std::vector<uint8_t> resp;
     {
@@ -46,7 +76,14 @@ void BTreeT<FixedLayout>::offload_split_rpc(GAddr start, int level, KeyRef key, 
     }
     Stats::add(stats().offloads);
     net::OffloadReply rep{};
-    if (resp.size() < sizeof rep) throw Error(ErrorCode::kProtocol, "OFFLOAD_SPLIT: short response from memory node");
+    if (resp.size() < sizeof rep + (with_spare ? sizeof(net::OffloadSpareTail) : 0))
+        throw Error(ErrorCode::kProtocol, "OFFLOAD_SPLIT: short response from memory node");
+    if (with_spare) {  // the block to send with the next split
+        net::OffloadSpareTail st{};
+        std::memcpy(&st, resp.data() + resp.size() - sizeof st, sizeof st);
+        resp.resize(resp.size() - sizeof st);
+        if (st.spare >= net::kPoolReservedBytes && st.spare % kNodeSize == 0) keep_spare(node, make_gaddr(node, st.spare));
+    }
     std::memcpy(&rep, resp.data(), sizeof rep);
     // An insert without a split prices the next offload decisions as any
     // offloaded write (DEX 6.1); a split is not one (it replaces 5-9 round
@@ -56,7 +93,10 @@ void BTreeT<FixedLayout>::offload_split_rpc(GAddr start, int level, KeyRef key, 
         throw Error(ErrorCode::kProtocol, "OFFLOAD_SPLIT: unknown status from memory node");
     out.status = rep.status;
     out.leaf = rep.leaf;
-    if (rep.status != net::kOffloadDone && rep.status != net::kOffloadSplit) return;
+    if (rep.status != net::kOffloadDone && rep.status != net::kOffloadSplit) {
+        out.drop_marker();
+        return;
+    }
     // Every address it names must be in its own pool, every image a sealed
     // node of this tree at its level: anything else is a protocol error, not
     // something to cache.
@@ -82,6 +122,7 @@ void BTreeT<FixedLayout>::offload_split_rpc(GAddr start, int level, KeyRef key, 
              (!out.parent || (own(out.parent) && image_ok(out.parent_img, tree_id_, 1)));
     }
     if (!ok) throw Error(ErrorCode::kProtocol, "OFFLOAD_SPLIT: memory node returned an invalid node image");
+    if (rep.status != net::kOffloadSplit || out.sibling != out.marker) out.drop_marker();
 }
 
 template <class L>
@@ -110,7 +151,7 @@ bool BTreeT<L>::offload_cached_split(const Descent& d, KeyRef key, Path& path, c
         // until it shows the lower half (readers restart meanwhile) -- as
         // split_leaf() holds it; an uncached leaf's I/O marker keeps it from
         // being admitted meanwhile (offload_at_miss's rule). Nothing else is
-        // held during the RPC.
+        // held during the RPC but the spare sibling's marker (offload_split_rpc).
         const auto b = cache_->try_begin_io(leaf);
         if (b == cache::MappingTable::Begin::kIoInProgress) return false;  // being fetched: one-sided
         const bool marker = b == cache::MappingTable::Begin::kOwner;
@@ -159,11 +200,11 @@ bool BTreeT<L>::offload_cached_split(const Descent& d, KeyRef key, Path& path, c
 // write-back), replaces it by the image, inserts and splits as OFFLOAD_SPLIT
 // does. Its dirty entries' heap WAL is durable (wb_acquire checked the
 // frame's LSN, W6) and the new key's journal record is written first, as for
-// a split here. The sibling is not admitted: the memory node may already
-// have linked it into the parent, so another writer of this server could
-// reach and change it before we could admit our image of it; the next
-// descent there reads and admits it (split_leaf admits under an I/O marker
-// taken before its publish instead).
+// a split here. The sibling is admitted only if it is the handle's spare,
+// whose I/O marker offload_split_rpc took before the RPC: otherwise the
+// memory node may already have linked it into the parent, so another writer
+// of this server could reach and change it before we could admit our image
+// of it, and the next descent there reads and admits it.
 template <class L>
 bool BTreeT<L>::wb_split_at_memnode(GAddr a, WbGuard& guard, KeyRef key, Path& path, const Deadline& dl,
                                     bool* inserted) {
@@ -249,7 +290,15 @@ void BTreeT<L>::finish_memnode_split(const SplitReply& r, FrameHold* hold, GAddr
     }
     // Leaf frame first, then the others: frames are taken parent before
     // child, so none is locked while another one is held.
-    cache_update(r.sibling, r.sib_img);  // only matters if its block's previous life is still cached
+    if (r.marker == r.sibling) {
+        // The spare's marker was held since before the memory node published
+        // it: nobody of this server read or changed it since, so the reply's
+        // image is what remote memory holds (a clean frame).
+        cache_->admit(r.sibling, r.sib_img);  // (gives the marker up)
+        r.marker = 0;
+    } else {
+        cache_update(r.sibling, r.sib_img);  // only matters if its block's previous life is still cached
+    }
     if (r.parent) {
         cache_update(r.parent, r.parent_img);  // gained a downlink: a stale copy was harmless meanwhile
         return;

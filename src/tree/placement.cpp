@@ -111,6 +111,63 @@ void BTreeT<L>::free_node(GAddr a) {
     mem_.node(node).rpc(net::kOpFree, req, sizeof req);
 }
 
+template <class L>
+GAddr BTreeT<L>::take_spare(uint32_t node) {
+    std::lock_guard<std::mutex> g(spares_mu_);
+    if (node >= spares_.size()) return 0;
+    const GAddr a = spares_[node];
+    spares_[node] = 0;
+    return a;
+}
+
+template <class L>
+void BTreeT<L>::keep_spare(uint32_t node, GAddr a) {
+    std::lock_guard<std::mutex> g(spares_mu_);
+    if (spares_.size() <= node) spares_.resize(node + 1, 0);
+    spares_[node] = a;
+}
+
+template <class L>
+void BTreeT<L>::put_back_spare(GAddr a) {
+    const uint32_t node = gaddr_node(a);
+    {
+        std::lock_guard<std::mutex> g(spares_mu_);
+        if (spares_.size() <= node) spares_.resize(node + 1, 0);
+        if (!spares_[node]) {
+            spares_[node] = a;
+            return;
+        }
+    }
+    try {
+        free_node(a);
+    } catch (...) {  // an unreachable node: the space stays allocated (as after a crash mid-split)
+    }
+}
+
+template <class L>
+GAddr BTreeT<L>::spare_or_alloc(uint32_t node) {
+    const GAddr a = take_spare(node);
+    return a ? a : alloc_node(node);
+}
+
+template <class L>
+void BTreeT<L>::release_spares() {
+    std::vector<GAddr> held;
+    {
+        std::lock_guard<std::mutex> g(spares_mu_);
+        held.swap(spares_);
+    }
+    for (GAddr a : held) {
+        // Only over a connection that is open now: closing a handle (at
+        // backend exit too) never waits for a connect to an unreachable node.
+        if (!a || !mem_.node(gaddr_node(a)).connected_client_id()) continue;
+        try {
+            free_node(a);
+        } catch (...) {  // unreachable: the block stays allocated until the index is dropped
+        }
+    }
+}
+
 // A reused block keeps versions increasing, so a CAS prepared from a read of the
 // block's previous life can never succeed on its new life (no ABA).
 template <class L>

@@ -97,7 +97,7 @@ int BTreeT<L>::wb_split_dirty(GAddr a, WbGuard& guard, KeyRef key, Path& path, c
     if (!opts_.register_dirty || !opts_.register_dirty()) return 0;
     if (spare.addr && gaddr_node(spare.addr) != gaddr_node(a)) return 0;  // (never: spares live next to their leaf)
     if (!spare.addr) {
-        spare.addr = alloc_node(gaddr_node(a));
+        spare.addr = spare_or_alloc(gaddr_node(a));
         spare.version = 0;
     }
     const GAddr na = spare.addr;
