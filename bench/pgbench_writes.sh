@@ -59,7 +59,10 @@ for r in $(seq 1 "$ROUNDS"); do
                 tps=$(sed -n 's/^tps = \([0-9.]*\).*/\1/p' <<<"$res")
                 n=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' <<<"$res")
                 [ -n "$tps" ] || die "pgbench failed: $res"
-                rt=$(P -c "SELECT round(round_trips::numeric / greatest($n, 1), 3) FROM dex_stats()")
+                # round trips, memory-node splits, misses, write-backs per statement
+                rt=$(P -F ' ' -c "SELECT round(round_trips::numeric / greatest($n, 1), 3),
+                    round(memnode_splits::numeric / greatest($n, 1), 4), round(cache_misses::numeric / greatest($n, 1), 4),
+                    round(write_backs::numeric / greatest($n, 1), 4) FROM dex_stats()")
                 echo "$w $c $t $r $tps $rt" | tee -a "$raw"
             done
         done
@@ -74,7 +77,7 @@ import sys, statistics as st, collections
 raw, out, cmd, machine = sys.argv[1:]
 tps = collections.defaultdict(list); rts = collections.defaultdict(list); lines = []
 for line in open(raw):
-    w, c, t, r, v, rt = line.split(); lines.append(line.rstrip())
+    w, c, t, r, v, rt = line.split()[:6]; lines.append(line.rstrip())
     tps[(w, int(c), t)].append(float(v))
     if t == 'dex': rts[(w, int(c))].append(float(rt))
 L = ["# Writes through dex vs btree: single-row INSERT and key-changing UPDATE\n", f"Command: `{cmd}`\n",
@@ -86,7 +89,9 @@ for (w, c) in sorted({(w, c) for (w, c, t) in tps}):
     d, b = st.median(tps[(w, c, 'dex')]), st.median(tps[(w, c, 'btree')])
     name = {'ins': 'INSERT (fresh key)', 'upd': 'UPDATE SET k = k # 1 (one row)'}[w]
     L.append(f"| {name} | {c} | {d:.0f} | {b:.0f} | {d / b:.2f}x | {st.median(rts[(w, c)]):.3f} |")
-L += ["", "Every round (statement clients index round tps round_trips_per_statement):", "", "```"] + lines + ["```", ""]
+L += ["", "Every round (statement clients index round tps, then per statement: round trips, memory-node splits,",
+      "cache misses, write-backs; the dex counters count every process of the cluster, the write-back worker too):",
+      "", "```"] + lines + ["```", ""]
 open(out, "w").write("\n".join(L))
 print("\n".join(L))
 PY
