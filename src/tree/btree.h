@@ -381,11 +381,10 @@ private:
     // by a memory-node split's reply (OffloadSpareTail), so that the next
     // split's sibling is known -- and its cache marker taken -- before the
     // memory node publishes it. take_spare: the block (0: none), the handle
-    // no longer holds it; keep_spare: hold it (0: nothing); put_back_spare:
-    // hold it, or FREE it if the handle holds one already. spare_or_alloc:
+    // no longer holds it; put_back_spare: hold it, or FREE it if the handle
+    // holds one already (threads sharing a handle: tests). spare_or_alloc:
     // the handle's spare, else an ALLOC.
     GAddr take_spare(uint32_t node);
-    void keep_spare(uint32_t node, GAddr a);
     void put_back_spare(GAddr a);
     GAddr spare_or_alloc(uint32_t node);
     // Memory nodes of this tree by free bytes (STATS), most free first. A node

@@ -82,7 +82,7 @@ void BTreeT<FixedLayout>::offload_split_rpc(GAddr start, int level, KeyRef key, 
         net::OffloadSpareTail st{};
         std::memcpy(&st, resp.data() + resp.size() - sizeof st, sizeof st);
         resp.resize(resp.size() - sizeof st);
-        if (st.spare >= net::kPoolReservedBytes && st.spare % kNodeSize == 0) keep_spare(node, make_gaddr(node, st.spare));
+        if (st.spare >= net::kPoolReservedBytes && st.spare % kNodeSize == 0) put_back_spare(make_gaddr(node, st.spare));
     }
     std::memcpy(&rep, resp.data(), sizeof rep);
     // An insert without a split prices the next offload decisions as any

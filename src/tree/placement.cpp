@@ -121,13 +121,6 @@ GAddr BTreeT<L>::take_spare(uint32_t node) {
 }
 
 template <class L>
-void BTreeT<L>::keep_spare(uint32_t node, GAddr a) {
-    std::lock_guard<std::mutex> g(spares_mu_);
-    if (spares_.size() <= node) spares_.resize(node + 1, 0);
-    spares_[node] = a;
-}
-
-template <class L>
 void BTreeT<L>::put_back_spare(GAddr a) {
     const uint32_t node = gaddr_node(a);
     {
