@@ -45,7 +45,7 @@ TEST(WriteBackBatch, FlushOfManyLeavesTakesTwoRoundTripsPerBatch) {
     ASSERT_GT(frames.size(), 200u) << "too few dirty leaves to tell batches from single write-backs";
     x.t->trips = 0;
     EXPECT_EQ(x.handle.flush_frames(frames), frames.size());
-    const size_t batches = (frames.size() + 31) / 32;
+    const size_t batches = (frames.size() + cache::Cache::kFlushBatch - 1) / cache::Cache::kFlushBatch;
     EXPECT_LE(x.t->trips, 2 * batches) << frames.size() << " leaves";  // single write-backs: 3 each
     EXPECT_TRUE(x.dirty_frames().empty());
     tree::BTree remote_only(*x.mem, 0, x.ns);

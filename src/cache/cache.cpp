@@ -188,7 +188,7 @@ bool Cache::flush_frame(uint32_t f) {
 }
 
 uint64_t Cache::flush_frames(const std::vector<uint32_t>& frames) {
-    constexpr size_t kBatch = 32;  // frames locked at a time (others may wait for them)
+    constexpr size_t kBatch = kFlushBatch;  // frames locked at a time (others may wait for them)
     uint64_t written = 0;
     std::vector<uint32_t> single;  // busy, not a leaf, or not written by the batch
     std::vector<uint32_t> held;

@@ -188,10 +188,17 @@ public:
     // Write back frame f if it is dirty (takes its lock; the caller holds no
     // frame lock). True if it was written.
     bool flush_frame(uint32_t f);
-    // flush_frame() of each of `frames`, the leaves in batches through the
-    // WriteBackMany hook (a frame that is busy or that the batch could not
-    // write goes through flush_frame()). Returns the frames written.
+    // flush_frame() of each of `frames`, the leaves in batches of
+    // kFlushBatch through the WriteBackMany hook (a frame that is busy or
+    // that the batch could not write goes through flush_frame()). Returns the
+    // frames written.
     uint64_t flush_frames(const std::vector<uint32_t>& frames);
+    // Leaves locked and written per batch: two round trips each (the lock
+    // CASes, then bodies and lock words: 2 x 128 = net::kMaxBatch
+    // sub-operations). A round trip costs its fixed CPU whatever it carries
+    // (bench/results/2026-11-26-vm-round-trip-cpu.md), and a frame is held
+    // for the batch's two round trips however many others it holds.
+    static constexpr size_t kFlushBatch = 128;
     // Drops every mapped frame whose FrameInfo satisfies `pred` (leaves first,
     // unswizzling children as needed), e.g. every frame of one memory node or of
     // one tree id. Retries frames that are pinned / being modified for a while;
