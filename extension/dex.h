@@ -899,6 +899,7 @@ extern bool dex_kill_frame_hold(Relation index, const DexLeafStamp *stamp, Trans
 								uint64 *hold);
 extern void dex_kill_remember(IndexScanDesc scan);
 extern void dex_kill_flush(IndexScanDesc scan, bool present_only);
+extern bool dex_kill_worth_it(DexScanOpaque so, int n);
 
 /* ---- dexkilldefer.c --------------------------------------------------- */
 

@@ -237,6 +237,22 @@ kill_defer(IndexScanDesc scan, int n)
 }
 
 /*
+ * Whether n dead entries of the current batch are worth removing now: at
+ * least dex.kill_min_entries of them, or, in a write-back frame (where the
+ * removal costs a WAL record and no round trip), any number once the leaf is
+ * nearly full: the insert that would split it otherwise costs a round trip
+ * (btree likewise removes its LP_DEAD items when a page fills, before it
+ * splits). An UPDATE's scan meets the row's dead version right before the
+ * insert of its new one, usually into the same leaf.
+ */
+bool
+dex_kill_worth_it(DexScanOpaque so, int n)
+{
+	return n >= dex_kill_min_entries ||
+		(n > 0 && so->stamp.frame_version != 0 && so->stamp.nearly_full);
+}
+
+/*
  * Leaving the current batch: remove what was remembered for it. Called
  * before the core scan fetches another batch or ends; never errors (but for
  * the heap access of a write-back kill's horizon, which may, as any heap
@@ -262,7 +278,7 @@ dex_kill_flush(IndexScanDesc scan, bool present_only)
 	 * scans a heap fetch) until a scan finds at least dex.kill_min_entries
 	 * in one leaf, a bottom-up pass or VACUUM.
 	 */
-	if (n < dex_kill_min_entries)
+	if (!dex_kill_worth_it(so, n))
 		return;
 	/* a write-back leaf changed since the batch: the kill would be skipped */
 	if (!present_only && dex_tree_kill_futile(so->tree, &so->stamp, n))

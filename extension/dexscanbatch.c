@@ -106,7 +106,7 @@ dex_kill_leave_batch(IndexScanDesc scan)
 	int			hold = -1;
 
 	dex_kill_apply_deferred(scan);
-	if (so->nkilled >= dex_kill_min_entries && so->stamp.frame_version != 0)
+	if (dex_kill_worth_it(so, so->nkilled) && so->stamp.frame_version != 0)
 		hold = dex_ios_hold_unvacuumed(scan->indexRelation, so->kill_epoch);
 	if (hold < 0)
 	{

@@ -107,6 +107,32 @@ SELECT count(*) AS differing FROM
     WHERE q.n IS DISTINCT FROM r.n OR q.v IS DISTINCT FROM r.v;
 SELECT (dex_check('killwb_k')).leaves > 0 AS k_ok, (dex_check('killwb_s')).leaves > 0 AS s_ok;
 
+-- 4. Below dex.kill_min_entries, a scan still removes the dead entries of a
+-- leaf that is nearly full (fewer than three more entries like its last one
+-- fit): the insert that would split it costs a round trip, the removal a WAL
+-- record (btree removes its LP_DEAD items before it splits a page). A leaf
+-- with room keeps them. Leaves built full (k) and half full (v), one dead
+-- row. (Byte-string leaves: tests/leaf_nearly_full_test.cpp; their bulk load
+-- leaves room for the longest entry in every leaf.)
+RESET dex.kill_min_entries;
+CREATE TABLE killnf (k int, v int) WITH (autovacuum_enabled = off);
+INSERT INTO killnf SELECT g, g FROM generate_series(1, 3000) g;
+CREATE INDEX killnf_k ON killnf USING dex (k) WITH (write_back = on, fillfactor = 100);
+CREATE INDEX killnf_v ON killnf USING dex (v) WITH (write_back = on, fillfactor = 50);
+DELETE FROM killnf WHERE k + 0 = 1500;
+SELECT txid_current() > 0 AS xid_assigned;
+SELECT kill_quiet();
+-- the first scan of each admits the leaf (a batch read remotely kills nothing)
+SELECT count(*) FROM killnf WHERE k = 1500;
+SELECT count(*) FROM killnf WHERE v = 1500;
+SELECT dex_stats_reset();
+SELECT count(*) FROM killnf WHERE v = 1500;
+SELECT kills AS kills_with_room FROM dex_stats();
+SELECT count(*) FROM killnf WHERE k = 1500;
+SELECT kills AS kills_nearly_full FROM dex_stats();
+SELECT (dex_check('killnf_k')).entries AS k_entries, (dex_check('killnf_v')).entries AS v_entries;
+DROP TABLE killnf;
+
 RESET enable_seqscan;
 RESET enable_bitmapscan;
 DROP TABLE killwb;

@@ -74,6 +74,7 @@ int dex_tree_insert_nosplit_bytes(DexTree* tree, const uint8_t* entry, uint32_t 
     full->version = lf.version;
     full->frame = lf.frame;
     full->frame_version = lf.frame_version;
+    full->nearly_full = 1;  // (it is full)
     // the insert held the leaf locked at that version a moment ago
     full->seen_at_ns = dex::capi::stamp_now();
     return DEX_LEAF_FULL;

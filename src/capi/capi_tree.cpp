@@ -281,6 +281,7 @@ int dex_tree_insert_nosplit(DexTree* tree, const DexKey* key, uint64_t lsn, uint
     full->version = lf.version;
     full->frame = lf.frame;
     full->frame_version = lf.frame_version;
+    full->nearly_full = 1;  // (it is full)
     // the insert held the leaf locked at that version a moment ago
     full->seen_at_ns = dex::capi::stamp_now();
     return DEX_LEAF_FULL;
@@ -377,12 +378,14 @@ void dex_scan_stamp(const DexScan* scan, DexLeafStamp* out) {
     out->seen_at_ns = 0;
     out->frame = 0xFFFFFFFFu;
     out->frame_version = 0;
+    out->nearly_full = 0;
     auto fill = [out](const auto& s) {
         out->leaf = s.leaf();
         out->version = s.leaf_version();
         out->seen_at_ns = dex::capi::stamp_ns(s.leaf_seen_at());
         out->frame = s.leaf_frame();
         out->frame_version = s.leaf_frame_version();
+        out->nearly_full = s.leaf_nearly_full() ? 1 : 0;
     };
     if (scan && scan->scan)
         fill(*scan->scan);

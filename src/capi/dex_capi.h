@@ -309,6 +309,10 @@ typedef struct DexLeafStamp
 	 * only while the frame is still at it */
 	uint32_t	frame;
 	uint64_t	frame_version;
+	/* write-back trees: the leaf had room for fewer than three more entries
+	 * like its last one (a kill of fewer than dex.kill_min_entries is worth
+	 * it there: it saves the split an insert would make) */
+	int			nearly_full;
 } DexLeafStamp;
 int			dex_tree_insert_nosplit(DexTree *tree, const DexKey *key, uint64_t lsn,
 									uint64_t durable, DexLeafStamp *full, DexError *err);

@@ -658,6 +658,17 @@ BTreeT<L>::Scan::Scan(BTreeT& t, KeyRef lo, KeyRef hi, bool backward)
 }
 
 template <class L>
+bool BTreeT<L>::leaf_nearly_full(const Node& n) {
+    if (n.count == 0) return false;
+    Node room;  // a copy that takes kNearlyFullRoom more entries like the last one, if it can
+    std::memcpy(static_cast<void*>(&room), &n, kNodeSize);
+    const Key last(L::entry(n, n.count - 1));
+    for (int i = 0; i < kNearlyFullRoom; i++)
+        if (!L::leaf_fits(room, last) || !L::insert_entry(room, room.count, last)) return true;
+    return false;
+}
+
+template <class L>
 bool BTreeT<L>::Scan::next(std::vector<Key>& out) {
     out.clear();
     if (done_) return false;
@@ -684,6 +695,7 @@ bool BTreeT<L>::Scan::next(std::vector<Key>& out) {
             leaf_ = at;
             leaf_version_ = n.body_version;
             leaf_seen_at_ = seen_at;
+            leaf_nearly_full_ = t_.write_back() && BTreeT::leaf_nearly_full(n);
             for (size_t i = L::lower_bound(n, cursor_); i < n.count; i++) {
                 if (L::compare(L::entry(n, i), hi_) > 0) break;
                 out.emplace_back(L::entry(n, i));
@@ -701,6 +713,7 @@ bool BTreeT<L>::Scan::next(std::vector<Key>& out) {
             leaf_frame_version_ = d.frame_version;
             leaf_version_ = n.body_version;
             leaf_seen_at_ = seen_at;
+            leaf_nearly_full_ = t_.write_back() && BTreeT::leaf_nearly_full(n);
             for (size_t i = n.count; i-- > 0;) {
                 KeyRef k = L::entry(n, i);
                 int c = L::compare(k, cursor_);

@@ -217,6 +217,10 @@ public:
         // at once -- it must take the registry gate, never a frame's hold.
         uint32_t leaf_frame() const { return leaf_frame_; }
         uint64_t leaf_frame_version() const { return t_.write_back() ? leaf_frame_version_ : 0; }
+        // Write-back trees: the last batch's leaf had room for fewer than
+        // kNearlyFullRoom more entries like its last one (leaf_nearly_full):
+        // its dead entries are worth removing now, before inserts split it.
+        bool leaf_nearly_full() const { return leaf_nearly_full_; }
 
     private:
         BTreeT& t_;
@@ -231,7 +235,14 @@ public:
         std::chrono::steady_clock::time_point leaf_seen_at_{};
         uint32_t leaf_frame_ = 0xFFFFFFFFu;
         uint64_t leaf_frame_version_ = 0;
+        bool leaf_nearly_full_ = false;
     };
+    // Whether leaf image n has room for fewer than kNearlyFullRoom more
+    // entries of the size of its last one (Scan::leaf_nearly_full): the
+    // statement's own insert and a few concurrent ones between a scan's
+    // batch and its kill.
+    static constexpr int kNearlyFullRoom = 3;
+    static bool leaf_nearly_full(const Node& n);
     std::unique_ptr<Scan> scan(KeyRef lo, KeyRef hi, bool backward = false) {
         return std::make_unique<Scan>(*this, lo, hi, backward);
     }
