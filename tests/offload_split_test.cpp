@@ -454,13 +454,7 @@ TEST(MemnodeSplit, SpareTheNamespaceDoesNotOwnIsNotWritten) {
     f.mem->read(leaf, &n, kNodeSize);
     auto split_request = [&](const EntryKey& k, uint64_t spare, uint64_t* tail) {
         uint8_t req[sizeof(net::OffloadRequest) + sizeof(net::OffloadSplitExt) + sizeof(net::OffloadSpareExt)];
-        net::OffloadRequest r{};
-        r.start = gaddr_offset(leaf);
-        r.tree_id = n.tree_id;
-        r.node = 0;
-        r.kind = net::kOffloadInsert;
-        r.start_level = 0;
-        std::memcpy(r.key, &k, sizeof r.key);
+        const net::OffloadRequest r = leaf_insert_request(leaf, n.tree_id, k);
         const net::OffloadSplitExt ext{f.ns, 0};
         const net::OffloadSpareExt se{spare};
         std::memcpy(req, &r, sizeof r);

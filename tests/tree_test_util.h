@@ -64,6 +64,19 @@ inline std::unique_ptr<RemoteMemory> make_mem(memnode::Engine& e) {
     return std::make_unique<RemoteMemory>(std::move(v));
 }
 
+// An offloaded insert of k starting at `leaf` (level 0) of tree `tree_id` on
+// memory node 0: what the split requests' tests send by hand.
+inline net::OffloadRequest leaf_insert_request(GAddr leaf, uint32_t tree_id, const EntryKey& k) {
+    net::OffloadRequest r{};
+    r.start = gaddr_offset(leaf);
+    r.tree_id = tree_id;
+    r.node = 0;
+    r.kind = net::kOffloadInsert;
+    r.start_level = 0;
+    std::memcpy(r.key, &k, sizeof r.key);
+    return r;
+}
+
 inline uint64_t ns_create(Transport& t) { return rpc::ns_create(t, "tree-test"); }
 
 inline uint64_t ns_bytes(Transport& t, uint64_t ns) {

@@ -277,14 +277,7 @@ TEST(WriteBackSplitImage, LockedLeafAndBadImageChangeNothing) {
     x.mem->read(leaf, &before, kNodeSize);
     auto request = [&](const Node& img) {
         std::vector<uint8_t> req(net::kOffloadSplitImageRequest);
-        net::OffloadRequest r{};
-        r.start = gaddr_offset(leaf);
-        r.tree_id = before.tree_id;
-        r.node = 0;
-        r.kind = net::kOffloadInsert;
-        r.start_level = 0;
-        const EntryKey k = K(50001, 1, 1);
-        std::memcpy(r.key, &k, sizeof r.key);
+        const net::OffloadRequest r = leaf_insert_request(leaf, before.tree_id, K(50001, 1, 1));
         const net::OffloadSplitExt ext{x.ns, 0};
         const net::OffloadImageExt ie{img.body_version};
         std::memcpy(req.data(), &r, sizeof r);
