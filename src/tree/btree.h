@@ -387,14 +387,10 @@ private:
     // home node, else the memory node with most free space; full nodes skipped.
     GAddr alloc_anywhere();
     void free_node(GAddr a);
-    // Spare sibling blocks (src/README.md "Offloading", memory-node splits):
-    // per memory node at most one block of the tree's namespace, handed out
-    // by a memory-node split's reply (OffloadSpareTail), so that the next
-    // split's sibling is known -- and its cache marker taken -- before the
-    // memory node publishes it. take_spare: the block (0: none), the handle
-    // no longer holds it; put_back_spare: hold it, or FREE it if the handle
-    // holds one already (threads sharing a handle: tests). spare_or_alloc:
-    // the handle's spare, else an ALLOC.
+    // Spare siblings (src/README.md "Offloading", memory-node splits): per
+    // memory node one block a split's reply handed out, the next split's
+    // sibling. take: 0 if none; put_back: held, or FREEd if one is (threads
+    // sharing a handle); spare_or_alloc: the spare, else an ALLOC.
     GAddr take_spare(uint32_t node);
     void put_back_spare(GAddr a);
     GAddr spare_or_alloc(uint32_t node);
@@ -684,9 +680,8 @@ private:
         uint8_t status = 0;
         GAddr leaf = 0, sibling = 0, parent = 0;
         Node leaf_img, sib_img, parent_img;
-        // The I/O marker of `sibling` (the spare the request named), taken
-        // before the RPC: finish_memnode_split admits sib_img under it. The
-        // destructor gives a marker nobody used up.
+        // `sibling`'s I/O marker (the named spare's, taken before the RPC):
+        // finish_memnode_split admits sib_img under it, else ~SplitReply drops it.
         mutable cache::Cache* marker_cache = nullptr;
         mutable GAddr marker = 0;
         SplitReply() = default;
