@@ -568,8 +568,8 @@ struct Engine::Impl {
     // full pool) only means "no split here": kOffloadNeedsSmo, nothing changed.
     void do_offload_split(const FrameHeader& hdr, const uint8_t* payload, std::vector<uint8_t>& resp,
                           uint64_t client) {
-        net::OffloadRequest req;
-        net::OffloadSplitExt ext;
+        net::OffloadRequest req{};
+        net::OffloadSplitExt ext{};  // (split_request checks the length before either is used)
         std::memcpy(&req, payload, std::min<size_t>(sizeof req, hdr.payload_len));
         if (hdr.payload_len >= sizeof req + sizeof ext) std::memcpy(&ext, payload + sizeof req, sizeof ext);
         split_request(hdr, sizeof req + sizeof ext, ext, payload, resp, "OFFLOAD_SPLIT", [&](const SplitContext& s) {

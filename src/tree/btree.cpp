@@ -659,13 +659,15 @@ BTreeT<L>::Scan::Scan(BTreeT& t, KeyRef lo, KeyRef hi, bool backward)
 
 template <class L>
 bool BTreeT<L>::leaf_nearly_full(const Node& n) {
+    // (Every scan batch of a write-back tree asks: arithmetic, no copy.)
     if (n.count == 0) return false;
-    Node room;  // a copy that takes kNearlyFullRoom more entries like the last one, if it can
-    std::memcpy(static_cast<void*>(&room), &n, kNodeSize);
-    const Key last(L::entry(n, n.count - 1));
-    for (int i = 0; i < kNearlyFullRoom; i++)
-        if (!L::leaf_fits(room, last) || !L::insert_entry(room, room.count, last)) return true;
-    return false;
+    if constexpr (L::kSlotted) {
+        // each such entry takes its slot and its bytes (what leaf_fits checks)
+        const slotted::SNode& s = L::s(n);
+        return slotted::free_bytes(s) < kNearlyFullRoom * slotted::entry_cost(s, L::entry(n, n.count - 1).size());
+    } else {
+        return n.count + kNearlyFullRoom > kLeafCapacity;
+    }
 }
 
 template <class L>
