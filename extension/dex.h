@@ -626,6 +626,7 @@ extern uint64 dex_cluster_poll_flush_request(void);
  */
 typedef uint64 (*DexFlushRound) (bool quiet, uint64 *flushed, bool *failed);
 extern int	dex_checkpoint_writeback_timeout_ms;
+extern int	dex_fence_switch_pause_ms;
 extern void dex_ckpt_fence_poll(bool has_cache, DexFlushRound flush, void (*beat) (void),
 								volatile sig_atomic_t *stop);
 extern void dex_ckpt_fence_release(void);

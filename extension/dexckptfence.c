@@ -11,31 +11,47 @@
  * file, a checkpoint that began within dex.writeback_interval of a crash left
  * such an index refusing queries until REINDEX.
  *
- * The fence uses the wait every checkpoint already makes for transactions in
- * their commit critical section: after it publishes R, CreateCheckPoint()
- * collects the virtual transactions whose PGPROC has DELAY_CHKPT_START set
- * and sleeps (10 ms at a time) until none of *those* still has it. The dex
- * worker on a primary keeps that flag set, inside a transaction that holds a
- * virtual xid and nothing else (no xid, no snapshot, no lock: it holds back
- * no horizon and blocks no DDL). At each of its beats (DEX_BEAT_MS) it reads
- * the REDO position; once it moved to a new R, it flushes until L >= R (a
- * standby that has not replayed a dirty leaf's rows holds that leaf back:
- * the worker keeps beating to learn its replay), then ends that transaction
- * -- the waiting checkpoint goes on -- and starts the next one, flag set, for
- * the next checkpoint.
+ * The fence uses the waits every checkpoint already makes for transactions
+ * in critical sections. CreateCheckPoint() publishes R, then collects the
+ * virtual transactions whose PGPROC has DELAY_CHKPT_START set and sleeps
+ * (10 ms at a time) until none of *those* still has it; it writes the
+ * buffers (CheckPointGuts), then does the same for DELAY_CHKPT_COMPLETE, and
+ * only then logs the checkpoint. The dex worker on a primary holds one of
+ * the two flags at every moment, inside a transaction that holds a virtual
+ * xid and nothing else (no xid, no snapshot, no lock: it holds back no
+ * horizon and blocks no DDL). At each of its beats (DEX_BEAT_MS) it reads
+ * the REDO position and flushes until L covers it (a standby that has not
+ * replayed a dirty leaf's rows holds that leaf back: the worker keeps
+ * beating to learn its replay). Every FENCE_PHASE_MS or so it moves to the
+ * other flag, always in this order: set the other flag; read R and cover it
+ * (again, until a read finds it covered); clear the flag it held. A
+ * checkpoint waiting on the cleared flag goes on.
+ *
+ * Why no checkpoint can complete with L < R. A flag is cleared only after a
+ * read of R that came after the other flag was set. Take a checkpoint with R
+ * published at p, collecting START holders at s > p and COMPLETE holders at
+ * c > s. (1) START is clear at s: then COMPLETE is held at s (one flag always
+ * is), and it is cleared only by a switch that set START after s, read R
+ * after that and covered it. The checkpoint either collects COMPLETE and
+ * waits for that clear, or comes to c after it. (2) START is held at s and
+ * the checkpoint waits until it is cleared: the switch that clears it read
+ * R after setting COMPLETE. If that read came after p, R is covered;
+ * otherwise COMPLETE was already set at s and is cleared only by a later
+ * switch, as in (1). So a checkpoint's R is covered before it logs the
+ * checkpoint. (One transaction ending and the next one starting, as until
+ * 2026-11-30, left a gap of some microseconds without a flag: a checkpoint
+ * that collected the flags then did not wait at all.)
  *
  * When it cannot wait any longer -- a write-back round failed (remote memory
  * unreachable), or dex.checkpoint_writeback_timeout passed (a standby that
  * does not replay) -- the worker logs the dirty leaves whole instead
  * (dexwbimage.c), which covers R as well, and lets the checkpoint go on.
  *
- * What is left: a checkpoint that begins within the microseconds between
- * the end of one fence transaction and the flag on the next one does not
- * wait; the worker sees its R at once and flushes, so only a crash in the
- * moments after such a checkpoint completes can still make the index refuse
- * (never answer wrongly). The same holds while the worker is not running
- * (it restarts a second after an error) and if logging the images failed
- * (a LOG message says so).
+ * What is left: a checkpoint while the worker is not running (it restarts a
+ * second after an error), or after logging the images failed (a LOG message
+ * says so), does not wait; a crash soon after it makes the index refuse
+ * queries (never answer wrongly). PostgreSQL before 14.5 has one flag only:
+ * there the fence changes transactions, with the old gap.
  */
 #include "dex.h"
 
@@ -49,26 +65,52 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
+#if PG_VERSION_NUM >= 150000
+#define DEX_FENCE_START		DELAY_CHKPT_START
+#define DEX_FENCE_COMPLETE	DELAY_CHKPT_COMPLETE
+#else
+#define DEX_FENCE_START		1	/* PGPROC.delayChkpt */
+#define DEX_FENCE_COMPLETE	2	/* PGPROC.delayChkptEnd (14.5 and later) */
+#endif
+
 int			dex_checkpoint_writeback_timeout_ms = 60000;
+int			dex_fence_switch_pause_ms = 0;
 
 static bool fence_held = false;
+/* the flag the fence holds now (DELAY_CHKPT_START or _COMPLETE), and since when */
+static int	fence_flag = 0;
+static TimestampTz fence_flag_since = 0;
 /* the newest REDO position the flushed position is known to cover */
 static XLogRecPtr covered_redo = InvalidXLogRecPtr;
 
+/*
+ * A flag stays held at least this long before the fence moves to the other
+ * one: the checkpointer looks every 10 ms whether the flag it waits on is
+ * still set, and must see it cleared (or it waits for the next switch).
+ */
+#define FENCE_PHASE_MS	(3 * DEX_BEAT_MS / 2)
+
 static void
-fence_set_flag(bool on)
+fence_set_flag(int flag, bool on)
 {
 #if PG_VERSION_NUM >= 150000
 	if (on)
-		MyProc->delayChkptFlags |= DELAY_CHKPT_START;
+		MyProc->delayChkptFlags |= flag;
 	else
-		MyProc->delayChkptFlags &= ~DELAY_CHKPT_START;
+		MyProc->delayChkptFlags &= ~flag;
+#elif PG_VERSION_NUM >= 140005
+	if (flag == DEX_FENCE_START)
+		MyProc->delayChkpt = on;
+	else
+		MyProc->delayChkptEnd = on;
 #else
-	MyProc->delayChkpt = on;
+	/* (no second flag before 14.5: the fence holds the first one only) */
+	if (flag == DEX_FENCE_START)
+		MyProc->delayChkpt = on;
 #endif
 }
 
-/* A transaction for its virtual xid (checkpoints wait for vxids), flag set. */
+/* A transaction for its virtual xid (checkpoints wait for vxids), one flag set. */
 static void
 fence_hold(void)
 {
@@ -79,7 +121,9 @@ fence_hold(void)
 	MemoryContextSwitchTo(old);
 	/* not a long-running transaction to pg_stat_activity's xact_start and the alerts built on it */
 	pgstat_report_xact_timestamp(0);
-	fence_set_flag(true);
+	fence_set_flag(DEX_FENCE_START, true);
+	fence_flag = DEX_FENCE_START;
+	fence_flag_since = GetCurrentTimestamp();
 	fence_held = true;
 }
 
@@ -90,7 +134,9 @@ dex_ckpt_fence_release(void)
 
 	if (!fence_held)
 		return;
-	fence_set_flag(false);
+	fence_set_flag(DEX_FENCE_START, false);
+	fence_set_flag(DEX_FENCE_COMPLETE, false);
+	fence_flag = 0;
 	CommitTransactionCommand();
 	MemoryContextSwitchTo(old);
 	fence_held = false;
@@ -139,14 +185,35 @@ fence_cover(XLogRecPtr redo, DexFlushRound flush, void (*beat) (void), volatile 
 }
 
 /*
+ * Flush for every REDO position newer than the last one covered, until a
+ * read of the position finds it covered (or given up on: fence_cover logged
+ * that). The read comes after whatever flag change precedes the call.
+ */
+static void
+fence_cover_current(DexFlushRound flush, void (*beat) (void), volatile sig_atomic_t *stop)
+{
+	for (;;)
+	{
+		XLogRecPtr	redo = GetRedoRecPtr();
+
+		if (redo <= covered_redo)
+			return;
+		(void) fence_cover(redo, flush, beat, stop);
+		covered_redo = redo;
+	}
+}
+
+/*
  * At every beat of the dex worker. Holds the fence on a primary with a node
- * cache (while dex.checkpoint_writeback_timeout > 0); a new REDO position
- * since the last one covered is flushed for, and the checkpoint let go.
+ * cache (while dex.checkpoint_writeback_timeout > 0): a new REDO position is
+ * flushed for, and the fence moves from the flag it holds to the other one
+ * (file comment: set the other, read and cover, clear the held one), which
+ * lets a checkpoint waiting on the held flag go on.
  */
 void
 dex_ckpt_fence_poll(bool has_cache, DexFlushRound flush, void (*beat) (void), volatile sig_atomic_t *stop)
 {
-	XLogRecPtr	redo;
+	int			other;
 
 	if (!has_cache || dex_checkpoint_writeback_timeout_ms <= 0 || RecoveryInProgress())
 	{
@@ -157,13 +224,25 @@ dex_ckpt_fence_poll(bool has_cache, DexFlushRound flush, void (*beat) (void), vo
 	if (!fence_held)
 		fence_hold();
 	/* (a checkpoint that began before the hold does not wait; covering it is still right) */
-	redo = GetRedoRecPtr();
-	if (redo <= covered_redo)
+	pg_memory_barrier();
+	fence_cover_current(flush, beat, stop);
+	if (!TimestampDifferenceExceeds(fence_flag_since, GetCurrentTimestamp(), FENCE_PHASE_MS))
 		return;
-	/* (given up on, it is not flushed for again: the LOG said so) */
-	(void) fence_cover(redo, flush, beat, stop);
-	covered_redo = redo;
-	/* let the waiting checkpoint go on, and fence the next one */
+	other = fence_flag == DEX_FENCE_START ? DEX_FENCE_COMPLETE : DEX_FENCE_START;
+#if PG_VERSION_NUM < 140005
+	/* one flag only: a new transaction for a new vxid, with the old one's gap */
 	dex_ckpt_fence_release();
 	fence_hold();
+	(void) other;
+#else
+	fence_set_flag(other, true);
+	/* the flag is visible before the read of the REDO position (file comment) */
+	pg_memory_barrier();
+	fence_cover_current(flush, beat, stop);
+	if (dex_fence_switch_pause_ms > 0)
+		pg_usleep(dex_fence_switch_pause_ms * 1000L);
+	fence_set_flag(fence_flag, false);
+	fence_flag = other;
+	fence_flag_since = GetCurrentTimestamp();
+#endif
 }

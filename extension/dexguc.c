@@ -231,6 +231,14 @@ dex_define_gucs(void)
 							PGC_SIGHUP,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
+	DefineCustomIntVariable("dex.fence_switch_pause",
+							"Testing only: the dex worker sleeps this long at the checkpoint fence's most exposed moment.",
+							"For tests that checkpoints beginning then still wait for the write-back (dexckptfence.c). 0: never.",
+							&dex_fence_switch_pause_ms,
+							0, 0, 60000,
+							PGC_SIGHUP,
+							GUC_UNIT_MS | GUC_NOT_IN_SAMPLE,
+							NULL, NULL, NULL);
 	DefineCustomIntVariable("dex.writeback_interval",
 							"Interval at which the dex write-back worker writes dirty cached "
 							"nodes of write-back indexes to remote memory (the checkpoint-like "

@@ -13,6 +13,8 @@
 # 4. the same crash right after a CHECKPOINT: the checkpoint waited until the
 #    dex worker wrote back what was dirty before it (0 dirty frames when it
 #    returns) -> exact answers after the crash, no REINDEX;
+# 4b. checkpoints issued while the worker switches its fence (a pause put
+#    there, dex.fence_switch_pause) wait as well -> 0 dirty frames each time;
 # 5. the same with dex.checkpoint_writeback_timeout = 0 (checkpoints do not
 #    wait): the changes cannot all be replayed -> "lost its remote memory" /
 #    HINT REINDEX (never wrong rows), a write-through dex index keeps working,
@@ -131,6 +133,27 @@ as_user "$PG_BIN/pg_ctl" -D "$DEX_WORK/pg" -m immediate stop >/dev/null
 as_user "$PG_BIN/pg_ctl" -D "$DEX_WORK/pg" -l "$DEX_WORK/pg-server.log" -w start >/dev/null || fail "start after crash"
 compare_with_btree d d_k; compare_with_btree s s_kv; compare_with_btree w w_k
 q -c "select * from dex_check('d_k')" >/dev/null || fail "dex_check d_k after the crash that followed a checkpoint"
+
+echo "== phase 4b: a checkpoint that begins while the worker switches its fence waits as well"
+# The worker sleeps dex.fence_switch_pause at the fence's most exposed moment
+# (dexckptfence.c: between dropping one flag and its next read of the REDO
+# position). CHECKPOINTs issued back to back land in that pause; each must
+# still return with nothing dirty from before it.
+q -c "alter system set dex.fence_switch_pause = '1s'" -c "select pg_reload_conf()" >/dev/null
+sleep 0.5
+for i in $(seq 1 6); do
+    all4 "insert into @ select g, -5 * g - $i from generate_series(9000 + $i, 9900, 7) g"
+    [ "$(dirty_kv)" -gt 0 ] || fail "expected dirty frames before checkpoint $i"
+    q -c "checkpoint"
+    dirty=$(dirty_kv)
+    [ "$dirty" = 0 ] || fail "checkpoint $i (fence switching) returned with $dirty dirty frames from before it"
+done
+echo "6 checkpoints during fence switches: each returned with 0 dirty frames"
+q -c "alter system reset dex.fence_switch_pause" -c "select pg_reload_conf()" >/dev/null
+sleep 0.5
+as_user "$PG_BIN/pg_ctl" -D "$DEX_WORK/pg" -m immediate stop >/dev/null
+as_user "$PG_BIN/pg_ctl" -D "$DEX_WORK/pg" -l "$DEX_WORK/pg-server.log" -w start >/dev/null || fail "start after crash"
+compare_with_btree d d_k; compare_with_btree s s_kv; compare_with_btree w w_k
 
 echo "== phase 5: checkpoints that do not wait (dex.checkpoint_writeback_timeout = 0): refused, never wrong"
 q -c "alter system set dex.checkpoint_writeback_timeout = 0" -c "select pg_reload_conf()" >/dev/null
