@@ -62,7 +62,7 @@ int dex_tree_insert_bytes(DexTree* tree, const uint8_t* entry, uint32_t len, uin
 
 int dex_tree_insert_nosplit_bytes(DexTree* tree, const uint8_t* entry, uint32_t len, uint64_t lsn, uint64_t durable,
                                   DexLeafStamp* full, DexError* err) {
-    if (full) *full = DexLeafStamp{0, 0, 0, 0xFFFFFFFFu, 0};
+    if (full) *full = DexLeafStamp{0, 0, 0, 0xFFFFFFFFu, 0, 0};
     SlottedTree::LeafFull lf;
     int rc = guarded(err, [&] {
         if (!tree || !entry || !full) throw Error(ErrorCode::kInvalid, "dex_tree_insert_nosplit_bytes: NULL argument");

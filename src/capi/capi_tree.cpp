@@ -269,7 +269,7 @@ int dex_tree_insert(DexTree* tree, const DexKey* key, uint64_t lsn, uint64_t dur
 
 int dex_tree_insert_nosplit(DexTree* tree, const DexKey* key, uint64_t lsn, uint64_t durable, DexLeafStamp* full,
                             DexError* err) {
-    if (full) *full = DexLeafStamp{0, 0, 0, 0xFFFFFFFFu, 0};
+    if (full) *full = DexLeafStamp{0, 0, 0, 0xFFFFFFFFu, 0, 0};
     dex::tree::BTree::LeafFull lf;
     int rc = guarded(err, [&] {
         if (!tree || !key || !full) throw Error(ErrorCode::kInvalid, "dex_tree_insert_nosplit: NULL argument");
