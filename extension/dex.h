@@ -38,6 +38,8 @@
  *   dexclusterns.c which namespaces on the memory nodes are this cluster's
  *   dexhorizon.c   the WAL positions a primary's writes and VACUUM wait for:
  *                  journal retention, write-backs' hwm, standbys' replay
+ *   dexclusterflush.c  a standby scan's request for a write-back, the
+ *                  worker's hurried beats
  *   dexcluster.c   primary and hot standbys: the cluster registry, this life
  *   dexlag.c       a standby whose replay lags far behind is detached, and
  *                  claims a slot again only once it keeps up

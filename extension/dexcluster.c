@@ -22,6 +22,7 @@
  * (its lease counts from before its last renewal was sent).
  */
 #include "dex.h"
+#include "dexcluster.h"
 
 #include <unistd.h>
 
@@ -41,43 +42,7 @@
 
 int			dex_standby_wait_timeout_ms = 10000;
 
-typedef enum DexWriterState
-{
-	DEX_WRITER_UNKNOWN = 0,
-	DEX_WRITER_CLAIMED,
-	DEX_WRITER_REFUSED
-} DexWriterState;
-
-typedef struct DexClusterShared
-{
-	slock_t		mutex;
-	uint64		registry;		/* GAddr of the registry block (0: not yet) */
-	uint64		registry_inc;	/* memory node 0's incarnation when it was found */
-	/* startup facts, set by the postmaster when shared memory is made */
-	uint64		life;			/* this compute server's life (dex_life) */
-	bool		clean_start;	/* pg_control said: shut down cleanly */
-	uint64		clean_end_lsn;	/* then: its last checkpoint */
-	uint64		prev_life;		/* the life before this one in this postmaster */
-	/* primary */
-	DexWriterState writer_state;
-	char		writer_problem[256];
-	TimestampTz writer_lease_until;
-	uint64		published_hwm;	/* how far the trees may depend on WAL: <= the
-								 * registry's removal_lsn, and writer_hwm as of a beat */
-	uint64		standby_floor;	/* min replay of live standbys; UINT64_MAX: none */
-	uint64		flush_request;	/* the registry's flush_request_lsn at the last beat or poll */
-	int			live_standbys;	/* live slots at the last beat */
-	Latch	   *worker_latch;	/* the dex worker's (NULL: none running) */
-	/* standby */
-	TimestampTz standby_hurry_until;	/* a scan waits for write-backs: beat often until then */
-	int			standby_slot;	/* -1: none */
-	bool		standby_detached;	/* the primary detached it (dexlag.c); not claimed since */
-	TimestampTz standby_lease_until;
-	uint64		standby_required_lsn;
-	char		standby_problem[256];
-} DexClusterShared;
-
-static DexClusterShared *dcs = NULL;
+DexClusterShared *dex_cluster_shm = NULL;
 static uint64 dex_postmaster_last_life = 0;	/* postmaster memory: survives reinit */
 
 Size
@@ -95,18 +60,18 @@ dex_cluster_shmem_init(void *mem, bool found)
 {
 	uint64		life = 0;
 
-	dcs = (DexClusterShared *) mem;
+	dex_cluster_shm = (DexClusterShared *) mem;
 	if (found)
 		return;
 	while (life == 0)
 		if (!pg_strong_random(&life, sizeof(life)))
 			elog(FATAL, "dex: could not generate a random life id");
-	memset(dcs, 0, sizeof(*dcs));
-	SpinLockInit(&dcs->mutex);
-	dcs->life = life;
-	dcs->standby_slot = -1;
-	dcs->standby_floor = PG_UINT64_MAX;
-	dcs->prev_life = dex_postmaster_last_life;
+	memset(dex_cluster_shm, 0, sizeof(*dex_cluster_shm));
+	SpinLockInit(&dex_cluster_shm->mutex);
+	dex_cluster_shm->life = life;
+	dex_cluster_shm->standby_slot = -1;
+	dex_cluster_shm->standby_floor = PG_UINT64_MAX;
+	dex_cluster_shm->prev_life = dex_postmaster_last_life;
 	dex_postmaster_last_life = life;
 	{
 		bool		crc_ok = false;
@@ -114,8 +79,8 @@ dex_cluster_shmem_init(void *mem, bool found)
 
 		if (crc_ok && (cf->state == DB_SHUTDOWNED || cf->state == DB_SHUTDOWNED_IN_RECOVERY))
 		{
-			dcs->clean_start = true;
-			dcs->clean_end_lsn = (uint64) cf->checkPoint;
+			dex_cluster_shm->clean_start = true;
+			dex_cluster_shm->clean_end_lsn = (uint64) cf->checkPoint;
 		}
 		pfree(cf);
 	}
@@ -131,17 +96,17 @@ uint64
 dex_life(void)
 {
 	dex_require_preload();
-	if (dcs == NULL || dcs->life == 0)
+	if (dex_cluster_shm == NULL || dex_cluster_shm->life == 0)
 		elog(ERROR, "dex: shared memory is not set up");
-	return dcs->life;
+	return dex_cluster_shm->life;
 }
 
 static void
 dex_cluster_set_problem(char *dst, const char *msg)
 {
-	SpinLockAcquire(&dcs->mutex);
+	SpinLockAcquire(&dex_cluster_shm->mutex);
 	strlcpy(dst, msg, 256);
-	SpinLockRelease(&dcs->mutex);
+	SpinLockRelease(&dex_cluster_shm->mutex);
 }
 
 /* ---------------------------------------------------------------------
@@ -205,17 +170,17 @@ dex_registry_find(bool create, DexError *err)
 	uint64		addr;
 	uint64		inc = 0;
 
-	if (dcs->registry)
-		return dcs->registry;
+	if (dex_cluster_shm->registry)
+		return dex_cluster_shm->registry;
 	if (dex_memnode_count() > 0 && dex_memnode_incarnation(0, &inc, err) != DEX_OK)
 		return 0;
 	addr = dex_cluster_registry_lookup(GetSystemIdentifier(), create, create ? dex_wal_durable_boundary(true) : 0, err);
 	if (addr == 0)
 		return 0;
-	SpinLockAcquire(&dcs->mutex);
-	dcs->registry = addr;
-	dcs->registry_inc = inc;
-	SpinLockRelease(&dcs->mutex);
+	SpinLockAcquire(&dex_cluster_shm->mutex);
+	dex_cluster_shm->registry = addr;
+	dex_cluster_shm->registry_inc = inc;
+	SpinLockRelease(&dex_cluster_shm->mutex);
 	return addr;
 }
 
@@ -232,15 +197,15 @@ dex_registry_forget_if_lost(void)
 	uint64		inc = 0;
 
 	memset(&err, 0, sizeof(err));
-	if (dcs->registry == 0 || dex_memnode_incarnation(0, &inc, &err) != DEX_OK || inc == dcs->registry_inc)
+	if (dex_cluster_shm->registry == 0 || dex_memnode_incarnation(0, &inc, &err) != DEX_OK || inc == dex_cluster_shm->registry_inc)
 		return;
 	ereport(LOG, (errmsg("dex: memory node 0 restarted and lost the cluster registry; registering again")));
-	SpinLockAcquire(&dcs->mutex);
-	dcs->registry = 0;
-	if (dcs->writer_state == DEX_WRITER_CLAIMED)
-		dcs->writer_state = DEX_WRITER_UNKNOWN;
-	dcs->standby_slot = -1;
-	SpinLockRelease(&dcs->mutex);
+	SpinLockAcquire(&dex_cluster_shm->mutex);
+	dex_cluster_shm->registry = 0;
+	if (dex_cluster_shm->writer_state == DEX_WRITER_CLAIMED)
+		dex_cluster_shm->writer_state = DEX_WRITER_UNKNOWN;
+	dex_cluster_shm->standby_slot = -1;
+	SpinLockRelease(&dex_cluster_shm->mutex);
 }
 
 /* ---------------------------------------------------------------------
@@ -252,18 +217,18 @@ dex_registry_forget_if_lost(void)
 static uint64
 dex_wal_end_at_start(void)
 {
-	if (dcs->clean_start)
-		return dcs->clean_end_lsn;
+	if (dex_cluster_shm->clean_start)
+		return dex_cluster_shm->clean_end_lsn;
 	return (uint64) GetXLogReplayRecPtr(NULL);
 }
 
 static void
 dex_writer_refuse(const char *why)
 {
-	SpinLockAcquire(&dcs->mutex);
-	dcs->writer_state = DEX_WRITER_REFUSED;
-	strlcpy(dcs->writer_problem, why, sizeof(dcs->writer_problem));
-	SpinLockRelease(&dcs->mutex);
+	SpinLockAcquire(&dex_cluster_shm->mutex);
+	dex_cluster_shm->writer_state = DEX_WRITER_REFUSED;
+	strlcpy(dex_cluster_shm->writer_problem, why, sizeof(dex_cluster_shm->writer_problem));
+	SpinLockRelease(&dex_cluster_shm->mutex);
 }
 
 /* One word of the shared state, read under its mutex. */
@@ -272,9 +237,9 @@ dcs_read(const uint64 *field)
 {
 	uint64		v;
 
-	SpinLockAcquire(&dcs->mutex);
+	SpinLockAcquire(&dex_cluster_shm->mutex);
 	v = *field;
-	SpinLockRelease(&dcs->mutex);
+	SpinLockRelease(&dex_cluster_shm->mutex);
 	return v;
 }
 
@@ -283,8 +248,70 @@ static uint64 seen_writer = 0;
 static uint64 seen_beat = 0;
 static TimestampTz seen_since = 0;
 static uint64 my_writer_beat = 0;
+/*
+ * The registry holds our beat my_writer_beat, written with timeline
+ * beat_tli; beat_hwm is the hwm of that beat. Then the next beat can be one
+ * round trip (dex_registry_beat_read), which publishes beat_hwm -- the
+ * registry's writer_hwm trails by a beat, covered by removal_lsn.
+ */
+static bool beat_in_registry = false;
+static uint32 beat_tli = 0;
+static uint64 beat_hwm = 0;
 static uint64 slot_beat[DEX_MAX_STANDBYS];	/* standby beats as last seen */
 static TimestampTz slot_since[DEX_MAX_STANDBYS];	/* ... and since when */
+
+/*
+ * The primary's beat found another writer (or none) in the registry: claim
+ * the role if that one is gone and our WAL covers what the trees depend on.
+ * True if this server is the writer now.
+ */
+static bool
+dex_writer_claim(uint64 addr, uint64 mine, const DexRegistryState *st, TimestampTz issued)
+{
+	uint64		seen = 0;
+	DexError	err;
+	char		why[256];
+
+	memset(&err, 0, sizeof(err));
+	if (dex_cluster_shm->writer_state == DEX_WRITER_CLAIMED)
+	{
+		/* taken over: another primary claimed the trees (we were silent too long) */
+		snprintf(why, sizeof(why), "Another primary (life %016llx) took over dex's remote memory",
+				 (unsigned long long) st->writer_life);
+		dex_writer_refuse(why);
+		return false;
+	}
+	if (!dex_wal_covers((uint32) st->writer_tli, Max(st->writer_hwm, st->removal_lsn), dex_wal_end_at_start(),
+						why, sizeof(why)))
+	{
+		dex_writer_refuse(why);
+		return false;
+	}
+	if (st->writer_life != 0 && st->writer_life != dex_cluster_shm->prev_life)
+	{
+		/* the previous writer must be gone: silent for a lease and a margin */
+		if (st->writer_life != seen_writer || st->writer_beat != seen_beat)
+		{
+			seen_writer = st->writer_life;
+			seen_beat = st->writer_beat;
+			seen_since = issued;
+		}
+		if (!TimestampDifferenceExceeds(seen_since, issued, DEX_LEASE_MS + DEX_MARGIN_MS))
+		{
+			snprintf(why, sizeof(why),
+					 "Waiting for the previous primary (life %016llx) to be gone from dex's remote memory",
+					 (unsigned long long) st->writer_life);
+			dex_cluster_set_problem(dex_cluster_shm->writer_problem, why);
+			return false;
+		}
+	}
+	if (dex_registry_cas_writer(addr, st->writer_life, mine, &seen, &err) != DEX_OK || seen != st->writer_life)
+		return false;			/* raced: next beat */
+	ereport(LOG, (errmsg("dex: this server is now the writer of dex's remote memory (life %016llx)",
+						 (unsigned long long) mine)));
+	my_writer_beat = st->writer_beat;
+	return true;
+}
 
 static void
 dex_primary_beat(uint64 addr, uint64 mine)
@@ -297,6 +324,10 @@ dex_primary_beat(uint64 addr, uint64 mine)
 	uint64		hwm;
 	int			live = 0;
 	bool		writer;
+	bool		merged;
+	int			beat_done = 0;
+	int			rc;
+	uint32		tli = GetWALInsertionTimeLine();
 	char		why[256];
 
 	memset(&err, 0, sizeof(err));
@@ -312,13 +343,21 @@ dex_primary_beat(uint64 addr, uint64 mine)
 	 * and learns it).
 	 */
 	flush = dex_wal_durable_boundary(false);	/* a record end: what the WAL after a crash surely holds */
-	SpinLockAcquire(&dcs->mutex);
-	writer = dcs->writer_state == DEX_WRITER_CLAIMED && issued < dcs->writer_lease_until;
-	SpinLockRelease(&dcs->mutex);
-	if ((writer ? dex_registry_raise_removal_read(addr, flush, &st, &err)
-		 : dex_registry_read(addr, &st, &err)) != DEX_OK)
+	SpinLockAcquire(&dex_cluster_shm->mutex);
+	writer = dex_cluster_shm->writer_state == DEX_WRITER_CLAIMED && issued < dex_cluster_shm->writer_lease_until;
+	SpinLockRelease(&dex_cluster_shm->mutex);
+	/* (a beat of a claim already in the registry: its own writes in the same batch) */
+	merged = writer && beat_in_registry && tli == beat_tli;
+	if (merged)
+		rc = dex_registry_beat_read(addr, my_writer_beat, beat_hwm, flush, &st, &beat_done, &err);
+	else if (writer)
+		rc = dex_registry_raise_removal_read(addr, flush, &st, &err);
+	else
+		rc = dex_registry_read(addr, &st, &err);
+	beat_in_registry = false;	/* (again once this beat is there) */
+	if (rc != DEX_OK)
 	{
-		dex_cluster_set_problem(dcs->writer_problem, err.message);
+		dex_cluster_set_problem(dex_cluster_shm->writer_problem, err.message);
 		return;
 	}
 	if (st.writer_life == DEX_WRITER_MOVED)
@@ -329,48 +368,8 @@ dex_primary_beat(uint64 addr, uint64 mine)
 		dex_writer_refuse(why);
 		return;
 	}
-	if (st.writer_life != mine)
-	{
-		uint64		seen = 0;
-
-		if (dcs->writer_state == DEX_WRITER_CLAIMED)
-		{
-			/* taken over: another primary claimed the trees (we were silent too long) */
-			snprintf(why, sizeof(why), "Another primary (life %016llx) took over dex's remote memory",
-					 (unsigned long long) st.writer_life);
-			dex_writer_refuse(why);
-			return;
-		}
-		if (!dex_wal_covers((uint32) st.writer_tli, Max(st.writer_hwm, st.removal_lsn), dex_wal_end_at_start(),
-							why, sizeof(why)))
-		{
-			dex_writer_refuse(why);
-			return;
-		}
-		if (st.writer_life != 0 && st.writer_life != dcs->prev_life)
-		{
-			/* the previous writer must be gone: silent for a lease and a margin */
-			if (st.writer_life != seen_writer || st.writer_beat != seen_beat)
-			{
-				seen_writer = st.writer_life;
-				seen_beat = st.writer_beat;
-				seen_since = issued;
-			}
-			if (!TimestampDifferenceExceeds(seen_since, issued, DEX_LEASE_MS + DEX_MARGIN_MS))
-			{
-				snprintf(why, sizeof(why),
-						 "Waiting for the previous primary (life %016llx) to be gone from dex's remote memory",
-						 (unsigned long long) st.writer_life);
-				dex_cluster_set_problem(dcs->writer_problem, why);
-				return;
-			}
-		}
-		if (dex_registry_cas_writer(addr, st.writer_life, mine, &seen, &err) != DEX_OK || seen != st.writer_life)
-			return;				/* raced: next beat */
-		ereport(LOG, (errmsg("dex: this server is now the writer of dex's remote memory (life %016llx)",
-							 (unsigned long long) mine)));
-		my_writer_beat = st.writer_beat;
-	}
+	if (st.writer_life != mine && !dex_writer_claim(addr, mine, &st, issued))
+		return;
 	/*
 	 * The standbys the trees must wait for: every live slot but our own. One
 	 * whose beat stood still for a lease and a margin is expired here (it
@@ -411,112 +410,31 @@ dex_primary_beat(uint64 addr, uint64 mine)
 		if (dex_slot_live(&st.slots[i]) && st.slots[i].owner != mine)
 			live++;
 	hwm = Min(Min(flush, floor), st.removal_lsn);
-	if (dex_registry_writer_beat(addr, ++my_writer_beat, hwm, GetWALInsertionTimeLine(), &err) != DEX_OK)
+	if (merged)
 	{
-		dex_cluster_set_problem(dcs->writer_problem, err.message);
+		/* another process moved the beat word: no renewal now, the long way next beat */
+		if (!beat_done)
+			return;
+		my_writer_beat++;
+	}
+	else if (dex_registry_writer_beat(addr, ++my_writer_beat, hwm, tli, &err) != DEX_OK)
+	{
+		dex_cluster_set_problem(dex_cluster_shm->writer_problem, err.message);
 		return;
 	}
-	SpinLockAcquire(&dcs->mutex);
-	dcs->writer_state = DEX_WRITER_CLAIMED;
-	dcs->writer_problem[0] = '\0';
-	dcs->writer_lease_until = TimestampTzPlusMilliseconds(issued, DEX_LEASE_MS);
-	dcs->standby_floor = floor;
-	dcs->flush_request = st.flush_request_lsn;
-	dcs->live_standbys = live;
-	if (hwm > dcs->published_hwm)
-		dcs->published_hwm = hwm;
-	SpinLockRelease(&dcs->mutex);
-}
-
-/*
- * The writer's dex worker: the position up to which a hot standby's scan
- * waits for write-backs (read at the last beat; 0: none asked).
- */
-uint64
-dex_cluster_flush_request(void)
-{
-	return dcs == NULL ? 0 : dcs_read(&dcs->flush_request);
-}
-
-/*
- * A standby's scan of a write-back index waits for the writer's write-backs
- * to pass `lsn`: ask its worker to flush now rather than at its next
- * dex.writeback_interval. A hint: a failure only means waiting longer.
- */
-void
-dex_cluster_request_flush(uint64 lsn)
-{
-	DexError	err;
-	uint64		addr = dex_cluster_registry();
-
-	if (!addr)
-		return;
-	memset(&err, 0, sizeof(err));
-	if (dex_registry_request_flush(addr, lsn, &err) != DEX_OK)
-		elog(DEBUG1, "dex: could not ask the primary to write back: %s", err.message);
-	/* our replay must reach the registry at once: the primary waits for it to write back */
-	SpinLockAcquire(&dcs->mutex);
-	dcs->standby_hurry_until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), 250);
-	SpinLockRelease(&dcs->mutex);
-	if (dcs->worker_latch != NULL)
-		SetLatch(dcs->worker_latch);
-}
-
-/* The dex worker's latch, for scans that hurry it (NULL when it exits). */
-void
-dex_cluster_set_worker_latch(struct Latch *latch)
-{
-	if (dcs != NULL)
-		dcs->worker_latch = latch;
-}
-
-/*
- * Whether the dex worker waits DEX_HURRY_MS instead of a beat: on a standby,
- * while a scan waits for write-backs; on a primary, while standbys are live
- * (one may ask for a write-back: dex_cluster_poll_flush_request).
- */
-bool
-dex_cluster_hurry(void)
-{
-	bool		hurry;
-
-	if (dcs == NULL)
-		return false;
-	SpinLockAcquire(&dcs->mutex);
-	if (RecoveryInProgress())
-		hurry = GetCurrentTimestamp() < dcs->standby_hurry_until;
-	else
-		hurry = dcs->live_standbys > 0 && dcs->writer_state == DEX_WRITER_CLAIMED;
-	SpinLockRelease(&dcs->mutex);
-	return hurry;
-}
-
-/*
- * The writer's dex worker between beats: the registry's flush request as it
- * is now (one remote read), also kept for dex_cluster_flush_request(). 0 if
- * the registry cannot be read (the next beat reports why).
- */
-uint64
-dex_cluster_poll_flush_request(void)
-{
-	DexError	err;
-	DexRegistryState st;
-	uint64		addr = dex_cluster_registry();
-
-	if (!addr)
-		return 0;
-	memset(&err, 0, sizeof(err));
-	dex_stats_private(1);		/* registry traffic is not index work (dex_stats()) */
-	if (dex_registry_read(addr, &st, &err) != DEX_OK)
-		st.flush_request_lsn = 0;
-	dex_stats_private(0);
-	if (st.flush_request_lsn == 0)
-		return 0;
-	SpinLockAcquire(&dcs->mutex);
-	if (st.flush_request_lsn > dcs->flush_request)
-		dcs->flush_request = st.flush_request_lsn;
-	SpinLockRelease(&dcs->mutex);
-	return st.flush_request_lsn;
+	beat_in_registry = true;
+	beat_tli = tli;
+	beat_hwm = hwm;
+	SpinLockAcquire(&dex_cluster_shm->mutex);
+	dex_cluster_shm->writer_state = DEX_WRITER_CLAIMED;
+	dex_cluster_shm->writer_problem[0] = '\0';
+	dex_cluster_shm->writer_lease_until = TimestampTzPlusMilliseconds(issued, DEX_LEASE_MS);
+	dex_cluster_shm->standby_floor = floor;
+	dex_cluster_shm->flush_request = st.flush_request_lsn;
+	dex_cluster_shm->live_standbys = live;
+	if (hwm > dex_cluster_shm->published_hwm)
+		dex_cluster_shm->published_hwm = hwm;
+	SpinLockRelease(&dex_cluster_shm->mutex);
 }
 
 /* Clean shutdown: publish the final WAL position and give the role back. */
@@ -525,10 +443,10 @@ dex_cluster_release_writer(void)
 {
 	DexError	err;
 	uint64		seen;
-	uint64		addr = dcs ? dcs->registry : 0;
+	uint64		addr = dex_cluster_shm ? dex_cluster_shm->registry : 0;
 	uint64		durable;
 
-	if (!addr || dcs->writer_state != DEX_WRITER_CLAIMED || RecoveryInProgress())
+	if (!addr || dex_cluster_shm->writer_state != DEX_WRITER_CLAIMED || RecoveryInProgress())
 		return;
 	durable = dex_wal_durable_boundary(true);
 	memset(&err, 0, sizeof(err));
@@ -562,39 +480,39 @@ dex_standby_beat(uint64 addr, uint64 mine)
 
 		if (dex_registry_read(addr, &cur, &err) != DEX_OK)
 		{
-			dex_cluster_set_problem(dcs->standby_problem, err.message);
+			dex_cluster_set_problem(dex_cluster_shm->standby_problem, err.message);
 			return;
 		}
 		if (cur.writer_life == DEX_WRITER_MOVED)
 		{
-			SpinLockAcquire(&dcs->mutex);
-			dcs->standby_lease_until = 0;
-			snprintf(dcs->standby_problem, sizeof(dcs->standby_problem),
+			SpinLockAcquire(&dex_cluster_shm->mutex);
+			dex_cluster_shm->standby_lease_until = 0;
+			snprintf(dex_cluster_shm->standby_problem, sizeof(dex_cluster_shm->standby_problem),
 					 "dex's remote trees were taken over by the cluster with system identifier " UINT64_FORMAT
 					 " (pg_upgrade)", cur.moved_to);
-			SpinLockRelease(&dcs->mutex);
+			SpinLockRelease(&dex_cluster_shm->mutex);
 			return;
 		}
-		if (dcs->standby_slot >= 0 && cur.slots[dcs->standby_slot].owner == mine &&
-			(cur.slots[dcs->standby_slot].beat & DEX_SLOT_DETACHED))
+		if (dex_cluster_shm->standby_slot >= 0 && cur.slots[dex_cluster_shm->standby_slot].owner == mine &&
+			(cur.slots[dex_cluster_shm->standby_slot].beat & DEX_SLOT_DETACHED))
 		{
 			/* lagged too far: stop answering now, claim again once replay keeps up */
-			SpinLockAcquire(&dcs->mutex);
-			dcs->standby_slot = -1;
-			dcs->standby_lease_until = 0;
-			dcs->standby_detached = true;
-			SpinLockRelease(&dcs->mutex);
+			SpinLockAcquire(&dex_cluster_shm->mutex);
+			dex_cluster_shm->standby_slot = -1;
+			dex_cluster_shm->standby_lease_until = 0;
+			dex_cluster_shm->standby_detached = true;
+			SpinLockRelease(&dex_cluster_shm->mutex);
 			dex_lag_log_detached(replay);
 		}
-		if (dcs->standby_slot < 0 &&
+		if (dex_cluster_shm->standby_slot < 0 &&
 			!dex_lag_standby_keeps_up(replay, cur.removal_lsn, issued, dex_standby_wait_timeout_ms,
 									  why, sizeof(why)))
 		{
-			dex_cluster_set_problem(dcs->standby_problem, why);
+			dex_cluster_set_problem(dex_cluster_shm->standby_problem, why);
 			return;
 		}
 	}
-	if (dcs->standby_slot < 0)
+	if (dex_cluster_shm->standby_slot < 0)
 	{
 		int			slot = -1;
 		bool		was_detached;
@@ -602,52 +520,52 @@ dex_standby_beat(uint64 addr, uint64 mine)
 
 		if (dex_registry_claim_slot(addr, mine, replay, tli, &slot, &my_standby_beat, &err) != DEX_OK)
 		{
-			dex_cluster_set_problem(dcs->standby_problem, err.message);
+			dex_cluster_set_problem(dex_cluster_shm->standby_problem, err.message);
 			return;
 		}
 		if (slot < 0)
 		{
-			dex_cluster_set_problem(dcs->standby_problem,
+			dex_cluster_set_problem(dex_cluster_shm->standby_problem,
 									"Every standby slot of dex's cluster registry is taken by a live standby");
 			return;
 		}
 		/* removals the primary made without us: replay must pass them first */
 		if (dex_registry_read(addr, &st, &err) != DEX_OK)
 		{
-			dex_cluster_set_problem(dcs->standby_problem, err.message);
+			dex_cluster_set_problem(dex_cluster_shm->standby_problem, err.message);
 			return;
 		}
-		SpinLockAcquire(&dcs->mutex);
-		was_detached = dcs->standby_detached;
-		dcs->standby_slot = slot;
-		dcs->standby_detached = false;
-		dcs->standby_required_lsn = st.removal_lsn;
-		dcs->standby_lease_until = TimestampTzPlusMilliseconds(issued, DEX_LEASE_MS);
-		dcs->standby_problem[0] = '\0';
-		SpinLockRelease(&dcs->mutex);
+		SpinLockAcquire(&dex_cluster_shm->mutex);
+		was_detached = dex_cluster_shm->standby_detached;
+		dex_cluster_shm->standby_slot = slot;
+		dex_cluster_shm->standby_detached = false;
+		dex_cluster_shm->standby_required_lsn = st.removal_lsn;
+		dex_cluster_shm->standby_lease_until = TimestampTzPlusMilliseconds(issued, DEX_LEASE_MS);
+		dex_cluster_shm->standby_problem[0] = '\0';
+		SpinLockRelease(&dex_cluster_shm->mutex);
 		if (was_detached)
 			dex_lag_log_keeps_up(st.removal_lsn);
 		return;
 	}
-	if (dex_registry_standby_beat(addr, dcs->standby_slot, mine, &my_standby_beat, replay, &ok, &err) != DEX_OK)
+	if (dex_registry_standby_beat(addr, dex_cluster_shm->standby_slot, mine, &my_standby_beat, replay, &ok, &err) != DEX_OK)
 	{
-		dex_cluster_set_problem(dcs->standby_problem, err.message);
+		dex_cluster_set_problem(dex_cluster_shm->standby_problem, err.message);
 		return;
 	}
-	SpinLockAcquire(&dcs->mutex);
+	SpinLockAcquire(&dex_cluster_shm->mutex);
 	if (ok)
 	{
-		dcs->standby_lease_until = TimestampTzPlusMilliseconds(issued, DEX_LEASE_MS);
-		dcs->standby_problem[0] = '\0';
+		dex_cluster_shm->standby_lease_until = TimestampTzPlusMilliseconds(issued, DEX_LEASE_MS);
+		dex_cluster_shm->standby_problem[0] = '\0';
 	}
 	else
 	{
 		/* expired by the primary: register again (and catch up) next beat */
-		dcs->standby_slot = -1;
-		strlcpy(dcs->standby_problem, "The primary stopped waiting for this standby (it was silent or lagged too long)",
-				sizeof(dcs->standby_problem));
+		dex_cluster_shm->standby_slot = -1;
+		strlcpy(dex_cluster_shm->standby_problem, "The primary stopped waiting for this standby (it was silent or lagged too long)",
+				sizeof(dex_cluster_shm->standby_problem));
 	}
-	SpinLockRelease(&dcs->mutex);
+	SpinLockRelease(&dex_cluster_shm->mutex);
 }
 
 static void dex_cluster_beat_once(bool standby, const DexError *config_err);
@@ -661,7 +579,7 @@ dex_cluster_beat(const DexError *config_err)
 {
 	bool		standby = RecoveryInProgress();
 
-	if (dcs == NULL)
+	if (dex_cluster_shm == NULL)
 		return;
 	dex_stats_private(1);		/* registry traffic is not index work (dex_stats()) */
 	PG_TRY();
@@ -684,14 +602,14 @@ dex_cluster_beat_once(bool standby, const DexError *config_err)
 	memset(&err, 0, sizeof(err));
 	if (config_err != NULL)
 	{
-		dex_cluster_set_problem(standby ? dcs->standby_problem : dcs->writer_problem, config_err->message);
+		dex_cluster_set_problem(standby ? dex_cluster_shm->standby_problem : dex_cluster_shm->writer_problem, config_err->message);
 		return;
 	}
 	dex_registry_forget_if_lost();
 	addr = dex_registry_find(!standby, &err);
 	if (addr == 0)
 	{
-		dex_cluster_set_problem(standby ? dcs->standby_problem : dcs->writer_problem,
+		dex_cluster_set_problem(standby ? dex_cluster_shm->standby_problem : dex_cluster_shm->writer_problem,
 								err.message[0] ? err.message
 								: "The primary has not created dex's cluster registry yet");
 		return;
@@ -700,12 +618,12 @@ dex_cluster_beat_once(bool standby, const DexError *config_err)
 		dex_standby_beat(addr, dex_life());
 	else
 	{
-		if (dcs->standby_slot >= 0)
+		if (dex_cluster_shm->standby_slot >= 0)
 		{
 			/* promoted: this server's standby slot is no longer needed */
-			SpinLockAcquire(&dcs->mutex);
-			dcs->standby_slot = -1;
-			SpinLockRelease(&dcs->mutex);
+			SpinLockAcquire(&dex_cluster_shm->mutex);
+			dex_cluster_shm->standby_slot = -1;
+			SpinLockRelease(&dex_cluster_shm->mutex);
 		}
 		dex_primary_beat(addr, dex_life());
 	}
@@ -734,13 +652,13 @@ dex_cluster_usable(bool standby, TimestampTz now)
 	/* read before our mutex: it takes the recovery state's own spinlock */
 	uint64		replay = standby ? (uint64) GetXLogReplayRecPtr(NULL) : 0;
 
-	SpinLockAcquire(&dcs->mutex);
+	SpinLockAcquire(&dex_cluster_shm->mutex);
 	if (standby)
-		ok = dcs->standby_slot >= 0 && now < dcs->standby_lease_until &&
-			replay >= dcs->standby_required_lsn;
+		ok = dex_cluster_shm->standby_slot >= 0 && now < dex_cluster_shm->standby_lease_until &&
+			replay >= dex_cluster_shm->standby_required_lsn;
 	else
-		ok = dcs->writer_state == DEX_WRITER_CLAIMED && now < dcs->writer_lease_until;
-	SpinLockRelease(&dcs->mutex);
+		ok = dex_cluster_shm->writer_state == DEX_WRITER_CLAIMED && now < dex_cluster_shm->writer_lease_until;
+	SpinLockRelease(&dex_cluster_shm->mutex);
 	return ok;
 }
 
@@ -763,28 +681,28 @@ dex_cluster_check(Relation index)
 		/* read before our mutex: it takes the recovery state's own spinlock */
 		uint64		replay = standby ? (uint64) GetXLogReplayRecPtr(NULL) : 0;
 
-		SpinLockAcquire(&dcs->mutex);
+		SpinLockAcquire(&dex_cluster_shm->mutex);
 		if (standby)
 		{
-			ok = dcs->standby_slot >= 0 && now < dcs->standby_lease_until &&
-				replay >= dcs->standby_required_lsn;
-			if (dcs->standby_slot >= 0 && now < dcs->standby_lease_until && !ok)
+			ok = dex_cluster_shm->standby_slot >= 0 && now < dex_cluster_shm->standby_lease_until &&
+				replay >= dex_cluster_shm->standby_required_lsn;
+			if (dex_cluster_shm->standby_slot >= 0 && now < dex_cluster_shm->standby_lease_until && !ok)
 				snprintf(problem, sizeof(problem),
 						 "Replay has not yet reached %X/%X, where the primary removed index entries while this standby was not registered",
-						 LSN_FORMAT_ARGS((XLogRecPtr) dcs->standby_required_lsn));
+						 LSN_FORMAT_ARGS((XLogRecPtr) dex_cluster_shm->standby_required_lsn));
 			else
-				strlcpy(problem, dcs->standby_problem[0] ? dcs->standby_problem
+				strlcpy(problem, dex_cluster_shm->standby_problem[0] ? dex_cluster_shm->standby_problem
 						: "This standby holds no valid lease in dex's cluster registry", sizeof(problem));
-			detached = dcs->standby_detached;
+			detached = dex_cluster_shm->standby_detached;
 		}
 		else
 		{
-			ok = dcs->writer_state == DEX_WRITER_CLAIMED && now < dcs->writer_lease_until;
-			strlcpy(problem, dcs->writer_problem[0] ? dcs->writer_problem
+			ok = dex_cluster_shm->writer_state == DEX_WRITER_CLAIMED && now < dex_cluster_shm->writer_lease_until;
+			strlcpy(problem, dex_cluster_shm->writer_problem[0] ? dex_cluster_shm->writer_problem
 					: "This server does not hold the writer role of dex's remote memory yet", sizeof(problem));
-			if (dcs->writer_state == DEX_WRITER_REFUSED)
+			if (dex_cluster_shm->writer_state == DEX_WRITER_REFUSED)
 			{
-				SpinLockRelease(&dcs->mutex);
+				SpinLockRelease(&dex_cluster_shm->mutex);
 				ereport(ERROR,
 						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 						 errmsg("index \"%s\" lost its remote memory",
@@ -795,7 +713,7 @@ dex_cluster_check(Relation index)
 								 quote_identifier(RelationGetRelationName(index)))));
 			}
 		}
-		SpinLockRelease(&dcs->mutex);
+		SpinLockRelease(&dex_cluster_shm->mutex);
 		if (ok)
 			return;
 		if (TimestampDifferenceExceeds(start, now, standby ? 5000 : DEX_LEASE_MS * 2 + DEX_MARGIN_MS + 1000))
@@ -823,12 +741,12 @@ dex_cluster_check(Relation index)
 void
 dex_cluster_writer_view(DexWriterView *v)
 {
-	SpinLockAcquire(&dcs->mutex);
-	v->registry = dcs->registry;
-	v->standby_floor = dcs->standby_floor;
-	v->published_hwm = dcs->published_hwm;
-	v->writer_lease_until = dcs->writer_state == DEX_WRITER_CLAIMED ? dcs->writer_lease_until : 0;
-	SpinLockRelease(&dcs->mutex);
+	SpinLockAcquire(&dex_cluster_shm->mutex);
+	v->registry = dex_cluster_shm->registry;
+	v->standby_floor = dex_cluster_shm->standby_floor;
+	v->published_hwm = dex_cluster_shm->published_hwm;
+	v->writer_lease_until = dex_cluster_shm->writer_state == DEX_WRITER_CLAIMED ? dex_cluster_shm->writer_lease_until : 0;
+	SpinLockRelease(&dex_cluster_shm->mutex);
 }
 
 /*
@@ -838,17 +756,17 @@ dex_cluster_writer_view(DexWriterView *v)
 void
 dex_cluster_note_published_hwm(uint64 hwm)
 {
-	SpinLockAcquire(&dcs->mutex);
-	if (hwm > dcs->published_hwm)
-		dcs->published_hwm = hwm;
-	SpinLockRelease(&dcs->mutex);
+	SpinLockAcquire(&dex_cluster_shm->mutex);
+	if (hwm > dex_cluster_shm->published_hwm)
+		dex_cluster_shm->published_hwm = hwm;
+	SpinLockRelease(&dex_cluster_shm->mutex);
 }
 
 /* How far the trees may depend on WAL (no remote access: callable anywhere). */
 uint64
 dex_cluster_published_hwm(void)
 {
-	return dcs == NULL ? 0 : dcs_read(&dcs->published_hwm);
+	return dex_cluster_shm == NULL ? 0 : dcs_read(&dex_cluster_shm->published_hwm);
 }
 
 /*
@@ -864,11 +782,11 @@ dex_cluster_is_writer(void)
 	{
 		DexWriterState st;
 
-		if (dcs == NULL || RecoveryInProgress())
+		if (dex_cluster_shm == NULL || RecoveryInProgress())
 			return false;
-		SpinLockAcquire(&dcs->mutex);
-		st = dcs->writer_state;
-		SpinLockRelease(&dcs->mutex);
+		SpinLockAcquire(&dex_cluster_shm->mutex);
+		st = dex_cluster_shm->writer_state;
+		SpinLockRelease(&dex_cluster_shm->mutex);
 		if (st != DEX_WRITER_UNKNOWN)
 			return st == DEX_WRITER_CLAIMED;
 		pg_usleep(10 * 1000L);
@@ -885,11 +803,11 @@ dex_cluster_require_writer(const char *what)
 				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
 				 errmsg("%s cannot run during recovery", what),
 				 errhint("Run it on the primary.")));
-	if (dcs == NULL || dcs->writer_state != DEX_WRITER_CLAIMED)
+	if (dex_cluster_shm == NULL || dex_cluster_shm->writer_state != DEX_WRITER_CLAIMED)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("%s can run only on the server that writes dex's remote memory", what),
-				 errdetail("%s.", dcs && dcs->writer_problem[0] ? dcs->writer_problem
+				 errdetail("%s.", dex_cluster_shm && dex_cluster_shm->writer_problem[0] ? dex_cluster_shm->writer_problem
 						   : "This server does not hold the writer role")));
 }
 
@@ -900,5 +818,5 @@ dex_cluster_require_writer(const char *what)
 uint64
 dex_cluster_registry(void)
 {
-	return dcs == NULL ? 0 : dcs_read(&dcs->registry);
+	return dex_cluster_shm == NULL ? 0 : dcs_read(&dex_cluster_shm->registry);
 }

@@ -11,6 +11,7 @@
 
 #include "cluster/registry.h"
 #include "tree_test_util.h"
+#include "writeback_test_util.h"
 
 namespace dex::testing {
 namespace {
@@ -61,6 +62,54 @@ TEST_F(RegistryTest, WriterCasAndMonotonicMarks) {
     EXPECT_EQ(h.writer_tli, 3u);
     EXPECT_EQ(h.writer_hwm, 0x200u);
     EXPECT_EQ(h.removal_lsn, 0x300u);
+}
+
+// The writer's later beats (Registry::beat_and_read): hwm, beat, removal
+// raise and the read in one round trip; a stale beat does not take, marks
+// never go down, and a wrong guess of a mark costs nothing but that beat's
+// raise of it.
+TEST(RegistryBeat, ALaterBeatIsOneRoundTrip) {
+    auto engine = make_engine(64ull << 20);
+    auto owned = std::make_unique<CountingTransport>(*engine);
+    CountingTransport* t = owned.get();
+    std::vector<std::unique_ptr<Transport>> v;
+    v.push_back(std::move(owned));
+    RemoteMemory mem(std::move(v));
+    Registry r(mem, Registry::open(mem, 0, ns_create(mem.node(0)), true, 0x40));
+    ASSERT_EQ(r.cas_writer(0, 7), 0u);
+    r.writer_beat(1, 0x80, 2);               // the claim's first beat: the long way
+    (void)r.raise_removal_and_read(0x40);    // (this process's guesses now hold the block's values)
+
+    bool done = false;
+    uint64_t t0 = t->trips;
+    cluster::RegistryHeader h = r.beat_and_read(1, 0x90, 0x100, &done);
+    EXPECT_EQ(t->trips - t0, 1u);
+    EXPECT_TRUE(done);
+    EXPECT_EQ(h.writer_beat, 2u);
+    EXPECT_EQ(h.writer_hwm, 0x90u);
+    EXPECT_EQ(h.removal_lsn, 0x100u);
+    EXPECT_EQ(h.writer_tli, 2u);             // left as the first beat wrote it
+
+    h = r.beat_and_read(1, 0x50, 0x60, &done);  // a stale beat, lower marks
+    EXPECT_FALSE(done);
+    EXPECT_EQ(h.writer_beat, 2u);
+    EXPECT_EQ(h.writer_hwm, 0x90u);
+    EXPECT_EQ(h.removal_lsn, 0x100u);
+
+    // a backend raised removal_lsn meanwhile: this beat's guess is wrong, the
+    // read reports the word as it is, the next beat raises it
+    uint64_t w = 0x500;
+    mem.write(r.address() + offsetof(cluster::RegistryHeader, removal_lsn), &w, sizeof w);
+    t0 = t->trips;
+    h = r.beat_and_read(2, 0x90, 0x600, &done);
+    EXPECT_EQ(t->trips - t0, 1u);
+    EXPECT_TRUE(done);
+    EXPECT_EQ(h.removal_lsn, 0x500u);
+    h = r.beat_and_read(3, 0xa0, 0x600, &done);
+    EXPECT_TRUE(done);
+    EXPECT_EQ(h.removal_lsn, 0x600u);
+    EXPECT_EQ(h.writer_hwm, 0xa0u);
+    EXPECT_EQ(h.writer_beat, 4u);
 }
 
 TEST_F(RegistryTest, HwmRaisedConcurrentlyEndsAtTheMaximum) {

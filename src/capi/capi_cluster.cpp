@@ -83,6 +83,17 @@ int dex_registry_writer_beat(uint64_t addr, uint64_t beat, uint64_t hwm, uint32_
     return guarded(err, [&] { Registry(proc().mem(), addr).writer_beat(beat, hwm, tli); });
 }
 
+int dex_registry_beat_read(uint64_t addr, uint64_t beat_from, uint64_t hwm, uint64_t lsn, DexRegistryState* out,
+                           int* beat_done, DexError* err) {
+    if (beat_done) *beat_done = 0;
+    return guarded(err, [&] {
+        if (!out || !addr) throw Error(ErrorCode::kInvalid, "dex_registry_beat_read: no registry");
+        bool done = false;
+        fill_state(Registry(proc().mem(), addr).beat_and_read(beat_from, hwm, lsn, &done), out);
+        if (beat_done) *beat_done = done ? 1 : 0;
+    });
+}
+
 int dex_registry_kill_allowed(uint64_t addr, uint64_t life, uint64_t lsn, int n, int* allowed, DexError* err) {
     if (allowed) *allowed = 0;
     return guarded(err, [&] {

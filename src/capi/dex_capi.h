@@ -520,6 +520,13 @@ int			dex_registry_read(uint64_t addr, DexRegistryState *out, DexError *err);
 int			dex_registry_raise_removal_read(uint64_t addr, uint64_t lsn, DexRegistryState *out, DexError *err);
 int			dex_registry_cas_writer(uint64_t addr, uint64_t expected, uint64_t life, uint64_t *seen, DexError *err);
 int			dex_registry_writer_beat(uint64_t addr, uint64_t beat, uint64_t hwm, uint32_t tli, DexError *err);
+/*
+ * The writer's later beats in one round trip (Registry::beat_and_read): raise
+ * writer_hwm to hwm (the previous beat's), CAS writer_beat beat_from ->
+ * beat_from + 1 (*beat_done), raise removal_lsn to lsn, then read.
+ */
+int			dex_registry_beat_read(uint64_t addr, uint64_t beat_from, uint64_t hwm, uint64_t lsn,
+								   DexRegistryState *out, int *beat_done, DexError *err);
 int			dex_registry_set_removal_lsn(uint64_t addr, uint64_t lsn, DexError *err);
 /*
  * Dead-entry hints: may writer `life` remove n entries (dead by its WAL up to

@@ -19,6 +19,31 @@ uint64_t u64(const std::vector<uint8_t>& r, const char* what) {
     return v;
 }
 
+// What this process saw last in removal_lsn and writer_hwm: the expected
+// values of the batched raises' CASes (any value is safe: a wrong one only
+// fails the CAS, which reports the word).
+std::atomic<uint64_t> removal_guess{0};
+std::atomic<uint64_t> hwm_guess{0};
+
+// A CAS raising a word from `guess` to max(guess, lsn).
+RemoteOp raise_op(GAddr w, uint64_t guess, uint64_t lsn) {
+    return RemoteOp{RemoteOp::kCas, gaddr_offset(w), nullptr, 0, guess, std::max(guess, lsn), 0};
+}
+
+// After a raise_op ran: true if the word is now >= lsn; the guess learns it.
+bool raised(const RemoteOp& op, uint64_t lsn, std::atomic<uint64_t>& guess) {
+    const uint64_t seen = op.result;
+    const bool ok = seen == op.compare || seen >= lsn;
+    guess.store(seen == op.compare ? op.swap_or_add : seen, std::memory_order_relaxed);
+    return ok;
+}
+
+void check_magic(const RegistryHeader& h, GAddr addr) {
+    if (h.magic != kRegistryMagic)
+        throw Error(ErrorCode::kCorrupt, "the dex cluster registry on memory node " +
+                                             std::to_string(gaddr_node(addr)) + " is damaged");
+}
+
 }  // namespace
 
 GAddr Registry::open(RemoteMemory& mem, uint32_t node, uint64_t ns, bool create, uint64_t floor_lsn) {
@@ -48,9 +73,7 @@ GAddr Registry::open(RemoteMemory& mem, uint32_t node, uint64_t ns, bool create,
 RegistryHeader Registry::read() {
     RegistryHeader h;
     mem_.read(addr_, &h, sizeof h);
-    if (h.magic != kRegistryMagic)
-        throw Error(ErrorCode::kCorrupt, "the dex cluster registry on memory node " +
-                                             std::to_string(gaddr_node(addr_)) + " is damaged");
+    check_magic(h, addr_);
     return h;
 }
 
@@ -78,7 +101,9 @@ static uint64_t raise_word(RemoteMemory& mem, GAddr w, uint64_t lsn) {
 }
 
 uint64_t Registry::raise_hwm(uint64_t lsn) {
-    return raise_word(mem_, addr_ + offsetof(RegistryHeader, writer_hwm), lsn);
+    const uint64_t now = raise_word(mem_, addr_ + offsetof(RegistryHeader, writer_hwm), lsn);
+    hwm_guess.store(now, std::memory_order_relaxed);  // (beat_and_read's next CAS)
+    return now;
 }
 
 void Registry::request_flush(uint64_t lsn) {
@@ -99,25 +124,32 @@ RegistryHeader Registry::raise_removal_and_read(uint64_t lsn) {
     // only this server raises it), then the READ. A failed CAS that found
     // removal_lsn >= lsn already had it raised before the read just as well;
     // one below lsn is tried again from the value it reported.
-    static std::atomic<uint64_t> guess{0};  // per process; any value is safe
     const GAddr w = addr_ + offsetof(RegistryHeader, removal_lsn);
     RegistryHeader h;
-    uint64_t cur = guess.load(std::memory_order_relaxed);
     for (;;) {
         RemoteOp ops[2] = {
-            RemoteOp{RemoteOp::kCas, gaddr_offset(w), nullptr, 0, cur, std::max(cur, lsn), 0},
+            raise_op(w, removal_guess.load(std::memory_order_relaxed), lsn),
             RemoteOp{RemoteOp::kRead, gaddr_offset(addr_), &h, static_cast<uint32_t>(sizeof h), 0, 0, 0}};
         mem_.batch(gaddr_node(addr_), ops, 2);
-        const uint64_t seen = ops[0].result;
-        if (seen == cur || seen >= lsn) {
-            guess.store(seen == cur ? std::max(cur, lsn) : seen, std::memory_order_relaxed);
-            break;
-        }
-        cur = seen;
+        if (raised(ops[0], lsn, removal_guess)) break;
     }
-    if (h.magic != kRegistryMagic)
-        throw Error(ErrorCode::kCorrupt, "the dex cluster registry on memory node " +
-                                             std::to_string(gaddr_node(addr_)) + " is damaged");
+    check_magic(h, addr_);
+    return h;
+}
+
+RegistryHeader Registry::beat_and_read(uint64_t beat_from, uint64_t hwm, uint64_t lsn, bool* beat_done) {
+    RegistryHeader h;
+    RemoteOp ops[4] = {
+        raise_op(addr_ + offsetof(RegistryHeader, writer_hwm), hwm_guess.load(std::memory_order_relaxed), hwm),
+        RemoteOp{RemoteOp::kCas, gaddr_offset(addr_ + offsetof(RegistryHeader, writer_beat)), nullptr, 0, beat_from,
+                 beat_from + 1, 0},
+        raise_op(addr_ + offsetof(RegistryHeader, removal_lsn), removal_guess.load(std::memory_order_relaxed), lsn),
+        RemoteOp{RemoteOp::kRead, gaddr_offset(addr_), &h, static_cast<uint32_t>(sizeof h), 0, 0, 0}};
+    mem_.batch(gaddr_node(addr_), ops, 4);
+    (void)raised(ops[0], hwm, hwm_guess);
+    (void)raised(ops[2], lsn, removal_guess);
+    if (beat_done) *beat_done = ops[1].result == beat_from;
+    check_magic(h, addr_);
     return h;
 }
 

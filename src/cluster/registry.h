@@ -132,6 +132,19 @@ public:
     // in that order (kill_allowed's first step; the writer's beat, so that
     // the standby slots it counts are read after its raise: K7).
     RegistryHeader raise_removal_and_read(uint64_t lsn);
+    // Writer with a valid lease, its beats after the first of a claim (the
+    // timeline unchanged): one beat in one batch (one round trip, where
+    // writer_beat + raise_removal_and_read take four or five). In order:
+    // raise writer_hwm to `hwm` -- the hwm the *previous* beat computed: the
+    // registry's copy trails by a beat, which is safe because a new writer
+    // must cover max(writer_hwm, removal_lsn) and removal_lsn >= every hwm
+    // published -- then CAS writer_beat `beat_from` -> beat_from + 1, raise
+    // removal_lsn to `lsn`, read the block. The raises are CASes from the
+    // value this process saw last (a guess, as raise_removal_and_read's): a
+    // wrong guess leaves that word where it was for this beat (the read
+    // shows it; the next beat tries from what it reported). *beat_done: the
+    // beat CAS took (false: another process beat; fall back to writer_beat).
+    RegistryHeader beat_and_read(uint64_t beat_from, uint64_t hwm, uint64_t lsn, bool* beat_done);
     // Writer: expire slot i if its beat is still `beat` (CAS). True if done.
     bool expire_slot(uint32_t i, uint64_t beat);
     // Writer: detach slot i if its beat is still `beat` (CAS; see

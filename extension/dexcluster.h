@@ -1,0 +1,51 @@
+/*
+ * dexcluster.h — the cluster registry's shared-memory state, for the files
+ * of dexcluster.c's concern (dexcluster.c, dexclusterflush.c). Not for the
+ * rest of the extension: they call the functions dex.h declares.
+ */
+#ifndef DEXCLUSTER_H
+#define DEXCLUSTER_H
+
+#include "storage/latch.h"
+#include "storage/spin.h"
+#include "utils/timestamp.h"
+
+typedef enum DexWriterState
+{
+	DEX_WRITER_UNKNOWN = 0,
+	DEX_WRITER_CLAIMED,
+	DEX_WRITER_REFUSED
+} DexWriterState;
+
+typedef struct DexClusterShared
+{
+	slock_t		mutex;
+	uint64		registry;		/* GAddr of the registry block (0: not yet) */
+	uint64		registry_inc;	/* memory node 0's incarnation when it was found */
+	/* startup facts, set by the postmaster when shared memory is made */
+	uint64		life;			/* this compute server's life (dex_life) */
+	bool		clean_start;	/* pg_control said: shut down cleanly */
+	uint64		clean_end_lsn;	/* then: its last checkpoint */
+	uint64		prev_life;		/* the life before this one in this postmaster */
+	/* primary */
+	DexWriterState writer_state;
+	char		writer_problem[256];
+	TimestampTz writer_lease_until;
+	uint64		published_hwm;	/* how far the trees may depend on WAL: <= the
+								 * registry's removal_lsn, and writer_hwm as of a beat */
+	uint64		standby_floor;	/* min replay of live standbys; UINT64_MAX: none */
+	uint64		flush_request;	/* the registry's flush_request_lsn at the last beat or poll */
+	int			live_standbys;	/* live slots at the last beat */
+	Latch	   *worker_latch;	/* the dex worker's (NULL: none running) */
+	/* standby */
+	TimestampTz standby_hurry_until;	/* a scan waits for write-backs: beat often until then */
+	int			standby_slot;	/* -1: none */
+	bool		standby_detached;	/* the primary detached it (dexlag.c); not claimed since */
+	TimestampTz standby_lease_until;
+	uint64		standby_required_lsn;
+	char		standby_problem[256];
+} DexClusterShared;
+
+extern DexClusterShared *dex_cluster_shm;
+
+#endif							/* DEXCLUSTER_H */

@@ -1,0 +1,110 @@
+/*
+ * dexclusterflush.c — a hot standby's scan asks the primary for a write-back
+ * (src/README.md "Write-back mode", hot standbys: "A waiting scan asks for
+ * the write-back"), and the dex worker's hurried beats while one is pending.
+ * The request is the registry's flush_request_lsn (CAS max, a hint); the
+ * primary's worker reads it at its beats (dexcluster.c) and, while standbys
+ * are live, every DEX_HURRY_MS between them.
+ */
+#include "dex.h"
+#include "dexcluster.h"
+
+#include "access/xlog.h"
+
+/*
+ * The writer's dex worker: the position up to which a hot standby's scan
+ * waits for write-backs (read at the last beat; 0: none asked).
+ */
+uint64
+dex_cluster_flush_request(void)
+{
+	uint64		v;
+
+	if (dex_cluster_shm == NULL)
+		return 0;
+	SpinLockAcquire(&dex_cluster_shm->mutex);
+	v = dex_cluster_shm->flush_request;
+	SpinLockRelease(&dex_cluster_shm->mutex);
+	return v;
+}
+
+/*
+ * A standby's scan of a write-back index waits for the writer's write-backs
+ * to pass `lsn`: ask its worker to flush now rather than at its next
+ * dex.writeback_interval. A hint: a failure only means waiting longer.
+ */
+void
+dex_cluster_request_flush(uint64 lsn)
+{
+	DexError	err;
+	uint64		addr = dex_cluster_registry();
+
+	if (!addr)
+		return;
+	memset(&err, 0, sizeof(err));
+	if (dex_registry_request_flush(addr, lsn, &err) != DEX_OK)
+		elog(DEBUG1, "dex: could not ask the primary to write back: %s", err.message);
+	/* our replay must reach the registry at once: the primary waits for it to write back */
+	SpinLockAcquire(&dex_cluster_shm->mutex);
+	dex_cluster_shm->standby_hurry_until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), 250);
+	SpinLockRelease(&dex_cluster_shm->mutex);
+	if (dex_cluster_shm->worker_latch != NULL)
+		SetLatch(dex_cluster_shm->worker_latch);
+}
+
+/* The dex worker's latch, for scans that hurry it (NULL when it exits). */
+void
+dex_cluster_set_worker_latch(struct Latch *latch)
+{
+	if (dex_cluster_shm != NULL)
+		dex_cluster_shm->worker_latch = latch;
+}
+
+/*
+ * Whether the dex worker waits DEX_HURRY_MS instead of a beat: on a standby,
+ * while a scan waits for write-backs; on a primary, while standbys are live
+ * (one may ask for a write-back: dex_cluster_poll_flush_request).
+ */
+bool
+dex_cluster_hurry(void)
+{
+	bool		hurry;
+
+	if (dex_cluster_shm == NULL)
+		return false;
+	SpinLockAcquire(&dex_cluster_shm->mutex);
+	if (RecoveryInProgress())
+		hurry = GetCurrentTimestamp() < dex_cluster_shm->standby_hurry_until;
+	else
+		hurry = dex_cluster_shm->live_standbys > 0 && dex_cluster_shm->writer_state == DEX_WRITER_CLAIMED;
+	SpinLockRelease(&dex_cluster_shm->mutex);
+	return hurry;
+}
+
+/*
+ * The writer's dex worker between beats: the registry's flush request as it
+ * is now (one remote read), also kept for dex_cluster_flush_request(). 0 if
+ * the registry cannot be read (the next beat reports why).
+ */
+uint64
+dex_cluster_poll_flush_request(void)
+{
+	DexError	err;
+	DexRegistryState st;
+	uint64		addr = dex_cluster_registry();
+
+	if (!addr)
+		return 0;
+	memset(&err, 0, sizeof(err));
+	dex_stats_private(1);		/* registry traffic is not index work (dex_stats()) */
+	if (dex_registry_read(addr, &st, &err) != DEX_OK)
+		st.flush_request_lsn = 0;
+	dex_stats_private(0);
+	if (st.flush_request_lsn == 0)
+		return 0;
+	SpinLockAcquire(&dex_cluster_shm->mutex);
+	if (st.flush_request_lsn > dex_cluster_shm->flush_request)
+		dex_cluster_shm->flush_request = st.flush_request_lsn;
+	SpinLockRelease(&dex_cluster_shm->mutex);
+	return st.flush_request_lsn;
+}
