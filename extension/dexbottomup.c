@@ -4,7 +4,10 @@
  * An UPDATE that leaves an index's key alone (aminsert's indexUnchanged)
  * still adds a version to the index; when no index scan revisits the old
  * versions, no kill_prior_tuple removes them and their leaf fills and
- * splits. As nbtree's bottom-up pass, an insert that finds its leaf full
+ * splits. (In a write-back index every entry written at once passes --
+ * key-changing UPDATEs leave their old versions the same way, and there the
+ * give-up costs no round trip: dexinsert.c.) As nbtree's bottom-up pass, an
+ * insert that finds its leaf full
  * (dex_tree_insert_nosplit: DEX_LEAF_FULL, nothing changed, no lock held)
  * first asks the table which of the leaf's entries are dead to everyone
  * (table_index_delete_tuples, duplicates of the new key "promising"), then

@@ -6,9 +6,9 @@
  * A unique index checks the key first (dexunique.c). Other indexes hold the
  * entry back and write it with the statement's next ones (dexpending.c).
  * An entry written at once that is an UPDATE's new version with the key
- * left alone (indexUnchanged) gets, if its leaf is full, a bottom-up
- * deletion pass over that leaf's dead versions before the leaf splits
- * (dexbottomup.c).
+ * left alone (indexUnchanged), or any entry written at once into a
+ * write-back index, gets, if its leaf is full, a bottom-up deletion pass
+ * over that leaf's dead versions before the leaf splits (dexbottomup.c).
  */
 #include "dex.h"
 
@@ -153,12 +153,20 @@ dexinsert(Relation index, Datum *values, bool *isnull,
 {
 	DexTree    *tree;
 	DexKey		key;
+	DexOptions *opts = (DexOptions *) index->rd_options;
 	/*
-	 * As nbtree: a bottom-up pass only for an UPDATE's version of an
-	 * unchanged key -- the churn it is for. (Write-back trees too: their
-	 * pass reads and removes in the leaf's cache frame, K5.)
+	 * As nbtree: a bottom-up pass for an UPDATE's version of an unchanged
+	 * key -- the churn it is for. A write-back index passes every entry
+	 * written at once whose leaf is full: its give-up happens in the leaf's
+	 * cache frame (no round trip, K5), its removals go in place, while the
+	 * split it may spare is a round trip. Key-changing UPDATEs leave their
+	 * old versions in leaves no scan revisits (the new key lies next to the
+	 * old one as often as not), and those leaves split round after round.
+	 * A pass that finds nothing costs one heap block's visit (the heap AM
+	 * stops at a block that frees nothing).
 	 */
-	bool		bottom_up = indexUnchanged && dex_bottom_up;
+	bool		bottom_up = dex_bottom_up &&
+		(indexUnchanged || (opts != NULL && opts->write_back && dex_cache_bytes() > 0));
 
 	/* opened even for a held-back entry: a lost tree fails this row's statement */
 	tree = dex_open_tree(index);
