@@ -287,6 +287,56 @@ TEST(ComputeProcess, WriteBackOwnerWordAndFlushes) {
     EXPECT_EQ(p->cache().header()->writeback.entry(slot).word, 0u);
 }
 
+// A single write-back (an eviction, a frame a flush found busy): the remote
+// lock CASed at the frame's version, then one publish batch -- two round
+// trips, where reading the leaf first took three. Its frame keeps its
+// version; the next single write-back learns the newer one from its failed
+// CAS. Remote memory holds the entries each time.
+TEST(ComputeProcess, SingleWriteBackIsTwoRoundTrips) {
+    InprocNodes nodes;
+    Block block;
+    auto p = process(nodes, "tcp://inproc:1", &block);
+    uint64_t inc = 0;
+    uint64_t ns = p->create_namespace(0, nullptr, &inc);
+    GAddr word = p->client().alloc_word(0, ns);
+    p->check_owner_word(word, "idx");
+    tree::BTree t(p->mem(), 0, ns, p->tree_options());
+    t.init_empty();
+    for (int i = 0; i < 40; i += 2) t.insert(K(i));
+    for (int i = 0; i < 40; i += 2) EXPECT_TRUE(t.contains(K(i)));  // leaves cached
+    int slot = -1;
+    t.set_write_back(true, [&] { return p->register_dirty(&slot, 0, ns, word, inc, "idx"); });
+    auto q = process(nodes, "tcp://inproc:1", nullptr);
+    tree::BTree remote(q->mem(), 0, ns, {});  // uncached reader of remote memory
+    auto trips = [&] {
+        uint64_t n = 0;
+        for (RecordingTransport* r : nodes.made) n += r->trips;
+        return n;
+    };
+    auto dirty_frame = [&] {
+        GAddr leaf = 0;
+        p->cache().region()->for_each_frame([&](const cache::FrameInfo& i) {
+            if (i.dirty) leaf = i.gaddr;
+        });
+        return leaf == 0 ? cache::kNoFrame : p->cache().region()->table().lookup(leaf);
+    };
+    for (int k : {5, 7, 9}) {
+        EXPECT_TRUE(t.insert(K(k)));
+        const uint32_t f = dirty_frame();
+        ASSERT_NE(f, cache::kNoFrame);
+        EXPECT_FALSE(remote.contains(K(k)));
+        const uint64_t t0 = trips();
+        EXPECT_TRUE(p->cache().process_cache()->flush_frame(f));
+        if (k == 5) {
+            EXPECT_EQ(trips() - t0, 2u);
+        }
+        EXPECT_LE(trips() - t0, 3u);
+        EXPECT_EQ(dirty_frame(), cache::kNoFrame);
+        EXPECT_TRUE(remote.contains(K(k)));
+    }
+    for (int i = 0; i < 40; i += 2) EXPECT_TRUE(remote.contains(K(i)));
+}
+
 TEST(ComputeProcess, ForgetNodes) {
     InprocNodes nodes;
     Block block;

@@ -14,7 +14,8 @@
 
 namespace dex::testing {
 
-// An InProcTransport to `engine`, named `url`, that records hook calls.
+// An InProcTransport to `engine`, named `url`, that records hook calls and
+// counts round trips.
 class RecordingTransport final : public Transport {
 public:
     RecordingTransport(memnode::Engine& engine, std::string url) : t_(engine), url_(std::move(url)) {}
@@ -22,12 +23,12 @@ public:
     uint64_t client_id() override { return t_.client_id(); }
     uint64_t connected_client_id() override { return t_.connected_client_id(); }
     const std::string& address() const override { return url_; }
-    void read(uint64_t off, void* dst, uint32_t len) override { t_.read(off, dst, len); }
-    void write(uint64_t off, const void* src, uint32_t len) override { t_.write(off, src, len); }
-    uint64_t cas(uint64_t off, uint64_t e, uint64_t d) override { return t_.cas(off, e, d); }
-    uint64_t faa(uint64_t off, uint64_t a) override { return t_.faa(off, a); }
-    void batch(RemoteOp* ops, size_t n) override { t_.batch(ops, n); }
-    std::vector<uint8_t> rpc(net::Op op, const void* p, uint32_t len) override { return t_.rpc(op, p, len); }
+    void read(uint64_t off, void* dst, uint32_t len) override { trips++, t_.read(off, dst, len); }
+    void write(uint64_t off, const void* src, uint32_t len) override { trips++, t_.write(off, src, len); }
+    uint64_t cas(uint64_t off, uint64_t e, uint64_t d) override { return trips++, t_.cas(off, e, d); }
+    uint64_t faa(uint64_t off, uint64_t a) override { return trips++, t_.faa(off, a); }
+    void batch(RemoteOp* ops, size_t n) override { trips++, t_.batch(ops, n); }
+    std::vector<uint8_t> rpc(net::Op op, const void* p, uint32_t len) override { return trips++, t_.rpc(op, p, len); }
     bool offload_writes_allowed() override { return t_.offload_writes_allowed(); }
     void register_region(void* base, size_t len) override {
         region_base = base;
@@ -40,6 +41,7 @@ public:
     size_t region_len = 0;
     int registrations = 0;
     int disconnects = 0;
+    uint64_t trips = 0;  // round trips asked of it (a batch is one)
 
 private:
     InProcTransport t_;

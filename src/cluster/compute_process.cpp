@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cstring>
 #include <map>
 #include <new>
 #include <random>
@@ -124,6 +125,16 @@ bool ComputeProcess::write_back_frame(uint32_t f, const Node& img) {
         tree::TreeOptions o;
         o.op_timeout_ms = op_timeout_ms() > 0 ? op_timeout_ms() : 30000;
         o.log_changes = change_log_.load(std::memory_order_acquire);  // standbys' caches (Locks::publish)
+        // A flush's two round trips -- the remote lock CASed at the frame's
+        // version (or at the newer one an earlier single write-back left,
+        // which the failed CAS reports), then the publish batch -- since
+        // this server is the leaf's only writer and its frame the newest
+        // image (W2, W3). A leaf found locked (a dead connection's lock)
+        // goes the remote-lock protocol's way: read, lock, publish.
+        Node copy;
+        std::memcpy(static_cast<void*>(&copy), &img, kNodeSize);
+        std::vector<Node*> one{&copy};
+        if (tree::write_back_nodes(mem(), gaddr_node(g), {g}, one, o.log_changes)[0]) return true;
         tree::NodeIO io(mem(), gaddr_node(g), o);
         tree::write_back_node(io, g, img, tree::Deadline(o.op_timeout_ms));
         return true;
