@@ -608,13 +608,15 @@ extern void dex_cluster_beat(const DexError *config_err);
  * A hot standby's scan that waits for write-backs hurries both workers
  * (src/README.md "Write-back mode", standbys): the standby's beats every
  * DEX_HURRY_MS for a while, so its replay reaches the registry at once; the
- * primary's worker, while standbys are live, reads the registry's flush
- * request every DEX_HURRY_MS between its beats and, while one is pending,
+ * primary's worker, for DEX_PRIMARY_HURRY_MS after it saw a request, reads
+ * the registry's flush request every DEX_HURRY_MS between its beats and,
+ * while one is pending,
  * beats at that pace and flushes every DEX_REQUESTED_FLUSH_MS -- so the wait
  * is a few of these, not a few 20 ms beats.
  */
 #define DEX_HURRY_MS	2
 #define DEX_REQUESTED_FLUSH_MS	10
+#define DEX_PRIMARY_HURRY_MS	1000	/* after a standby's request: it may ask again */
 struct Latch;
 extern void dex_cluster_set_worker_latch(struct Latch *latch);
 extern bool dex_cluster_hurry(void);

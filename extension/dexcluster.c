@@ -430,7 +430,7 @@ dex_primary_beat(uint64 addr, uint64 mine)
 	dex_cluster_shm->writer_problem[0] = '\0';
 	dex_cluster_shm->writer_lease_until = TimestampTzPlusMilliseconds(issued, DEX_LEASE_MS);
 	dex_cluster_shm->standby_floor = floor;
-	dex_cluster_shm->flush_request = st.flush_request_lsn;
+	dex_cluster_note_flush_request(st.flush_request_lsn, issued);
 	dex_cluster_shm->live_standbys = live;
 	if (hwm > dex_cluster_shm->published_hwm)
 		dex_cluster_shm->published_hwm = hwm;

@@ -36,6 +36,7 @@ typedef struct DexClusterShared
 	uint64		standby_floor;	/* min replay of live standbys; UINT64_MAX: none */
 	uint64		flush_request;	/* the registry's flush_request_lsn at the last beat or poll */
 	int			live_standbys;	/* live slots at the last beat */
+	TimestampTz primary_hurry_until;	/* a standby asked for a write-back lately: poll often until then */
 	Latch	   *worker_latch;	/* the dex worker's (NULL: none running) */
 	/* standby */
 	TimestampTz standby_hurry_until;	/* a scan waits for write-backs: beat often until then */
@@ -47,5 +48,19 @@ typedef struct DexClusterShared
 } DexClusterShared;
 
 extern DexClusterShared *dex_cluster_shm;
+
+/*
+ * The primary read the registry's flush request `lsn` at `now` (the caller
+ * holds the mutex): a new one hurries the worker for DEX_PRIMARY_HURRY_MS
+ * (dex_cluster_hurry).
+ */
+static inline void
+dex_cluster_note_flush_request(uint64 lsn, TimestampTz now)
+{
+	if (lsn <= dex_cluster_shm->flush_request)
+		return;
+	dex_cluster_shm->flush_request = lsn;
+	dex_cluster_shm->primary_hurry_until = TimestampTzPlusMilliseconds(now, DEX_PRIMARY_HURRY_MS);
+}
 
 #endif							/* DEXCLUSTER_H */

@@ -63,7 +63,11 @@ dex_cluster_set_worker_latch(struct Latch *latch)
 /*
  * Whether the dex worker waits DEX_HURRY_MS instead of a beat: on a standby,
  * while a scan waits for write-backs; on a primary, while standbys are live
- * (one may ask for a write-back: dex_cluster_poll_flush_request).
+ * and one asked for a write-back within DEX_PRIMARY_HURRY_MS (it may ask
+ * again soon: dex_cluster_poll_flush_request). A primary whose standbys ask
+ * for nothing reads the registry at its beats only: until 2026-11-30 it read
+ * it every DEX_HURRY_MS while any standby was live, 500 round trips a
+ * second, so a quiet standby's first request is noticed at the next beat.
  */
 bool
 dex_cluster_hurry(void)
@@ -76,7 +80,8 @@ dex_cluster_hurry(void)
 	if (RecoveryInProgress())
 		hurry = GetCurrentTimestamp() < dex_cluster_shm->standby_hurry_until;
 	else
-		hurry = dex_cluster_shm->live_standbys > 0 && dex_cluster_shm->writer_state == DEX_WRITER_CLAIMED;
+		hurry = dex_cluster_shm->live_standbys > 0 && dex_cluster_shm->writer_state == DEX_WRITER_CLAIMED &&
+			GetCurrentTimestamp() < dex_cluster_shm->primary_hurry_until;
 	SpinLockRelease(&dex_cluster_shm->mutex);
 	return hurry;
 }
@@ -103,8 +108,7 @@ dex_cluster_poll_flush_request(void)
 	if (st.flush_request_lsn == 0)
 		return 0;
 	SpinLockAcquire(&dex_cluster_shm->mutex);
-	if (st.flush_request_lsn > dex_cluster_shm->flush_request)
-		dex_cluster_shm->flush_request = st.flush_request_lsn;
+	dex_cluster_note_flush_request(st.flush_request_lsn, GetCurrentTimestamp());
 	SpinLockRelease(&dex_cluster_shm->mutex);
 	return st.flush_request_lsn;
 }
