@@ -86,6 +86,27 @@ std::unique_ptr<ComputeProcess> process(InprocNodes& nodes, const char* list, Bl
     return p;
 }
 
+// A write-back tree of `p` in a new namespace of node 0, with its owner word
+// ("idx"): even keys below n inserted first (written through), their leaves
+// cached, then write-back mode on.
+struct WbTree {
+    uint64_t inc = 0;
+    uint64_t ns = 0;
+    GAddr word = 0;
+    int slot = -1;
+    std::unique_ptr<tree::BTree> t;
+    WbTree(ComputeProcess& p, int n) {
+        ns = p.create_namespace(0, nullptr, &inc);
+        word = p.client().alloc_word(0, ns);
+        p.check_owner_word(word, "idx");
+        t = std::make_unique<tree::BTree>(p.mem(), 0, ns, p.tree_options());
+        t->init_empty();
+        for (int i = 0; i < n; i += 2) t->insert(K(i));
+        for (int i = 0; i < n; i += 2) EXPECT_TRUE(t->contains(K(i)));  // leaves cached
+        t->set_write_back(true, [this, &p] { return p.register_dirty(&slot, 0, ns, word, inc, "idx"); });
+    }
+};
+
 std::atomic<uint64_t> g_durable{UINT64_MAX};
 uint64_t durable() { return g_durable.load(); }
 
@@ -211,16 +232,11 @@ TEST(ComputeProcess, WriteBackOwnerWordAndFlushes) {
     InprocNodes nodes;
     Block block, other_block;
     auto p = process(nodes, "tcp://inproc:1", &block);
-    uint64_t inc = 0;
-    uint64_t ns = p->create_namespace(0, nullptr, &inc);
-    GAddr word = p->client().alloc_word(0, ns);
-    p->check_owner_word(word, "idx");
-    tree::BTree t(p->mem(), 0, ns, p->tree_options());
-    t.init_empty();
-    for (int i = 0; i < 300; i += 2) t.insert(K(i));
-    for (int i = 0; i < 300; i += 2) EXPECT_TRUE(t.contains(K(i)));  // leaves cached
-    int slot = -1;
-    t.set_write_back(true, [&] { return p->register_dirty(&slot, 0, ns, word, inc, "idx"); });
+    WbTree w0(*p, 300);
+    const uint64_t ns = w0.ns;
+    const GAddr word = w0.word;
+    const int& slot = w0.slot;
+    tree::BTree& t = *w0.t;
     uint64_t dirty0 = stats().dirty_updates.load();
     EXPECT_TRUE(t.insert(K(101)));
     EXPECT_EQ(stats().dirty_updates.load(), dirty0 + 1);
@@ -296,18 +312,10 @@ TEST(ComputeProcess, SingleWriteBackIsTwoRoundTrips) {
     InprocNodes nodes;
     Block block;
     auto p = process(nodes, "tcp://inproc:1", &block);
-    uint64_t inc = 0;
-    uint64_t ns = p->create_namespace(0, nullptr, &inc);
-    GAddr word = p->client().alloc_word(0, ns);
-    p->check_owner_word(word, "idx");
-    tree::BTree t(p->mem(), 0, ns, p->tree_options());
-    t.init_empty();
-    for (int i = 0; i < 40; i += 2) t.insert(K(i));
-    for (int i = 0; i < 40; i += 2) EXPECT_TRUE(t.contains(K(i)));  // leaves cached
-    int slot = -1;
-    t.set_write_back(true, [&] { return p->register_dirty(&slot, 0, ns, word, inc, "idx"); });
+    WbTree w0(*p, 40);
+    tree::BTree& t = *w0.t;
     auto q = process(nodes, "tcp://inproc:1", nullptr);
-    tree::BTree remote(q->mem(), 0, ns, {});  // uncached reader of remote memory
+    tree::BTree remote(q->mem(), 0, w0.ns, {});  // uncached reader of remote memory
     auto trips = [&] {
         uint64_t n = 0;
         for (RecordingTransport* r : nodes.made) n += r->trips;
