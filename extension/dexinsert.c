@@ -153,7 +153,10 @@ dexinsert(Relation index, Datum *values, bool *isnull,
 {
 	DexTree    *tree;
 	DexKey		key;
-	DexOptions *opts = (DexOptions *) index->rd_options;
+	bool		bottom_up;
+
+	/* opened even for a held-back entry: a lost tree fails this row's statement */
+	tree = dex_open_tree(index);
 	/*
 	 * As nbtree: a bottom-up pass for an UPDATE's version of an unchanged
 	 * key -- the churn it is for. A write-back index passes every entry
@@ -165,11 +168,7 @@ dexinsert(Relation index, Datum *values, bool *isnull,
 	 * A pass that finds nothing costs one heap block's visit (the heap AM
 	 * stops at a block that frees nothing).
 	 */
-	bool		bottom_up = dex_bottom_up &&
-		(indexUnchanged || (opts != NULL && opts->write_back && dex_cache_bytes() > 0));
-
-	/* opened even for a held-back entry: a lost tree fails this row's statement */
-	tree = dex_open_tree(index);
+	bottom_up = dex_bottom_up && (indexUnchanged || dex_tree_is_write_back(tree));
 	if (dex_index_is_bytes(index))
 		return dex_insert_bytes(index, heapRel, tree, values, isnull, ht_ctid,
 								checkUnique, indexInfo, bottom_up);

@@ -522,6 +522,8 @@ int dex_tree_set_write_back(DexTree* tree, int on, uint64_t owner_word, DexError
     });
 }
 
+int dex_tree_is_write_back(const DexTree* tree) { return tree && tree->wb ? 1 : 0; }
+
 // ---- insert journal ----------------------------------------------------------------
 
 int dex_journal_create(DexTree* tree, uint64_t life, uint64_t* root, DexError* err) {

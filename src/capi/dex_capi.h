@@ -565,6 +565,8 @@ int			dex_ns_alloc_word(int node, uint64_t ns, uint64_t *addr, DexError *err);
  * back dirty frames of the tree left by others first.
  */
 int			dex_tree_set_write_back(DexTree *tree, int on, uint64_t owner_word, DexError *err);
+/* Whether this handle is in write-back mode now (the last dex_tree_set_write_back turned it on). */
+int			dex_tree_is_write_back(const DexTree *tree);
 /*
  * Write back every dirty frame whose entries' heap WAL is durable (the caller
  * flushes WAL up to dex_cache_dirty_lsn() first); clears the owner words of
