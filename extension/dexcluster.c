@@ -197,7 +197,8 @@ dex_registry_forget_if_lost(void)
 	uint64		inc = 0;
 
 	memset(&err, 0, sizeof(err));
-	if (dex_cluster_shm->registry == 0 || dex_memnode_incarnation(0, &inc, &err) != DEX_OK || inc == dex_cluster_shm->registry_inc)
+	if (dex_cluster_shm->registry == 0 || dex_memnode_incarnation(0, &inc, &err) != DEX_OK ||
+		inc == dex_cluster_shm->registry_inc)
 		return;
 	ereport(LOG, (errmsg("dex: memory node 0 restarted and lost the cluster registry; registering again")));
 	SpinLockAcquire(&dex_cluster_shm->mutex);
@@ -547,7 +548,8 @@ dex_standby_beat(uint64 addr, uint64 mine)
 			dex_lag_log_keeps_up(st.removal_lsn);
 		return;
 	}
-	if (dex_registry_standby_beat(addr, dex_cluster_shm->standby_slot, mine, &my_standby_beat, replay, &ok, &err) != DEX_OK)
+	if (dex_registry_standby_beat(addr, dex_cluster_shm->standby_slot, mine, &my_standby_beat, replay, &ok,
+								  &err) != DEX_OK)
 	{
 		dex_cluster_set_problem(dex_cluster_shm->standby_problem, err.message);
 		return;
@@ -562,7 +564,8 @@ dex_standby_beat(uint64 addr, uint64 mine)
 	{
 		/* expired by the primary: register again (and catch up) next beat */
 		dex_cluster_shm->standby_slot = -1;
-		strlcpy(dex_cluster_shm->standby_problem, "The primary stopped waiting for this standby (it was silent or lagged too long)",
+		strlcpy(dex_cluster_shm->standby_problem,
+				"The primary stopped waiting for this standby (it was silent or lagged too long)",
 				sizeof(dex_cluster_shm->standby_problem));
 	}
 	SpinLockRelease(&dex_cluster_shm->mutex);
@@ -602,7 +605,8 @@ dex_cluster_beat_once(bool standby, const DexError *config_err)
 	memset(&err, 0, sizeof(err));
 	if (config_err != NULL)
 	{
-		dex_cluster_set_problem(standby ? dex_cluster_shm->standby_problem : dex_cluster_shm->writer_problem, config_err->message);
+		dex_cluster_set_problem(standby ? dex_cluster_shm->standby_problem : dex_cluster_shm->writer_problem,
+								config_err->message);
 		return;
 	}
 	dex_registry_forget_if_lost();

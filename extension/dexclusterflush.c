@@ -3,8 +3,8 @@
  * (src/README.md "Write-back mode", hot standbys: "A waiting scan asks for
  * the write-back"), and the dex worker's hurried beats while one is pending.
  * The request is the registry's flush_request_lsn (CAS max, a hint); the
- * primary's worker reads it at its beats (dexcluster.c) and, while standbys
- * are live, every DEX_HURRY_MS between them.
+ * primary's worker reads it at its beats (dexcluster.c) and, for
+ * DEX_PRIMARY_HURRY_MS after it saw one, every DEX_HURRY_MS between them.
  */
 #include "dex.h"
 #include "dexcluster.h"
