@@ -102,6 +102,9 @@ dex_shmem_startup(void)
 			ereport(FATAL,
 					(errmsg("could not set up the dex node cache: %s", err.message)));
 		}
+		/* no write-back until the dex worker's checkpoint fence is up (dexckptfence.c) */
+		if (!found)
+			(void) dex_cache_pause_write_back(1);
 	}
 	else
 		dex_cache_attach(NULL, 0, 0, NULL);

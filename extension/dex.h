@@ -24,7 +24,9 @@
  *                  when the scan leaves their batch
  *   dexkilldefer.c a write-through index's kills while standbys are attached:
  *                  queued until they replayed the kill's record
- *   dexguc.c       GUC definitions, the dex worker
+ *   dexworker.c    the dex worker: registry beats, write-back rounds, the
+ *                  checkpoint fence's beat, its stop
+ *   dexguc.c       GUC definitions
  *   dexckptfence.c checkpoints wait for the dex worker's write-back of dirty nodes
  *   dexpending.c   batched inserts: entries aminsert holds back, their flushes,
  *                  the tree for any other use (dex_get_tree)
@@ -530,13 +532,20 @@ extern bool dex_parse_tag(const uint8_t *raw, DexNsTag *tag);
 
 extern void dex_check_index_relation(Relation index);
 
+/* ---- dexworker.c ------------------------------------------------------ */
+
+extern void dex_register_worker(void);
+
 /* ---- dexguc.c --------------------------------------------------------- */
 
 extern void dex_define_gucs(void);
-extern void dex_register_worker(void);
 extern uint64 dex_cache_bytes(void);
 /* fewest dead entries of one batch worth a kill (its gate is a round trip) */
 extern int	dex_kill_min_entries;
+/* dex.cache_size (kB) and dex.writeback_interval (ms), for the dex worker */
+extern int	dex_cache_size_kb;
+extern int	dex_writeback_interval_ms;
+extern bool dex_worker_fail;	/* dex.worker_fail (testing) */
 
 /* ---- dexsession.c ----------------------------------------------------- */
 
@@ -595,7 +604,7 @@ extern Size dex_cluster_shmem_size(void);
 extern void dex_cluster_shmem_init(void *mem, bool found);
 extern uint64 dex_life(void);
 /*
- * The dex worker beats in the cluster registry this often (dexguc.c runs it,
+ * The dex worker beats in the cluster registry this often (dexworker.c runs it,
  * dexcluster.c does it). Short, because the primary's journal horizon follows
  * the standbys' replay only as fast as they report it and it reads it: a
  * journal lane (170 records) then refills within one beat or two, not one
@@ -624,7 +633,7 @@ extern uint64 dex_cluster_poll_flush_request(void);
 
 /*
  * dexckptfence.c: checkpoints wait for the write-back. The dex worker
- * (dexguc.c) hands it its rounds: a write-back round (*flushed: the flushed
+ * (dexworker.c) hands it its rounds: a write-back round (*flushed: the flushed
  * position on record after it, *failed: the round failed), a beat, and its
  * stop flag.
  */
@@ -633,6 +642,7 @@ extern int	dex_checkpoint_writeback_timeout_ms;
 extern int	dex_fence_switch_pause_ms;
 extern void dex_ckpt_fence_poll(bool has_cache, DexFlushRound flush, void (*beat) (void),
 								volatile sig_atomic_t *stop);
+extern bool dex_ckpt_fence_stop(DexFlushRound flush, void (*beat) (void), int rounds);
 extern void dex_ckpt_fence_release(void);
 extern void dex_cluster_release_writer(void);
 extern void dex_cluster_check(Relation index);

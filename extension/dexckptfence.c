@@ -47,11 +47,21 @@
  * does not replay) -- the worker logs the dirty leaves whole instead
  * (dexwbimage.c), which covers R as well, and lets the checkpoint go on.
  *
- * What is left: a checkpoint while the worker is not running (it restarts a
- * second after an error), or after logging the images failed (a LOG message
- * says so), does not wait; a crash soon after it makes the index refuse
- * queries (never answer wrongly). PostgreSQL before 14.5 has one flag only:
- * there the fence changes transactions, with the old gap.
+ * While no fence is up -- before the worker's first beat, and from its stop
+ * until the next worker's first beat (it restarts a second after an error or
+ * a pg_terminate_backend) -- write-back is paused (src/README.md W18): no
+ * frame turns dirty, writes go through, so a checkpoint then has nothing to
+ * wait for. The stopping worker pauses it with the fence still held and
+ * writes back what is dirty (dex_ckpt_fence_stop); the next one resumes it
+ * once it holds the fence and covered the REDO position.
+ *
+ * What is left: leaves a hot standby still holds back when the worker stops
+ * are logged whole (they cover checkpoints begun until then), and a
+ * checkpoint begun and ended after that, before the next worker's first
+ * beat, does not wait for them; nor does one after logging the images
+ * failed (a LOG message says so). A crash soon after it makes the index
+ * refuse queries (never answer wrongly). PostgreSQL before 14.5 has one flag
+ * only: there the fence changes transactions, with the old gap.
  */
 #include "dex.h"
 
@@ -125,6 +135,34 @@ fence_hold(void)
 	fence_flag = DEX_FENCE_START;
 	fence_flag_since = GetCurrentTimestamp();
 	fence_held = true;
+}
+
+/*
+ * The worker stops (SIGTERM, or an error on its way out), and with it the
+ * fence: write-back pauses first (W18: no frame turns dirty or takes a
+ * change in place from then on, writes go through), then up to `rounds`
+ * write-back rounds 100 ms apart write back what is dirty, beating in
+ * between (a hot standby that has not replayed a leaf's rows holds it back).
+ * The fence is still held meanwhile: a checkpoint waits for this. True if
+ * nothing is dirty any more. The caller releases the fence.
+ */
+bool
+dex_ckpt_fence_stop(DexFlushRound flush, void (*beat) (void), int rounds)
+{
+	(void) dex_cache_pause_write_back(1);
+	for (int round = 0; round < rounds; round++)
+	{
+		bool		failed = false;
+
+		(void) flush(round > 0, NULL, &failed);
+		if (dex_cache_dirty_since_min() == PG_UINT64_MAX)
+			return true;
+		if (failed)
+			return false;		/* (remote memory unreachable: more rounds would not help) */
+		pg_usleep(100 * 1000L);
+		beat();
+	}
+	return false;
 }
 
 void
@@ -219,6 +257,9 @@ dex_ckpt_fence_poll(bool has_cache, DexFlushRound flush, void (*beat) (void), vo
 	{
 		dex_ckpt_fence_release();
 		covered_redo = InvalidXLogRecPtr;	/* (after a promotion: cover the first R again) */
+		/* checkpoints that do not wait, asked for: write-back without the fence */
+		if (has_cache && dex_checkpoint_writeback_timeout_ms <= 0 && !RecoveryInProgress())
+			(void) dex_cache_pause_write_back(0);
 		return;
 	}
 	if (!fence_held)
@@ -226,6 +267,13 @@ dex_ckpt_fence_poll(bool has_cache, DexFlushRound flush, void (*beat) (void), vo
 	/* (a checkpoint that began before the hold does not wait; covering it is still right) */
 	pg_memory_barrier();
 	fence_cover_current(flush, beat, stop);
+	/*
+	 * Write-back starts (or goes on) only now (W18): from here on every
+	 * checkpoint waits for the fence. One that began before the hold did not,
+	 * but nothing turned dirty while write-back was paused.
+	 */
+	if (dex_cache_write_back_paused())
+		(void) dex_cache_pause_write_back(0);
 	if (!TimestampDifferenceExceeds(fence_flag_since, GetCurrentTimestamp(), FENCE_PHASE_MS))
 		return;
 	other = fence_flag == DEX_FENCE_START ? DEX_FENCE_COMPLETE : DEX_FENCE_START;

@@ -574,7 +574,7 @@ dex_standby_beat(uint64 addr, uint64 mine)
 static void dex_cluster_beat_once(bool standby, const DexError *config_err);
 
 /*
- * One beat of the dex worker (dexguc.c), every DEX_BEAT_MS. config_err: why
+ * One beat of the dex worker (dexworker.c), every DEX_BEAT_MS. config_err: why
  * the worker could not configure the core (NULL: it is configured).
  */
 void

@@ -1,6 +1,6 @@
 /*
- * dexguc.c — the GUCs (dex.*) and the dex worker (a background worker: the
- * cluster registry's beat, on a primary also the write-back flushes).
+ * dexguc.c — the GUCs (dex.*). The dex worker, which several of them
+ * configure, is dexworker.c.
  *
  * The variables of the settings that configure the core (dex.memnodes,
  * dex.token_file, the timeouts) live in dexsession.c, which applies them;
@@ -22,12 +22,11 @@
 #include "utils/timestamp.h"
 #include "access/xlog.h"
 
-PGDLLEXPORT void dex_writeback_main(Datum arg);
-
-static int	dex_cache_size_kb = 64 * 1024;
+int			dex_cache_size_kb = 64 * 1024;
 static double dex_leaf_admission = 0.1;
 static bool dex_cache_leaves = true;
-static int	dex_writeback_interval_ms = 1000;
+int			dex_writeback_interval_ms = 1000;
+bool		dex_worker_fail = false;
 int			dex_kill_min_entries = 4;
 static int	dex_offload = DEX_OFFLOAD_AUTO;
 static char *dex_crash_at = NULL;
@@ -239,6 +238,15 @@ dex_define_gucs(void)
 							PGC_SIGHUP,
 							GUC_UNIT_MS | GUC_NOT_IN_SAMPLE,
 							NULL, NULL, NULL);
+	DefineCustomBoolVariable("dex.worker_fail",
+							 "Testing only: the dex worker raises an ERROR after each registry beat (and so exits, "
+							 "and is started again a second later).",
+							 "For tests that no checkpoint misses a dirty node while the worker is not running.",
+							 &dex_worker_fail,
+							 false,
+							 PGC_SIGHUP,
+							 GUC_NOT_IN_SAMPLE,
+							 NULL, NULL, NULL);
 	DefineCustomIntVariable("dex.writeback_interval",
 							"Interval at which the dex write-back worker writes dirty cached "
 							"nodes of write-back indexes to remote memory (the checkpoint-like "
@@ -260,235 +268,4 @@ dex_define_gucs(void)
 #else
 	EmitWarningsOnPlaceholders("dex");
 #endif
-}
-
-/*
- * _PG_init, when preloaded: register the dex worker. It beats in the cluster
- * registry (dexcluster.c), on hot standbys too; on a primary it also does
- * the write-back flushes.
- */
-void
-dex_register_worker(void)
-{
-	BackgroundWorker worker;
-
-	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker.bgw_start_time = BgWorkerStart_ConsistentState;
-	worker.bgw_restart_time = 1;
-	snprintf(worker.bgw_library_name, BGW_MAXLEN, "dex");
-	snprintf(worker.bgw_function_name, BGW_MAXLEN, "dex_writeback_main");
-	snprintf(worker.bgw_name, BGW_MAXLEN, "dex worker");
-	snprintf(worker.bgw_type, BGW_MAXLEN, "dex worker");
-	RegisterBackgroundWorker(&worker);
-}
-
-/* ---------------------------------------------------------------------
- * write-back worker (src/README.md "Write-back mode"): every
- * dex.writeback_interval it writes back all dirty frames and clears the
- * dirty-owner words of the flushed indexes; every checkpoint waits until it
- * wrote back what was dirty before the checkpoint began (dexckptfence.c); on
- * SIGTERM (fast or smart shutdown: the postmaster signals background workers
- * before the shutdown checkpoint) it does a final flush before exiting. An
- * immediate shutdown or a crash skips it: the first use of such an index
- * replays its changes from WAL (dexwbredo.c).
- * ---------------------------------------------------------------------
- */
-static volatile sig_atomic_t dex_wb_stop = false;
-
-/*
- * A hot standby's scan that waits for write-backs (the registry's
- * flush_request_lsn beyond what this worker flushed) gets a flush within
- * DEX_REQUESTED_FLUSH_MS: every query of a standby reading an index the
- * primary keeps writing waits for one, so a longer pause here is added to
- * each of them (100 ms gave 200 ms per standby select,
- * bench/standby_wb_reads.sh). The worker reads the request every
- * DEX_HURRY_MS while standbys are live (dex_cluster_poll_flush_request),
- * and while one is pending it beats at that pace (learning the standbys'
- * replay, which their hurried beats report) and flushes every
- * DEX_REQUESTED_FLUSH_MS, writing back what is covered as soon as it is.
- */
-
-static void
-dex_wb_sigterm(SIGNAL_ARGS)
-{
-	int			save_errno = errno;
-
-	dex_wb_stop = true;
-	SetLatch(MyLatch);
-	errno = save_errno;
-}
-
-/* the L this worker's last successful round logged for hot standbys (what they wait for) */
-static uint64 worker_flushed = 0;
-
-/*
- * Before a write-back round: which dirty leaves must drain (src/README.md
- * "Write-back mode", W14). A leaf that keeps taking inserts is never covered
- * by the durable position (its rows' WAL must be flushed and replayed by
- * every standby first), so it would never be written back and hold the
- * flushed position back: checkpoints (the fence raises it to their REDO),
- * standbys' scans and crash redo would wait for it for ever. A leaf dirty
- * since before the previous interval's round, and one holding changes a
- * standby's scan asked for, stop taking in-place inserts until written.
- */
-static void
-dex_worker_drain(bool by_interval)
-{
-	static uint64 prev_round = 0;
-	uint64		request = dex_cluster_flush_request();
-
-	if (by_interval)
-	{
-		if (prev_round != 0)
-			dex_cache_drain_before(prev_round);
-		prev_round = (uint64) GetXLogInsertRecPtr();
-	}
-	if (request > worker_flushed)
-		dex_cache_drain_before(request);
-}
-
-/*
- * One write-back round. *flushed (if given): the flushed position on record
- * afterwards (dex_wb_publish_flushed), 0 if the round failed.
- */
-static uint64
-dex_worker_flush(bool quiet, uint64 *flushed, bool *failed)
-{
-	DexError	err;
-	uint64_t	written = 0;
-	int			rc;
-	XLogRecPtr	before = GetXLogInsertRecPtr();
-
-	memset(&err, 0, sizeof(err));
-	rc = dex_try_configure(&err);
-
-	/*
-	 * Dirty leaves carry entries whose heap WAL must be durable (and replayed
-	 * by every live standby) first; the ones not covered yet stay dirty for
-	 * the next round -- this worker must keep beating to learn the standbys'
-	 * replay, so it never waits for it here.
-	 */
-	(void) dex_wal_flush_dirty_nowait();
-	if (rc == DEX_OK)
-		rc = dex_cache_flush(&written, &err);
-	/* all that was logged before `before` and is not dirty now is remote */
-	if (flushed)
-		*flushed = 0;
-	if (rc == DEX_OK)
-	{
-		uint64		l = dex_wb_publish_flushed(before, &worker_flushed);
-
-		if (flushed)
-			*flushed = l;
-	}
-	if (failed)
-		*failed = rc != DEX_OK;
-	if (rc != DEX_OK && !quiet)
-		ereport(LOG,
-				(errmsg("dex write-back worker: %s", err.message[0] ? err.message : "flush failed")));
-	return (uint64) written;
-}
-
-/*
- * One beat in the cluster registry, every DEX_BEAT_MS: with the core
- * configured first (a failure is the beat's problem to report).
- */
-static void
-dex_worker_beat(void)
-{
-	DexError	err;
-
-	memset(&err, 0, sizeof(err));
-	if (dex_try_configure(&err) != DEX_OK)
-		dex_cluster_beat(&err);
-	else
-		dex_cluster_beat(NULL);
-}
-
-void
-dex_writeback_main(Datum arg)
-{
-	TimestampTz last_flush = GetCurrentTimestamp();
-	TimestampTz last_beat = 0;
-
-	pqsignal(SIGTERM, dex_wb_sigterm);
-	pqsignal(SIGHUP, SignalHandlerForConfigReload);
-	BackgroundWorkerUnblockSignals();
-	/*
-	 * No database: a backend id, for the virtual xids of the checkpoint fence
-	 * (dexckptfence.c), as a physical walsender has one.
-	 */
-	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
-
-	dex_cluster_set_worker_latch(MyLatch);
-	while (!dex_wb_stop)
-	{
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 dex_cluster_hurry() ? DEX_HURRY_MS : DEX_BEAT_MS, PG_WAIT_EXTENSION);
-		ResetLatch(MyLatch);
-		CHECK_FOR_INTERRUPTS();
-		if (ConfigReloadPending)
-		{
-			ConfigReloadPending = false;
-			ProcessConfigFile(PGC_SIGHUP);
-		}
-		if (dex_wb_stop)
-			break;
-		/*
-		 * Between beats (hurried, dex.h DEX_HURRY_MS): a standby beats at
-		 * once (one of its scans waits for write-backs); a primary only if a
-		 * standby's flush request is pending.
-		 */
-		if (!TimestampDifferenceExceeds(last_beat, GetCurrentTimestamp(), DEX_BEAT_MS) &&
-			!RecoveryInProgress() && dex_cluster_poll_flush_request() <= worker_flushed)
-			continue;
-		/* the cluster registry: writer role / standby lease (dexcluster.c) */
-		dex_worker_beat();
-		last_beat = GetCurrentTimestamp();
-		/* checkpoints wait for the write-back of what was dirty before them */
-		dex_ckpt_fence_poll(dex_cache_size_kb > 0, dex_worker_flush, dex_worker_beat, &dex_wb_stop);
-		if (!RecoveryInProgress() &&
-			(TimestampDifferenceExceeds(last_flush, GetCurrentTimestamp(), dex_writeback_interval_ms) ||
-			 (dex_cluster_flush_request() > worker_flushed &&
-			  TimestampDifferenceExceeds(last_flush, GetCurrentTimestamp(), DEX_REQUESTED_FLUSH_MS))))
-		{
-			dex_worker_drain(TimestampDifferenceExceeds(last_flush, GetCurrentTimestamp(),
-														dex_writeback_interval_ms));
-			if (dex_cache_size_kb > 0)
-				(void) dex_worker_flush(false, NULL, NULL);
-			else				/* no cache: nothing is ever dirty (standbys' scans) */
-			{
-				worker_flushed = GetXLogInsertRecPtr();
-				dex_wbs_log_flushed(0, worker_flushed);
-			}
-			last_flush = GetCurrentTimestamp();
-		}
-	}
-
-	/*
-	 * Shutdown: backends get SIGTERM at the same time and may still finish a
-	 * change; flush until a round finds nothing (bounded). Then give the
-	 * writer role back, with the final WAL position.
-	 */
-	dex_ckpt_fence_release();	/* (the shutdown checkpoint comes after this worker exited) */
-	if (!RecoveryInProgress() && dex_cache_size_kb > 0)
-	{
-		for (int round = 0; round < 100; round++)
-		{
-			/* (frames whose rows a standby has not replayed yet stay dirty) */
-			if (dex_worker_flush(round > 0, NULL, NULL) == 0 && round > 0 && dex_cache_dirty_lsn() == 0)
-				break;
-			pg_usleep(100 * 1000L);
-			dex_worker_beat();	/* learn how far the standbys replayed */
-		}
-		ereport(LOG, (errmsg("dex write-back worker: final flush done")));
-		/* held back by a standby: into this life's redo files for the next start */
-		if (dex_cache_dirty_since_min() != PG_UINT64_MAX)
-			dex_wb_spill_images();
-		dex_wb_forget_life();
-	}
-	dex_cluster_set_worker_latch(NULL);
-	dex_cluster_release_writer();
-	proc_exit(0);
 }

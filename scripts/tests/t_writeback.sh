@@ -15,6 +15,10 @@
 #    returns) -> exact answers after the crash, no REINDEX;
 # 4b. checkpoints issued while the worker switches its fence (a pause put
 #    there, dex.fence_switch_pause) wait as well -> 0 dirty frames each time;
+# 4c. while the worker is not running (an ERROR in every new worker,
+#    dex.worker_fail; pg_terminate_backend) write-back pauses: 0 dirty frames
+#    at a CHECKPOINT, nothing lost by a crash, writes never fail, write-back
+#    resumes under the next worker;
 # 5. the same with dex.checkpoint_writeback_timeout = 0 (checkpoints do not
 #    wait): the changes cannot all be replayed -> "lost its remote memory" /
 #    HINT REINDEX (never wrong rows), a write-through dex index keeps working,
@@ -154,6 +158,52 @@ sleep 0.5
 as_user "$PG_BIN/pg_ctl" -D "$DEX_WORK/pg" -m immediate stop >/dev/null
 as_user "$PG_BIN/pg_ctl" -D "$DEX_WORK/pg" -l "$DEX_WORK/pg-server.log" -w start >/dev/null || fail "start after crash"
 compare_with_btree d d_k; compare_with_btree s s_kv; compare_with_btree w w_k
+
+echo "== phase 4c: while the dex worker is not running, nothing is dirty for a checkpoint to miss"
+# The worker stops -- an ERROR (dex.worker_fail raises one after each beat,
+# so every new worker fails too), or pg_terminate_backend -- and the
+# postmaster starts a new one a second later. Until that one holds the fence,
+# write-back is paused (src/README.md W18): the stopping worker writes back
+# what is dirty, and writes go through. A CHECKPOINT then returns with 0
+# dirty frames, and a crash after it loses nothing.
+worker_pid() { q -c "select pid from pg_stat_activity where backend_type = 'dex worker'"; }
+all4 "insert into @ select g, -6 * g from generate_series(10000, 10600, 3) g"
+[ "$(dirty_kv)" -gt 0 ] || fail "expected dirty frames before the worker fails"
+log_lines=$(wc -l <"$DEX_WORK/pg-server.log")
+q -c "alter system set dex.worker_fail = on" -c "select pg_reload_conf()" >/dev/null
+for i in $(seq 1 50); do
+    n=$(tail -n +"$log_lines" "$DEX_WORK/pg-server.log" | grep -c "as dex.worker_fail asks" || true)
+    [ "$n" -ge 2 ] && break; sleep 0.1
+done
+[ "$n" -ge 2 ] || fail "the dex worker did not fail twice (dex.worker_fail): $n"
+all4 "insert into @ select g, -7 * g from generate_series(10601, 11200, 3) g"
+all4 "delete from @ where k between 10000 and 10100"
+dirty=$(dirty_kv); echo "dirty d_k / s_kv frames after DML while the worker keeps failing: $dirty"
+[ "$dirty" = 0 ] || fail "write-back went on while no worker held the checkpoint fence ($dirty dirty frames)"
+q -c "checkpoint"
+q -c "alter system reset dex.worker_fail" >/dev/null   # (read again by the crash restart)
+as_user "$PG_BIN/pg_ctl" -D "$DEX_WORK/pg" -m immediate stop >/dev/null
+as_user "$PG_BIN/pg_ctl" -D "$DEX_WORK/pg" -l "$DEX_WORK/pg-server.log" -w start >/dev/null || fail "start after crash"
+compare_with_btree d d_k; compare_with_btree s s_kv; compare_with_btree w w_k
+# pg_terminate_backend: the worker comes back (exit 1, keeping the writer
+# role), writes never fail meanwhile, and write-back resumes under the new one
+all4 "insert into @ select g, -8 * g from generate_series(11201, 11800, 3) g"
+old_pid=$(worker_pid)
+[ -n "$old_pid" ] && [ "$(dirty_kv)" -gt 0 ] || fail "expected a worker ($old_pid) and dirty frames before pg_terminate_backend"
+q -c "select pg_terminate_backend($old_pid)" >/dev/null
+for i in $(seq 1 50); do [ "$(worker_pid)" != "$old_pid" ] && break; sleep 0.05; done
+[ "$(worker_pid)" != "$old_pid" ] || fail "the dex worker did not stop on pg_terminate_backend"
+dirty=$(dirty_kv); echo "dirty d_k / s_kv frames once the terminated worker is gone: $dirty"
+[ "$dirty" = 0 ] || fail "the terminated worker left $dirty dirty frames"
+all4 "insert into @ select g, -9 * g from generate_series(11801, 12400, 3) g"   # (must not fail)
+new_pid=""
+for i in $(seq 1 100); do new_pid=$(worker_pid); [ -n "$new_pid" ] && [ "$new_pid" != "$old_pid" ] && break; sleep 0.1; done
+[ -n "$new_pid" ] && [ "$new_pid" != "$old_pid" ] || fail "no new dex worker after pg_terminate_backend"
+sleep 0.5
+all4 "insert into @ select g, -10 * g from generate_series(12401, 13000, 3) g"
+dirty=$(dirty_kv); echo "dirty d_k / s_kv frames after inserts under the new worker ($new_pid): $dirty"
+[ "$dirty" -gt 0 ] || fail "write-back did not resume under the new worker"
+compare_with_btree d d_k; compare_with_btree s s_kv
 
 echo "== phase 5: checkpoints that do not wait (dex.checkpoint_writeback_timeout = 0): refused, never wrong"
 q -c "alter system set dex.checkpoint_writeback_timeout = 0" -c "select pg_reload_conf()" >/dev/null

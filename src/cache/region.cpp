@@ -257,6 +257,21 @@ void CacheRegion::for_each_frame(const std::function<void(const FrameInfo&)>& fn
     }
 }
 
+// ---- write-back mode: paused ---------------------------------------------------
+
+void CacheRegion::pause_write_back() {
+    wb_paused_.store(1, std::memory_order_seq_cst);
+    // Every lock taken after the store sees it; a holder that read the flag
+    // before it is waited for here (the lock's release/acquire carries its
+    // dirty mark to whoever scans the frame next).
+    uint32_t used = used_frames();
+    for (uint32_t f = 0; f < used; f++) {
+        FrameHeader& h = header(f);
+        h.lock();
+        h.unlock_unchanged();
+    }
+}
+
 // ---- free frames -------------------------------------------------------------
 
 uint32_t CacheRegion::take_unused() {

@@ -176,6 +176,20 @@ public:
         while (cur < lsn && !drain_before_.compare_exchange_weak(cur, lsn, std::memory_order_acq_rel)) {
         }
     }
+    // ---- write-back mode: paused (src/README.md "Write-back mode", W18) ----
+    // While paused, no frame takes an in-place change: a clean leaf stays
+    // clean and a dirty one is written through with the next change to it.
+    // A compute server pauses while nothing makes checkpoints wait for its
+    // dirty leaves (PostgreSQL: the dex worker's checkpoint fence is down),
+    // so nothing dirty is left that only the WAL before a checkpoint holds.
+    // Every in-place change reads the flag under the frame lock it changes
+    // the frame under; pause_write_back() sets it, then takes and releases
+    // every frame lock once: when it returns, every change that read
+    // "not paused" has finished, and a scan for dirty frames sees it.
+    bool write_back_paused() const { return wb_paused_.load(std::memory_order_seq_cst) != 0; }
+    void pause_write_back();
+    void resume_write_back() { wb_paused_.store(0, std::memory_order_seq_cst); }
+
     // Frame f (locked or read under its version) is dirty and must drain.
     bool draining(uint32_t f) {
         const FrameHeader& h = header(f);
@@ -206,6 +220,7 @@ private:
     alignas(64) std::atomic<uint32_t> next_unused_{0};  // "never used" cursor
     alignas(64) std::atomic<uint64_t> drain_before_{0};
     alignas(64) std::atomic<uint64_t> cleanings_{0};
+    std::atomic<uint32_t> wb_paused_{0};
     alignas(64) IndexStack free_;                        // frames given back by exiting processes
 };
 

@@ -91,6 +91,30 @@ void dex_cache_drain_before(uint64_t lsn) {
     }
 }
 
+int dex_cache_pause_write_back(int paused) {
+    try {
+        dex::cache::CacheRegion* r = proc().cache().region();
+        if (!r) return 0;
+        const int was = r->write_back_paused() ? 1 : 0;
+        if (paused)
+            r->pause_write_back();
+        else
+            r->resume_write_back();
+        return was;
+    } catch (...) {
+        return 0;
+    }
+}
+
+int dex_cache_write_back_paused(void) {
+    try {
+        dex::cache::CacheRegion* r = proc().cache().region();
+        return r && r->write_back_paused() ? 1 : 0;
+    } catch (...) {
+        return 0;
+    }
+}
+
 uint64_t dex_cache_dirty_since_min(void) {
     try {
         return proc().cache().dirty_since_min();

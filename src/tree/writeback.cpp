@@ -134,7 +134,8 @@ int BTreeT<L>::wb_modify(GAddr a, const Key* keys, size_t n, bool insert, size_t
     cache::FrameHeader& h = R.header(f);
     h.lock();  // we hold no other frame lock
     Node* nd = R.node(f);
-    if (!frame_holds_leaf(h, *nd, a) || !covers(*nd, keys[0], false)) {
+    // (paused, W18: written through -- a dirty frame with it -- not changed in place)
+    if (!frame_holds_leaf(h, *nd, a) || !covers(*nd, keys[0], false) || R.write_back_paused()) {
         h.unlock_unchanged();
         return 0;
     }
@@ -195,6 +196,7 @@ bool BTreeT<L>::frame_holds_leaf(const cache::FrameHeader& h, const Node& n, GAd
 
 template <class L>
 bool BTreeT<L>::wb_begin_change(cache::FrameHeader& h) {
+    if (cache_->region().write_back_paused()) return false;  // W18
     if (h.dirty.load(std::memory_order_relaxed)) return true;
     bool ok;
     try {

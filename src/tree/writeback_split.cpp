@@ -79,9 +79,11 @@ int BTreeT<L>::wb_split_dirty(GAddr a, WbGuard& guard, KeyRef key, Path& path, c
     cache::FrameHeader& h = R.header(guard.frame);
     Node fimg;  // the frame: the newest image (W2), held by the guard
     R.copy_unswizzled(guard.frame, fimg);
-    // A draining frame (W14) is not kept dirty longer: the old wait, then its
-    // entries are written with the split.
-    if (!frame_holds_leaf(h, fimg, a) || !covers(fimg, key, false) || R.draining(guard.frame)) return 0;
+    // A draining frame (W14) is not kept dirty longer, nor is any while write-back
+    // is paused (W18): the old wait, then its entries are written with the split.
+    if (!frame_holds_leaf(h, fimg, a) || !covers(fimg, key, false) || R.draining(guard.frame) ||
+        R.write_back_paused())
+        return 0;
     const size_t pos = L::lower_bound(fimg, key);
     if (has_entry(fimg, pos, key)) {
         guard.release(nullptr);
