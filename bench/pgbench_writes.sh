@@ -10,6 +10,8 @@
 # CHECKOUT (default: this one, built) is installed into a private copy of the
 # system PostgreSQL tree (scripts/lib.sh private_pg_install): no install lock.
 # DEX_WITH="write_back = on" builds the dex index with those options.
+# BENCH_FSYNC=on runs the cluster with fsync on (a durable commit waits for
+# its WAL on disk, as on a production server); default off.
 #
 # The UPDATE flips the low bit of a row's key (rows hold even keys 2g at
 # first): `SET k = k # 1 WHERE k BETWEEN 2r AND 2r + 1` finds exactly one row
@@ -30,8 +32,9 @@ prepare_workdir
 mport=$(free_port); pport=$(free_port)
 trap 'stop_cluster pw; stop_memnode pw-mem' EXIT
 start_memnode pw-mem "$mport" 2GB --threads 2
+FSYNC=${BENCH_FSYNC:-off}
 start_cluster pw "$pport" "tcp://127.0.0.1:$mport" "dex.cache_size = '256MB'" "autovacuum = off" \
-    "max_connections = 40"
+    "max_connections = 40" "fsync = $FSYNC"
 P() { dpsql "$pport" -d postgres -At "$@"; }
 PB() { "$PG_BIN/pgbench" -n -h "$DEX_WORK" -p "$pport" -U postgres "$@" postgres; }
 P -q -c "CREATE EXTENSION dex"
@@ -70,9 +73,10 @@ for r in $(seq 1 "$ROUNDS"); do
 done
 check_kv_answers "$pport"  # every answer: index scan = seqscan, dex_check
 suffix=$(tr -c 'a-z0-9\n' '-' <<<"${DEX_WITH:-}" | tr -s '-' | sed 's/^-//; s/-$//')
+[ "$FSYNC" = on ] && suffix="${suffix:+$suffix-}fsync-on"
 out="$CO/bench/results/$(date +%Y-%m-%d)-$(hostname)-pgbench-writes${suffix:+-$suffix}.md"
-python3 - "$raw" "$out" "${DEX_WITH:+DEX_WITH=\"$DEX_WITH\" }bash bench/pgbench_writes.sh $CO $ROWS $SECS $ROUNDS $CLIENTS" \
-    "dex index options: ${DEX_WITH:-none}; $(nproc --all) cores, $(free -g | awk '/Mem:/{print $2}') GiB, $(uname -r), PostgreSQL $(pg_config --version | awk '{print $2}'), tcp loopback, memnode --threads 2, fsync = off, dex.cache_size 256MB (> index), $ROWS rows, checkout $(git -C "$CO" rev-parse --short HEAD)" <<'PY'
+python3 - "$raw" "$out" "${DEX_WITH:+DEX_WITH=\"$DEX_WITH\" }$([ "$FSYNC" = on ] && echo 'BENCH_FSYNC=on ')bash bench/pgbench_writes.sh $CO $ROWS $SECS $ROUNDS $CLIENTS" \
+    "dex index options: ${DEX_WITH:-none}; $(nproc --all) cores, $(free -g | awk '/Mem:/{print $2}') GiB, $(uname -r), PostgreSQL $(pg_config --version | awk '{print $2}'), tcp loopback, memnode --threads 2, fsync = $FSYNC, dex.cache_size 256MB (> index), $ROWS rows, checkout $(git -C "$CO" rev-parse --short HEAD)" <<'PY'
 import sys, statistics as st, collections
 raw, out, cmd, machine = sys.argv[1:]
 tps = collections.defaultdict(list); rts = collections.defaultdict(list); lines = []
