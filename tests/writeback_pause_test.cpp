@@ -14,6 +14,7 @@
 
 #include "cache/cache.h"
 #include "cache/region.h"
+#include "common/stats.h"
 #include "tree_test_util.h"
 #include "writeback_test_util.h"
 
@@ -51,6 +52,7 @@ TEST(WriteBackPause, PausedWritesGoThroughAndNoFrameTurnsDirty) {
 
     x.reg.region->pause_write_back();
     ASSERT_TRUE(x.reg.region->write_back_paused());
+    const uint64_t paused_writes = stats().wb_paused_writes.load();
     // A dirty leaf's next change takes its dirty entries along: the frame is clean after.
     uint32_t f0 = cache::kNoFrame;
     for (uint32_t f : dirty_before)
@@ -72,6 +74,7 @@ TEST(WriteBackPause, PausedWritesGoThroughAndNoFrameTurnsDirty) {
     for (uint32_t f : dirty_paused)
         EXPECT_TRUE(dirty_before.count(f)) << "frame " << f << " turned dirty while write-back was paused";
     EXPECT_LT(dirty_paused.size(), dirty_before.size());
+    EXPECT_GE(stats().wb_paused_writes.load() - paused_writes, 300u) << "paused writes not counted";
     // Remote memory plus the frames still dirty from before hold the model.
     EXPECT_EQ(scan_all(t, KMin(-(1 << 21)), KMax(1 << 30), false), std::vector<EntryKey>(model.begin(), model.end()));
 

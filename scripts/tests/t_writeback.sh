@@ -176,10 +176,14 @@ for i in $(seq 1 50); do
     [ "$n" -ge 2 ] && break; sleep 0.1
 done
 [ "$n" -ge 2 ] || fail "the dex worker did not fail twice (dex.worker_fail): $n"
+paused0=$(q -c "select wb_paused_writes from dex_stats()")
 all4 "insert into @ select g, -7 * g from generate_series(10601, 11200, 3) g"
 all4 "delete from @ where k between 10000 and 10100"
 dirty=$(dirty_kv); echo "dirty d_k / s_kv frames after DML while the worker keeps failing: $dirty"
 [ "$dirty" = 0 ] || fail "write-back went on while no worker held the checkpoint fence ($dirty dirty frames)"
+paused=$(( $(q -c "select wb_paused_writes from dex_stats()") - paused0 ))
+echo "changes written through while write-back was paused (dex_stats().wb_paused_writes): $paused"
+[ "$paused" -gt 0 ] || fail "dex_stats() counted no paused writes"
 q -c "checkpoint"
 q -c "alter system reset dex.worker_fail" >/dev/null   # (read again by the crash restart)
 as_user "$PG_BIN/pg_ctl" -D "$DEX_WORK/pg" -m immediate stop >/dev/null

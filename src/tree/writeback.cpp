@@ -134,9 +134,13 @@ int BTreeT<L>::wb_modify(GAddr a, const Key* keys, size_t n, bool insert, size_t
     cache::FrameHeader& h = R.header(f);
     h.lock();  // we hold no other frame lock
     Node* nd = R.node(f);
-    // (paused, W18: written through -- a dirty frame with it -- not changed in place)
-    if (!frame_holds_leaf(h, *nd, a) || !covers(*nd, keys[0], false) || R.write_back_paused()) {
+    if (!frame_holds_leaf(h, *nd, a) || !covers(*nd, keys[0], false)) {
         h.unlock_unchanged();
+        return 0;
+    }
+    if (R.write_back_paused()) {  // W18: written through -- a dirty frame with it -- not changed in place
+        h.unlock_unchanged();
+        Stats::add(stats().wb_paused_writes);
         return 0;
     }
     if (insert) {
