@@ -7,7 +7,8 @@
 #   [DEX_WITH="write_back = on"] bash bench/evaluate.sh [--smoke|--quick|--full] [--out DIR] [--no-deps] [--keep-logs]
 #
 # DEX_WITH builds the dex index with those options (and names the output
-# directory after them).
+# directory after them). BENCH_FSYNC=on runs the cluster with fsync on (every
+# commit waits for its WAL on disk, as on a production server; default off).
 #
 # Output: bench/results/<date>-<host>[-profile]/report.md, runs.jsonl/.csv,
 # ablation.jsonl/.csv, *.png, scripts/ (the pgbench scripts) and raw/ (every
@@ -37,6 +38,8 @@ CMDLINE="bash bench/evaluate.sh --$PROFILE${OUT:+ --out $OUT}"
 [ $NO_DEPS = 1 ] && CMDLINE="$CMDLINE --no-deps"
 [ $KEEP_LOGS = 1 ] && CMDLINE="$CMDLINE --keep-logs"
 [ -n "${DEX_WITH:-}" ] && CMDLINE="DEX_WITH=\\\"$DEX_WITH\\\" $CMDLINE"
+FSYNC=${BENCH_FSYNC:-off}
+[ "$FSYNC" = on ] && CMDLINE="BENCH_FSYNC=on $CMDLINE"
 
 ALL_WL="read-only read-intensive write-intensive insert-intensive scan-intensive"
 ZIPF_S=1.01          # pgbench's random_zipfian exponent (PostgreSQL >= 13 accepts [1.001, 1000])
@@ -70,6 +73,7 @@ esac
 STAMP="$(date -u +%Y-%m-%d)-$(hostname)"
 [ "$PROFILE" = full ] || STAMP="$STAMP-$PROFILE"
 [ -z "${DEX_WITH:-}" ] || STAMP="$STAMP-$(tr -c 'a-z0-9\n' '-' <<<"$DEX_WITH" | tr -s '-' | sed 's/^-//; s/-$//')"
+[ "$FSYNC" = off ] || STAMP="$STAMP-fsync-on"
 OUT=${OUT:-$HERE/results/$STAMP}
 mkdir -p "$OUT"; OUT=$(cd "$OUT" && pwd)
 RAW=$OUT/raw; SCRIPTS=$OUT/scripts
@@ -99,7 +103,7 @@ MEMNODE_URL="tcp://127.0.0.1:$mport"
 log "dex-memnode on $MEMNODE_URL ($MEMNODE_MEM), PostgreSQL on port $pport (profile $PROFILE)"
 start_memnode eval-mem "$mport" "$MEMNODE_MEM" --threads 2
 start_cluster eval "$pport" "$MEMNODE_URL" "dex.cache_size = '256MB'" "shared_buffers = '$SHARED_BUFFERS'" \
-    "autovacuum = off" "max_wal_size = '2GB'" "checkpoint_timeout = '30min'"
+    "autovacuum = off" "max_wal_size = '2GB'" "checkpoint_timeout = '30min'" "fsync = $FSYNC"
 P() { dpsql "$pport" -d postgres "$@"; }
 PQ() { P -At -c "$1"; }
 
@@ -358,6 +362,7 @@ cat >"$OUT/meta.json" <<JSON
  "offload_note": "$OFFLOAD_NOTE",
  "build_dex_ms": $build_dex_ms, "build_btree_ms": $build_bt_ms, "memnode_used_before": $used0, "memnode_used_after": $used1,
  "memnode_mem": "$MEMNODE_MEM", "node_size": $NODE_SIZE, "memnode_threads": 2, "transport": "$MEMNODE_URL", "shared_buffers": "$SHARED_BUFFERS",
+ "fsync": "$FSYNC",
  "host": "$(hostname)", "cores": $(nproc), "mem_gib": "$(free -g | awk '/Mem:/{print $2}')", "kernel": "$(uname -r)",
  "cpu": "$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1)",
  "pg_version": "$("$PG_BIN/postgres" --version | awk '{print $3}')",

@@ -374,7 +374,7 @@ def cmd_report(a):
     w(f"Machine: {meta['cores']} cores ({meta['cpu'] or 'unknown CPU'}), {meta['mem_gib']} GiB, kernel "
       f"{meta['kernel']}, PostgreSQL {meta['pg_version']}, transport `{meta['transport']}` (TCP loopback: the "
       f"memory node runs on the same machine, `--threads {meta['memnode_threads']}`, pool {meta['memnode_mem']}); "
-      f"shared_buffers {meta['shared_buffers']}, fsync off, autovacuum off (VACUUM between workloads, and before each workload of the cache-ratio phase). "
+      f"shared_buffers {meta['shared_buffers']}, fsync {meta.get('fsync', 'off')}, autovacuum off (VACUUM between workloads, and before each workload of the cache-ratio phase). "
       f"The machine is shared with other engineers' builds and tests: 1-minute load average during the pgbench "
       f"runs {min(loads):.1f}..{max(loads):.1f} (mean {sum(loads) / len(loads):.1f}) on {meta['cores']} cores, "
       f"{meta['loadavg_end']} at the end. **Throughput numbers are noisy; remote operations per transaction "

@@ -484,11 +484,14 @@ LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 -- dex's cluster registry on memory node 0 (src/README.md "Hot standbys"):
 -- the writer and how far the remote trees depend on its WAL (up to the greater
 -- of writer_hwm and removal_lsn; removal_lsn: what a standby replays before it
--- answers) ...
+-- answers) ... write_back_paused: this primary's write-back indexes write
+-- through now, because no dex worker holds checkpoints for their dirty
+-- leaves (before its first beat, after it stopped) ...
 CREATE FUNCTION dex_cluster(
     OUT this_life text, OUT writer_life text, OUT this_is_writer boolean,
     OUT writer_hwm pg_lsn, OUT removal_lsn pg_lsn, OUT writer_tli int,
-    OUT flush_request_lsn pg_lsn, OUT live_standbys int)
+    OUT flush_request_lsn pg_lsn, OUT live_standbys int,
+    OUT write_back_paused boolean)
 RETURNS record
 AS 'MODULE_PATHNAME', 'dex_sql_cluster'
 LANGUAGE C STRICT VOLATILE;

@@ -39,7 +39,8 @@ dex_read_registry(DexRegistryState *st)
 
 /*
  * dex_cluster() -> (this_life, writer_life, this_is_writer, writer_hwm,
- *                   removal_lsn, writer_tli, flush_request_lsn, live_standbys)
+ *                   removal_lsn, writer_tli, flush_request_lsn, live_standbys,
+ *                   write_back_paused)
  * The remote trees depend on the writer's WAL up to max(writer_hwm,
  * removal_lsn) (the beats publish writer_hwm <= removal_lsn; backends between
  * beats raise removal_lsn only); removal_lsn: what a standby replays before
@@ -50,8 +51,8 @@ dex_sql_cluster(PG_FUNCTION_ARGS)
 {
 	DexRegistryState st;
 	TupleDesc	tupdesc;
-	Datum		values[8];
-	bool		nulls[8];
+	Datum		values[9];
+	bool		nulls[9];
 	int			live = 0;
 
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
@@ -72,6 +73,8 @@ dex_sql_cluster(PG_FUNCTION_ARGS)
 	values[5] = Int32GetDatum((int32) st.writer_tli);
 	values[6] = LSNGetDatum((XLogRecPtr) st.flush_request_lsn);
 	values[7] = Int32GetDatum(live);
+	/* (a standby writes nothing: its region stays paused, which says nothing) */
+	values[8] = BoolGetDatum(!RecoveryInProgress() && dex_cache_write_back_paused());
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
 }
 

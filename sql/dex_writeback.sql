@@ -120,7 +120,8 @@ SELECT dex_flush() >= 0 AS flushed;
 -- the cluster registry: this server writes; its beats published writer_hwm,
 -- which never passes removal_lsn (src/README.md K7)
 SELECT this_is_writer, writer_hwm > '0/0' AS hwm_published,
-       writer_hwm <= removal_lsn AS hwm_under_removal, live_standbys
+       writer_hwm <= removal_lsn AS hwm_under_removal, live_standbys,
+       write_back_paused
 FROM dex_cluster();
 SELECT count(*) AS standby_slots FROM dex_cluster_standbys();
 ALTER SYSTEM RESET dex.writeback_interval;

@@ -181,6 +181,7 @@ all4 "insert into @ select g, -7 * g from generate_series(10601, 11200, 3) g"
 all4 "delete from @ where k between 10000 and 10100"
 dirty=$(dirty_kv); echo "dirty d_k / s_kv frames after DML while the worker keeps failing: $dirty"
 [ "$dirty" = 0 ] || fail "write-back went on while no worker held the checkpoint fence ($dirty dirty frames)"
+[ "$(q -c "select write_back_paused from dex_cluster()")" = t ] || fail "dex_cluster() does not say write-back is paused"
 paused=$(( $(q -c "select wb_paused_writes from dex_stats()") - paused0 ))
 echo "changes written through while write-back was paused (dex_stats().wb_paused_writes): $paused"
 [ "$paused" -gt 0 ] || fail "dex_stats() counted no paused writes"
@@ -207,6 +208,7 @@ sleep 0.5
 all4 "insert into @ select g, -10 * g from generate_series(12401, 13000, 3) g"
 dirty=$(dirty_kv); echo "dirty d_k / s_kv frames after inserts under the new worker ($new_pid): $dirty"
 [ "$dirty" -gt 0 ] || fail "write-back did not resume under the new worker"
+[ "$(q -c "select write_back_paused from dex_cluster()")" = f ] || fail "dex_cluster() says write-back is paused under a running worker"
 compare_with_btree d d_k; compare_with_btree s s_kv
 
 echo "== phase 5: checkpoints that do not wait (dex.checkpoint_writeback_timeout = 0): refused, never wrong"
