@@ -205,7 +205,7 @@ dex_postmaster_stopping(void)
  * restarted, and writes would fail when its lease ran out).
  */
 static void
-dex_worker_stop(bool shutdown)
+dex_worker_stop(bool shutdown, bool on_error)
 {
 	static bool stopped = false;
 
@@ -226,7 +226,13 @@ dex_worker_stop(bool shutdown)
 		if (shutdown)
 			dex_wb_forget_life();
 	}
-	dex_ckpt_fence_release();	/* (a shutdown checkpoint comes after this worker exited) */
+	/*
+	 * (A shutdown checkpoint comes after this worker exited.) On the way out
+	 * of an error the fence's transaction is not committed: the connection's
+	 * exit callback aborts it next, and the flag goes with the process.
+	 */
+	if (!on_error)
+		dex_ckpt_fence_release();
 	dex_cluster_set_worker_latch(NULL);
 	if (shutdown)
 		dex_cluster_release_writer();
@@ -241,7 +247,7 @@ dex_worker_stop(bool shutdown)
 static void
 dex_worker_on_exit(int code, Datum arg)
 {
-	dex_worker_stop(dex_postmaster_stopping());
+	dex_worker_stop(dex_postmaster_stopping(), true);
 }
 
 void
@@ -312,7 +318,7 @@ dex_writeback_main(Datum arg)
 	{
 		bool		shutdown = dex_postmaster_stopping();
 
-		dex_worker_stop(shutdown);
+		dex_worker_stop(shutdown, false);
 		proc_exit(shutdown ? 0 : 1);
 	}
 }

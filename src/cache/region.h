@@ -219,8 +219,10 @@ private:
     uint64_t headers_off_ = 0, nodes_off_ = 0, table_off_ = 0, cooling_off_ = 0, total_ = 0;
     alignas(64) std::atomic<uint32_t> next_unused_{0};  // "never used" cursor
     alignas(64) std::atomic<uint64_t> drain_before_{0};
-    alignas(64) std::atomic<uint64_t> cleanings_{0};
+    // (beside drain_before_: both read by every in-place change, rarely written;
+    // not on cleanings_' line, which every write-back increments)
     std::atomic<uint32_t> wb_paused_{0};
+    alignas(64) std::atomic<uint64_t> cleanings_{0};
     alignas(64) IndexStack free_;                        // frames given back by exiting processes
 };
 

@@ -91,18 +91,15 @@ void dex_cache_drain_before(uint64_t lsn) {
     }
 }
 
-int dex_cache_pause_write_back(int paused) {
+void dex_cache_pause_write_back(int paused) {
     try {
         dex::cache::CacheRegion* r = proc().cache().region();
-        if (!r) return 0;
-        const int was = r->write_back_paused() ? 1 : 0;
+        if (!r) return;
         if (paused)
             r->pause_write_back();
         else
             r->resume_write_back();
-        return was;
     } catch (...) {
-        return 0;
     }
 }
 

@@ -625,10 +625,10 @@ void		dex_cache_drain_before(uint64_t lsn);
  * Pause (1) or resume (0) write-back mode for every tree of this compute
  * server (src/README.md W18): while paused no frame takes an in-place change,
  * every write goes through. Pausing returns once every change that began
- * before it has finished (its dirty frame is then seen by a flush). Returns
- * the previous state (1: was paused). No cache: no-op, 0.
+ * before it has finished (its dirty frame is then seen by a flush). No cache:
+ * no-op.
  */
-int			dex_cache_pause_write_back(int paused);
+void		dex_cache_pause_write_back(int paused);
 /* 1 if write-back mode is paused now (dex_cache_pause_write_back). */
 int			dex_cache_write_back_paused(void);
 /* The tree's dirty-owner word as it is in remote memory now. */
