@@ -415,5 +415,52 @@ TEST(Offload, WriteThatMissesItsLeafIsOffloadedAndAdmitsIt) {
     EXPECT_EQ(f.t->check().entries, 20000u + inserts);
 }
 
+// Two sessions over one node cache: one caches leaves, the other runs the
+// inner-only policy (dex.cache_leaves = off), which reads every leaf
+// remotely even where a frame of it exists. The inner-only session's writes
+// at those leaves are offloaded at the "miss" and must finish: before, the
+// offload saw the other session's frame, restarted the descent to use it,
+// the descent ignored it again, and the write looped until the operation's
+// timeout. The leaf-caching session then sees each write in its frames
+// (refreshed from the memory node's image), with no remote read.
+TEST(Offload, InnerOnlyWriteAtALeafAnotherSessionCaches) {
+    Fixture f;
+    f.load(40000);  // even keys, leaves 70% full: the odd inserts below never split one
+    tree::OffloadPolicy::Params pinned;  // offloading always looks cheaper
+    pinned.cache_factor = 1e6;
+    pinned.contrary = 0;
+    CachedClient cc(f, 4096, 1.0, tree::OffloadMode::kAuto, pinned);
+    for (int64_t k = 0; k < 40000; k += 2) ASSERT_TRUE(cc.t->contains(K(k, 1, 1)));  // every leaf cached
+    cache::Cache inner_only(cc.c->region(), 12);  // a second session on the same region
+    cache::AdmissionPolicy ap;
+    ap.cache_leaves = false;
+    inner_only.set_policy(ap);
+    tree::OffloadPolicy pol(pinned);
+    pol.set_mode(tree::OffloadMode::kAuto);
+    for (int i = 0; i < 50; i++) pol.record_offload(1), pol.record_remote_read(1e6);
+    tree::TreeOptions o;
+    o.cache = &inner_only;
+    o.offload = &pol;
+    auto mem2 = make_mem(*f.engine);
+    tree::BTree t2(*mem2, 0, f.ns, o);
+    t2.set_op_timeout(2000);  // a looping write fails in 2 s, not 30
+    const uint64_t off0 = stats().offloads.load();
+    int writes = 0;
+    for (int64_t k = 1; k < 40000; k += 400) {
+        ASSERT_TRUE(t2.insert(K(k, 1, 1))) << k;
+        EntryKey old = K(k - 1, 1, 1);
+        ASSERT_EQ(t2.remove(&old, 1), 1u) << k;  // an update's old version
+        writes += 2;
+    }
+    EXPECT_GE(stats().offloads.load() - off0, static_cast<uint64_t>(writes)) << "the writes went one-sided";
+    const uint64_t reads0 = stats().remote_reads.load();
+    for (int64_t k = 1; k < 40000; k += 400) {
+        EXPECT_TRUE(cc.t->contains(K(k, 1, 1))) << k;
+        EXPECT_FALSE(cc.t->contains(K(k - 1, 1, 1))) << k;
+    }
+    EXPECT_EQ(stats().remote_reads.load() - reads0, 0u) << "a frame was dropped instead of refreshed";
+    EXPECT_EQ(f.t->check().entries, 20000u);
+}
+
 }  // namespace
 }  // namespace dex::testing

@@ -765,9 +765,12 @@ private:
     // Offload operation `kind` at the missed node `g` (should_offload_at_miss()
     // said yes): holds g's I/O marker (nobody fetches it meanwhile) and pins
     // `parent` (the cached frame the descent came from, or kNoFrame) while
-    // the RPC runs.
+    // the RPC runs. `frame_usable` false: the descent reads `g` remotely
+    // even where it is cached (a leaf under the inner-only policy), so a
+    // frame of g is no reason to restart -- the write goes on without the
+    // marker and refreshes that frame, as at a full cache.
     MissOffload offload_at_miss(uint8_t kind, GAddr g, int level, uint32_t parent, KeyRef k, Node& out,
-                                const Deadline& dl, Descent* d);
+                                const Deadline& dl, Descent* d, bool frame_usable);
     // Memory-node splits at a miss (offload_split.cpp): an insert's descent
     // missed leaf `g` (its I/O marker held by us iff `marker`): may the
     // memory node split it? Then offload_at_miss() sends OFFLOAD_SPLIT.

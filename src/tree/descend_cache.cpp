@@ -253,7 +253,8 @@ typename BTreeT<L>::CachedDescent::Fetch BTreeT<L>::CachedDescent::fetch(GAddr g
     }
     if (offload_kind_ && offload_kind_ != kFindOffloadStart && level_ == 0 && !lt_ && !refresh_ &&
         t_.should_offload_at_miss(offload_kind_, g, expect)) {
-        switch (t_.offload_at_miss(offload_kind_, g, expect, parent.f, k_, out_, dl_, &d)) {
+        const bool frame_usable = expect != 0 || leaves_;
+        switch (t_.offload_at_miss(offload_kind_, g, expect, parent.f, k_, out_, dl_, &d, frame_usable)) {
             case MissOffload::kRestart:
                 return Fetch::kRestart;
             case MissOffload::kFinished:

@@ -259,11 +259,17 @@ bool BTreeT<L>::wb_offloaded_leaf_current(GAddr leaf, uint64_t cleaned_before) {
 
 template <class L>
 typename BTreeT<L>::MissOffload BTreeT<L>::offload_at_miss(uint8_t kind, GAddr g, int level, uint32_t parent, KeyRef k,
-                                          Node& out, const Deadline& dl, Descent* d) {
+                                          Node& out, const Deadline& dl, Descent* d, bool frame_usable) {
     cache::CacheRegion& R = cache_->region();
     const bool write = kind == net::kOffloadInsert || kind == net::kOffloadDelete;
     auto b = cache_->try_begin_io(g);
-    if (b == cache::MappingTable::Begin::kIoInProgress || b == cache::MappingTable::Begin::kCached)
+    // A frame that appeared since the descent's lookup: use it (restart) --
+    // unless this descent never uses one for g. Then restarting finds the
+    // frame again, forever (an inner-only session's write to a leaf other
+    // sessions cache looped until dex.op_timeout); it goes on unmarked, as
+    // at a full cache, and the frame is refreshed from the memory node's
+    // image (cache_refresh_changed) like after any write of another process.
+    if (b == cache::MappingTable::Begin::kIoInProgress || (b == cache::MappingTable::Begin::kCached && frame_usable))
         return MissOffload::kRestart;
     const bool owner = b == cache::MappingTable::Begin::kOwner;  // marker: nobody fetches g meanwhile
     if (wb_ && write && !owner) return MissOffload::kNotDone;  // W17 needs the leaf's marker
