@@ -47,7 +47,20 @@ SELECT dex_stats_reset();
 SELECT lookups(2000);
 SELECT remote_reads >= 2000 AS leaf_reads, cache_hits >= 2000 * 2 AS inner_hits
   FROM dex_stats();
+-- Writes from an inner-only session at leaves this server has cached (every
+-- leaf, from the lookups above): they finish (they used to loop until
+-- dex.op_timeout, restarting for a frame the session never uses), and the
+-- cached leaves show them to a session that reads from frames (refreshed
+-- from the memory node's images: no remote read). Single-row statements: a
+-- multi-row one batches its inserts, which take another path.
+DO $$ BEGIN
+  FOR i IN 0..19 LOOP UPDATE c SET k = k + 1 WHERE k = i * 1000 + 7; END LOOP;
+END $$;
 RESET dex.cache_leaves;
+SELECT dex_stats_reset();
+SELECT count(*), sum(k) FROM c WHERE k BETWEEN 1 AND 20000;
+SELECT remote_reads FROM dex_stats();
+UPDATE c SET k = k - 1 WHERE v % 1000 = 7;
 
 -- Writes are write-through and update cached frames: answers stay exact.
 UPDATE c SET v = v + 1 WHERE k % 10 = 0;
