@@ -226,6 +226,15 @@ TEST(Offload, CachedDescentOffloadsMissesAndStaysExact) {
     f.t->check();
 }
 
+// Offloading always looks cheaper than one-sided reads (a million times),
+// and no contrary draw: which way a timed policy goes depends on the machine.
+tree::OffloadPolicy::Params offload_pinned() {
+    tree::OffloadPolicy::Params p;
+    p.cache_factor = 1e6;
+    p.contrary = 0;
+    return p;
+}
+
 // A node cache of `frames` frames with every leaf admitted, for the tests below.
 struct CachedClient {
     std::unique_ptr<char[]> rmem;
@@ -241,6 +250,24 @@ struct CachedClient {
         cache::AdmissionPolicy ap;
         ap.leaf_admission = leaf_admission;
         c = std::make_unique<cache::Cache>(*cache::CacheRegion::init(rmem.get(), bytes, ap), 11);
+        open(f, mode);
+    }
+    // Another session of the same compute server: its own handle on
+    // `other`'s cache region, with admission policy `ap`.
+    CachedClient(Fixture& f, CachedClient& other, const cache::AdmissionPolicy& ap, tree::OffloadMode mode,
+                 const tree::OffloadPolicy::Params& pp = {})
+        : pol(pp) {
+        c = std::make_unique<cache::Cache>(other.c->region(), 12);
+        c->set_policy(ap);
+        open(f, mode);
+    }
+    // A measured history in which offloads took 1 us and remote reads 1 s.
+    void favour_offloads() {
+        for (int i = 0; i < 50; i++) pol.record_offload(1), pol.record_remote_read(1e6);
+    }
+
+  private:
+    void open(Fixture& f, tree::OffloadMode mode) {
         pol.set_mode(mode);
         tree::TreeOptions o;
         o.cache = c.get();
@@ -356,7 +383,7 @@ TEST(Offload, AutoFetchesWhileTheCacheHasRoom) {
     Fixture f;
     f.load(40000);
     CachedClient cc(f, 4096, 1.0, tree::OffloadMode::kAuto);
-    for (int i = 0; i < 50; i++) cc.pol.record_offload(1), cc.pol.record_remote_read(1e6);
+    cc.favour_offloads();
     const uint64_t off0 = f.engine->stats().offloads;
     for (int64_t k = 0; k < 40000; k += 10) ASSERT_TRUE(cc.t->contains(K(k, 1, 1)));
     EXPECT_EQ(f.engine->stats().offloads - off0, 0u);
@@ -365,10 +392,7 @@ TEST(Offload, AutoFetchesWhileTheCacheHasRoom) {
     // (one-sided reads look a million times dearer, never a contrary choice):
     // which way a timed policy goes depends on the machine, and a miss it
     // answers by fetching would cache the node for the neighbouring keys.
-    tree::OffloadPolicy::Params pinned;
-    pinned.cache_factor = 1e6;
-    pinned.contrary = 0;
-    CachedClient small(f, 8, 1.0, tree::OffloadMode::kAuto, pinned);
+    CachedClient small(f, 8, 1.0, tree::OffloadMode::kAuto, offload_pinned());
     for (int64_t k = 0; k < 40000; k += 100) ASSERT_TRUE(small.t->contains(K(k, 1, 1)));  // fills it
     ASSERT_FALSE(small.c->has_room());
     const uint64_t off1 = f.engine->stats().offloads, dec1 = small.pol.decisions();
@@ -389,11 +413,8 @@ TEST(Offload, AutoFetchesWhileTheCacheHasRoom) {
 TEST(Offload, WriteThatMissesItsLeafIsOffloadedAndAdmitsIt) {
     Fixture f;
     f.load(40000);  // even keys, leaves 70% full: two more entries never split one
-    tree::OffloadPolicy::Params pinned;  // offloading always looks cheaper (as in AutoFetchesWhileTheCacheHasRoom)
-    pinned.cache_factor = 1e6;
-    pinned.contrary = 0;
-    CachedClient cc(f, 4096, 1.0, tree::OffloadMode::kAuto, pinned);
-    for (int i = 0; i < 50; i++) cc.pol.record_offload(1), cc.pol.record_remote_read(1e6);
+    CachedClient cc(f, 4096, 1.0, tree::OffloadMode::kAuto, offload_pinned());
+    cc.favour_offloads();
     ASSERT_TRUE(cc.c->has_room());
     const uint64_t off0 = stats().offloads.load(), cas0 = stats().remote_atomics.load();
     const uint64_t adm0 = stats().admissions.load();
@@ -426,23 +447,13 @@ TEST(Offload, WriteThatMissesItsLeafIsOffloadedAndAdmitsIt) {
 TEST(Offload, InnerOnlyWriteAtALeafAnotherSessionCaches) {
     Fixture f;
     f.load(40000);  // even keys, leaves 70% full: the odd inserts below never split one
-    tree::OffloadPolicy::Params pinned;  // offloading always looks cheaper
-    pinned.cache_factor = 1e6;
-    pinned.contrary = 0;
-    CachedClient cc(f, 4096, 1.0, tree::OffloadMode::kAuto, pinned);
+    CachedClient cc(f, 4096, 1.0, tree::OffloadMode::kAuto, offload_pinned());
     for (int64_t k = 0; k < 40000; k += 2) ASSERT_TRUE(cc.t->contains(K(k, 1, 1)));  // every leaf cached
-    cache::Cache inner_only(cc.c->region(), 12);  // a second session on the same region
-    cache::AdmissionPolicy ap;
-    ap.cache_leaves = false;
-    inner_only.set_policy(ap);
-    tree::OffloadPolicy pol(pinned);
-    pol.set_mode(tree::OffloadMode::kAuto);
-    for (int i = 0; i < 50; i++) pol.record_offload(1), pol.record_remote_read(1e6);
-    tree::TreeOptions o;
-    o.cache = &inner_only;
-    o.offload = &pol;
-    auto mem2 = make_mem(*f.engine);
-    tree::BTree t2(*mem2, 0, f.ns, o);
+    cache::AdmissionPolicy inner_only;
+    inner_only.cache_leaves = false;
+    CachedClient s2(f, cc, inner_only, tree::OffloadMode::kAuto, offload_pinned());
+    s2.favour_offloads();
+    tree::BTree& t2 = *s2.t;
     t2.set_op_timeout(2000);  // a looping write fails in 2 s, not 30
     const uint64_t off0 = stats().offloads.load();
     int writes = 0;
