@@ -15,6 +15,8 @@
 # off" measures the default write-through mode).
 # WITH_STANDBY=1: a streaming hot standby (pg_basebackup -R, no
 # hot_standby_feedback) is attached to the primary throughout.
+# BENCH_FSYNC=on: commits wait for their WAL on disk (production-like);
+# default off, as the test clusters.
 set -euo pipefail
 CO=$(cd "${1:?CHECKOUT}" && pwd); ROUNDS=${2:-3}; SECS=${3:-6}; CLIENTS=${4:-4}; W=${5:-wi}; DIST=${6:-uniform}
 ROWS=${7:-200000}
@@ -29,7 +31,8 @@ stop_standby() { as_user "$PG_BIN/pg_ctl" -D "$DEX_WORK/standby" -m immediate st
 trap 'stop_standby; stop_cluster wm; stop_memnode wm-mem' EXIT
 start_memnode wm-mem "$mport" 1GB --threads 2
 start_cluster wm "$pport" "tcp://127.0.0.1:$mport" "dex.cache_size = '256MB'" "shared_buffers = '256MB'" \
-    "autovacuum = off" "max_wal_size = '2GB'" "wal_level = replica" "max_wal_senders = 4" "wal_keep_size = '1GB'"
+    "autovacuum = off" "max_wal_size = '2GB'" "wal_level = replica" "max_wal_senders = 4" "wal_keep_size = '1GB'" \
+    "fsync = ${BENCH_FSYNC:-off}"
 P() { dpsql "$pport" -d postgres -At "$@"; }
 PB() { "$PG_BIN/pgbench" -n -h "$DEX_WORK" -p "$pport" -U postgres "$@" postgres; }
 P -q -c "create extension dex" -c "create extension pg_prewarm"
@@ -73,7 +76,7 @@ for t in mix_dex mix_btree; do
         "$((ROWS - 1))" "$ROWS" "$t" "'i'" >"$S/insert-$t.sql"
 done
 chmod -R a+r "$S"
-echo "# $(git -C "$CO" rev-parse --short HEAD) $W $DIST clients=$CLIENTS rows=$ROWS secs=$SECS standby=${WITH_STANDBY:-0} with=(${DEX_WITH:-write_back = on})"
+echo "# $(git -C "$CO" rev-parse --short HEAD) $W $DIST clients=$CLIENTS rows=$ROWS secs=$SECS standby=${WITH_STANDBY:-0} fsync=${BENCH_FSYNC:-off} with=(${DEX_WITH:-write_back = on})"
 echo "# round index tps | dex per transaction: round_trips kills kills_skipped kills_refused kills_deferred"
 for r in $(seq 1 "$ROUNDS"); do
     order="mix_dex mix_btree"; [ $((r % 2)) = 0 ] && order="mix_btree mix_dex"

@@ -280,7 +280,11 @@ dex_kill_flush(IndexScanDesc scan, bool present_only)
 	 */
 	if (!dex_kill_worth_it(so, n))
 		return;
-	/* a write-back leaf changed since the batch: the kill would be skipped */
+	/*
+	 * The leaf changed since the batch (a write-back frame's version word; a
+	 * write-through frame past the batch's body version): the kill would be
+	 * skipped after its round trips.
+	 */
 	if (!present_only && dex_tree_kill_futile(so->tree, &so->stamp, n))
 		return;
 	/*

@@ -186,6 +186,29 @@ TEST_P(KillTest, OldStampReadsFirst) {
     for (size_t i = 0; i < 3; i++) model.erase(b[i]);
 }
 
+// Write-through: a kill whose leaf's cached frame is already past the
+// scan's version is futile -- known from a local load, before the gate's
+// round trip and the lock's. The frame is refreshed by this server's own
+// publish (another backend's insert, a kill); an uncached tree cannot tell
+// locally: the stamp stays "current" and the remote version check skips the
+// kill.
+TEST_P(KillTest, FrameBeyondTheStampMakesTheKillFutile) {
+    Stamped st = fill_and_scan(10);
+    EXPECT_TRUE(t->stamp_current(st.leaf, 0xFFFFFFFFu, 0, st.ver));
+    ASSERT_TRUE(other->insert(K(7, 2, 1)));  // another backend of this server
+    model.insert(K(7, 2, 1));
+    const bool cached = GetParam().frames != 0;
+    EXPECT_EQ(t->stamp_current(st.leaf, 0xFFFFFFFFu, 0, st.ver), !cached);
+    Stamped st2;
+    st2.b = first_batch(7, &st2.leaf, &st2.ver, &st2.seen);
+    EXPECT_TRUE(t->stamp_current(st2.leaf, 0xFFFFFFFFu, 0, st2.ver));  // a fresh stamp is current
+    EXPECT_EQ(t->remove_if_unchanged(st.leaf, st.ver, st.b.data(), st.b.size()), 0u);  // as the remote check says
+    EXPECT_EQ(t->remove_if_unchanged(st2.leaf, st2.ver, st2.b.data(), 2), 2u);
+    model.erase(st2.b[0]);
+    model.erase(st2.b[1]);
+    EXPECT_EQ(t->stamp_current(st2.leaf, 0xFFFFFFFFu, 0, st2.ver), !cached);  // our own kill moved it on
+}
+
 INSTANTIATE_TEST_SUITE_P(Configs, KillTest,
                          ::testing::Values(CacheConfig{"uncached", 0}, CacheConfig{"cached", 1u << 12}),
                          cache_config_name);

@@ -126,9 +126,9 @@ TEST_F(WbKillTest, RaisesTheFrameLsnToTheHorizonRecord) {
 
 TEST_F(WbKillTest, SkippedAfterAnInPlaceInsert) {
     Stamp s = first_batch();
-    EXPECT_TRUE(t->stamp_current(s.leaf, s.frame, s.frame_version));
+    EXPECT_TRUE(t->stamp_current(s.leaf, s.frame, s.frame_version, s.version));
     ASSERT_TRUE(t->insert(K(7, 2, 1)));  // in place: body_version unchanged
-    EXPECT_FALSE(t->stamp_current(s.leaf, s.frame, s.frame_version));  // (a kill's gate is spared)
+    EXPECT_FALSE(t->stamp_current(s.leaf, s.frame, s.frame_version, s.version));  // (a kill's gate is spared)
     EXPECT_EQ(kill(s, s.batch.data(), s.batch.size()), 0u);
     EXPECT_EQ(stats().kills_skipped.load(), s.batch.size());
     EXPECT_EQ(count7(), 21u);
@@ -143,7 +143,7 @@ TEST_F(WbKillTest, SkippedAfterAnInPlaceInsert) {
 TEST_F(WbKillTest, PresentOnlyRemovesDespiteAnInPlaceInsert) {
     Stamp s = first_batch();
     ASSERT_TRUE(t->insert(K(7, 2, 1)));
-    EXPECT_FALSE(t->stamp_current(s.leaf, s.frame, s.frame_version));
+    EXPECT_FALSE(t->stamp_current(s.leaf, s.frame, s.frame_version, s.version));
     EntryKey gone = s.batch[0];
     ASSERT_EQ(t->remove(&gone, 1), 1u);  // removed by someone else meanwhile
     stats().reset();

@@ -398,7 +398,7 @@ int dex_tree_kill_futile(DexTree* tree, const DexLeafStamp* stamp, int n) {
     bool current = true;
     DexError err{};
     guarded(&err, [&] {
-        tree->run_any([&](auto& t) { current = t.stamp_current(stamp->leaf, stamp->frame, stamp->frame_version); });
+        tree->run_any([&](auto& t) { current = t.stamp_current(stamp->leaf, stamp->frame, stamp->frame_version, stamp->version); });
     });
     if (current) return 0;
     dex::Stats::add(dex::stats().kills_skipped, static_cast<uint64_t>(n > 0 ? n : 0));

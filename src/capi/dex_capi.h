@@ -359,7 +359,8 @@ void		dex_scan_end(DexScan *scan);
  */
 void		dex_scan_stamp(const DexScan *scan, DexLeafStamp *out);
 /* 1: a kill of n entries at `stamp` would be skipped (a write-back tree's
- * frame changed since; counted as kills_skipped); 0: it may remove
+ * frame changed since, or a write-through tree's cached frame of the leaf is
+ * past the stamp's version; counted as kills_skipped); 0: it may remove
  * something. A local check, never an error. */
 int			dex_tree_kill_futile(DexTree *tree, const DexLeafStamp *stamp, int n);
 #define DEX_KILL_BOTTOM_UP	1

@@ -183,10 +183,12 @@ public:
                                  uint32_t frame = 0xFFFFFFFFu, uint64_t frame_version = 0,
                                  uint64_t hold_lsn = 0, bool present_only = false);
     // May a kill at this stamp still remove anything? Write-back mode with a
-    // frame stamp: only while the frame's version word is `frame_version`
-    // (a local load; spares a kill that would be skipped its gate). True
-    // otherwise (a remote version can only be checked remotely).
-    bool stamp_current(GAddr leaf, uint32_t frame, uint64_t frame_version) const;
+    // frame stamp: only while the frame's version word is `frame_version`.
+    // Write-through: not if a cached frame of `leaf` is past body version
+    // `version` (what the scan judged). Local loads that spare a kill that
+    // would be skipped its round trips; true where only a remote read could
+    // tell.
+    bool stamp_current(GAddr leaf, uint32_t frame, uint64_t frame_version, uint64_t version) const;
     // The entries of the leaf at `leaf` (one remote read) if it is still at
     // body_version `version` (what insert() reported in LeafFull); false
     // (out empty) if it changed, was freed or reused. Write-back mode: from

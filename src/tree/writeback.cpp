@@ -281,11 +281,31 @@ uint64_t BTreeT<L>::wb_kill(GAddr a, uint32_t f, uint64_t fv, const Key* keys, s
 }
 
 template <class L>
-bool BTreeT<L>::stamp_current(GAddr leaf, uint32_t f, uint64_t fv) const {
-    if (!wb_ || fv == 0) return true;
+bool BTreeT<L>::stamp_current(GAddr leaf, uint32_t f, uint64_t fv, uint64_t version) const {
+    if (!cache_) return true;
     cache::CacheRegion& R = cache_->region();
-    return f < R.frame_count() && R.header(f).version.load(std::memory_order_acquire) == fv &&
-           R.header(f).gaddr.load(std::memory_order_acquire) == leaf;
+    if (wb_) {
+        if (fv == 0) return true;
+        return f < R.frame_count() && R.header(f).version.load(std::memory_order_acquire) == fv &&
+               R.header(f).gaddr.load(std::memory_order_acquire) == leaf;
+    }
+    // Write-through: a frame of the leaf holds a remote image (never a local
+    // change), and cache_update never moves it back in body version. A
+    // frame past `version` therefore says remote memory changed since the
+    // scan judged the leaf: the kill's version check would fail after the
+    // gate's round trip and the lock's. (Hot leaves of a zipfian update mix
+    // changed under about half of their kills.) Anything else -- no frame,
+    // one being read or replaced, an older one (another compute server's
+    // write it has not seen) -- says nothing: the remote check decides.
+    if (leaf == kNullGAddr || version == 0) return true;
+    const uint32_t lf = R.table().lookup(leaf);
+    if (lf >= R.frame_count()) return true;  // kNotFound, kIoInProgress
+    cache::FrameHeader& h = R.header(lf);
+    const uint64_t v = h.begin_read();
+    if (v == cache::FrameHeader::kRestart || h.gaddr.load(std::memory_order_acquire) != leaf) return true;
+    const uint64_t bv = R.node(lf)->body_version;
+    if (!R.validate(lf, v)) return true;
+    return bv <= version;
 }
 
 template <class L>
