@@ -565,7 +565,7 @@ bool BTreeT<L>::read_leaf_at(GAddr leaf, uint64_t version, Node& out, const Dead
 }
 
 template <class L>
-bool BTreeT<L>::cached_copy_lacks(GAddr leaf, const Key* keys, size_t n) {
+bool BTreeT<L>::cached_leaf_copy(GAddr leaf, Node& img) const {
     if (!cache_) return false;
     cache::CacheRegion& R = cache_->region();
     const uint32_t f = R.table().lookup(leaf);
@@ -573,9 +573,14 @@ bool BTreeT<L>::cached_copy_lacks(GAddr leaf, const Key* keys, size_t n) {
     cache::FrameHeader& h = R.header(f);
     const uint64_t v = h.begin_read();
     if (v == cache::FrameHeader::kRestart) return false;
-    Node img;
     R.copy_unswizzled(f, img);
-    if (!R.validate(f, v) || !frame_holds_leaf(h, img, leaf)) return false;
+    return R.validate(f, v) && frame_holds_leaf(h, img, leaf);
+}
+
+template <class L>
+bool BTreeT<L>::cached_copy_lacks(GAddr leaf, const Key* keys, size_t n) {
+    Node img;
+    if (!cached_leaf_copy(leaf, img)) return false;
     for (size_t i = 0; i < n; i++)
         if (has_entry(img, L::lower_bound(img, keys[i]), keys[i])) return false;
     return true;

@@ -454,6 +454,9 @@ private:
     // the only writer and updates its copy after each publish; a copy that
     // lags only keeps a kill going remote, or loses a hint.)
     bool cached_copy_lacks(GAddr leaf, const Key* keys, size_t n);
+    // A consistent copy of this server's frame of `leaf` into `img` (a local
+    // read; false: no frame, one being read in or replaced, or not that leaf).
+    bool cached_leaf_copy(GAddr leaf, Node& img) const;
     // remove_if_unchanged's first attempt: the lock at `version` without a
     // read first, the image read in the lock's batch (btree.cpp).
     LockedNode* lock_at_version(Locks& locks, GAddr leaf, uint64_t version,

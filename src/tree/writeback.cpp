@@ -297,15 +297,9 @@ bool BTreeT<L>::stamp_current(GAddr leaf, uint32_t f, uint64_t fv, uint64_t vers
     // changed under about half of their kills.) Anything else -- no frame,
     // one being read or replaced, an older one (another compute server's
     // write it has not seen) -- says nothing: the remote check decides.
-    if (leaf == kNullGAddr || version == 0) return true;
-    const uint32_t lf = R.table().lookup(leaf);
-    if (lf >= R.frame_count()) return true;  // kNotFound, kIoInProgress
-    cache::FrameHeader& h = R.header(lf);
-    const uint64_t v = h.begin_read();
-    if (v == cache::FrameHeader::kRestart || h.gaddr.load(std::memory_order_acquire) != leaf) return true;
-    const uint64_t bv = R.node(lf)->body_version;
-    if (!R.validate(lf, v)) return true;
-    return bv <= version;
+    Node img;
+    if (leaf == kNullGAddr || version == 0 || !cached_leaf_copy(leaf, img)) return true;
+    return img.body_version <= version;
 }
 
 template <class L>
