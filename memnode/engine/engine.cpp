@@ -369,7 +369,7 @@ struct Engine::Impl {
         r.version = kProtocolVersion;
         r.flags = (cpu_atomics.load(std::memory_order_relaxed) ? kHelloCpuAtomics : 0) | kHelloOffloadBatch |
                   kHelloOffloadBytes | kHelloOffloadBytesBatch | kHelloOffloadSplit |
-                  kHelloOffloadBatchSplit | kHelloOffloadSplitImage | kHelloSplitSpare;
+                  kHelloOffloadBatchSplit | kHelloOffloadSplitImage | kHelloSplitSpare | kHelloOffloadDirtySplit;
         put(resp, r);
     }
 
@@ -532,6 +532,7 @@ struct Engine::Impl {
             case kOpOffloadSplit: do_offload_split(hdr, payload, resp, client); return;
             case kOpOffloadBatchSplit: do_offload_batch_split(hdr, payload, resp, client); return;
             case kOpOffloadSplitImage: do_offload_split_image(hdr, payload, resp, client); return;
+            case kOpOffloadDirtySplit: do_offload_dirty_split(hdr, payload, resp, client); return;
             case kOpOffloadBytes: {
                 try {
                     // A malformed payload is a protocol error even where writes are refused.
@@ -589,6 +590,30 @@ struct Engine::Impl {
             std::memcpy(&ext, payload + sizeof(net::OffloadRequest), sizeof ext);
         split_request(hdr, net::kOffloadSplitImageRequest, ext, payload, resp, "OFFLOAD_SPLIT_IMAGE",
                       [&](const SplitContext& s) { execute_offload_split_image(pool, pool_bytes, client, payload, s, resp); });
+    }
+
+    // OFFLOAD_DIRTY_SPLIT: a dirty write-back leaf's split of what remote
+    // memory holds (engine/offload.cpp), the sibling the block the request
+    // names -- only if the tree's namespace owns it --, then the reply's
+    // OffloadSpareTail as for split_request's spares.
+    void do_offload_dirty_split(const FrameHeader& hdr, const uint8_t* payload, std::vector<uint8_t>& resp,
+                                uint64_t client) {
+        exact(hdr, net::kOffloadDirtySplitRequest);
+        if (!cpu_atomics.load(std::memory_order_relaxed)) throw no_cpu_atomics("OFFLOAD_DIRTY_SPLIT");
+        net::OffloadSplitExt ext{};
+        net::OffloadDirtySplitExt dx{};
+        std::memcpy(&ext, payload + sizeof(net::OffloadRequest), sizeof ext);
+        std::memcpy(&dx, payload + sizeof(net::OffloadRequest) + sizeof ext, sizeof dx);
+        const bool owned = dx.sibling && ns_owns_block(ext.ns, dx.sibling);
+        try {
+            execute_offload_dirty_split(pool, pool_bytes, client, payload, owned ? dx.sibling : 0, resp);
+        } catch (const std::invalid_argument& e) {
+            throw Fail{kStatusProtocol, e.what()};
+        }
+        const bool taken = !resp.empty() && resp[0] == net::kOffloadSplit;
+        put(resp, net::OffloadSpareTail{owned && !taken ? dx.sibling : split_alloc(ext.ns)});
+        offload_work();
+        offloads.fetch_add(1, std::memory_order_relaxed);
     }
 
     // What both split requests share: the length (`base` bytes, or `base` +

@@ -9,6 +9,7 @@
 
 #include "common/gaddr.h"
 #include "tree/key.h"
+#include "tree/layout.h"
 #include "tree/node_format.h"
 #include "tree/node_layout.h"
 #include "tree/slotted_node.h"
@@ -344,6 +345,57 @@ void execute_offload_split_image(uint8_t* pool, uint64_t pool_bytes, uint64_t cl
     if (st == net::kOffloadSplit)
         return reply_split(pool, pool_bytes, client_id, t, split, split.parent, leaf, img, sib, sib_img, resp);
     reply(resp, st, leaf, st == net::kOffloadDone ? &img : nullptr);
+}
+
+void execute_offload_dirty_split(uint8_t* pool, uint64_t pool_bytes, uint64_t client_id, const uint8_t* payload,
+                                 uint64_t sibling, std::vector<uint8_t>& resp) {
+    using L = tree::FixedLayout;
+    net::OffloadRequest req;
+    net::OffloadSplitExt ext;
+    net::OffloadDirtySplitExt dx;
+    std::memcpy(&req, payload, sizeof req);
+    std::memcpy(&ext, payload + sizeof req, sizeof ext);
+    std::memcpy(&dx, payload + sizeof req + sizeof ext, sizeof dx);
+    check_offload_request(pool_bytes, req);
+    if (req.kind != net::kOffloadInsert || req.start_level != 0 || req.journal != 0)
+        throw std::invalid_argument("OFFLOAD_DIRTY_SPLIT: the split of a leaf only, without a journal record");
+    EntryKey sep, low, high;
+    std::memcpy(&sep, req.key, sizeof sep);
+    std::memcpy(&low, dx.low, sizeof low);
+    std::memcpy(&high, dx.high, sizeof high);
+    // Both halves cover a key range: low < sep < high.
+    if (L::compare(low, sep) >= 0 || (high.cls != kPosInf && L::compare(sep, high) >= 0))
+        throw std::invalid_argument("OFFLOAD_DIRTY_SPLIT: the separator is not inside the leaf's fences");
+    const uint64_t off = req.start;
+    Node cur;
+    // The leaf the compute server's frame describes: at the frame's version
+    // or, after a write-back of it, unlocked at a newer one (the frame's
+    // holder is its only writer); its structure is written through (W1), so
+    // fences and right link agree. Else nothing changes and the compute side
+    // splits one-sided.
+    if (!sibling || !sibling_block_ok(pool_bytes, sibling) || sibling == off ||
+        !read_pool_node(pool, pool_bytes, off, cur) || cur.tree_id != req.tree_id || cur.level != 0 ||
+        is_slotted(cur) || cur.is_deleted() || cur.body_version < dx.version || cur.right != dx.right ||
+        !L::equal(cur.low, low) || !L::equal(cur.high, high))
+        return reply(resp, net::kOffloadRestart, 0);
+    const uint64_t v = cur.body_version;
+    uint64_t expected = make_lock_word(v, 0, false);
+    if (!__atomic_compare_exchange_n(lock_word(pool, off), &expected, make_lock_word(v, client_id, true), false,
+                                     __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+        return reply(resp, net::kOffloadRestart, 0);  // locked or changed since the read
+    const GAddr sib = make_gaddr(req.node, sibling);
+    Node lo, hi;
+    if (!tree::split_image_at<L>(cur, sep, sib, lo, hi)) {  // (a fixed leaf's halves always fit)
+        __atomic_store_n(lock_word(pool, off), expected, __ATOMIC_RELEASE);
+        return reply(resp, net::kOffloadRestart, 0);
+    }
+    publish_sibling(pool, sibling, hi);  // step 1, then the leaf points at it (step 2)
+    seal_node(lo, v + 1);
+    std::memcpy(pool + off + 8, reinterpret_cast<const uint8_t*>(&lo) + 8, used_bytes(lo) - 8);
+    __atomic_store_n(lock_word(pool, off), lo.lock, __ATOMIC_RELEASE);
+    const Target t{off, req.tree_id, req.node, req.kind, 0};
+    const SplitContext plain;  // (answers with images, as OFFLOAD_SPLIT)
+    reply_split(pool, pool_bytes, client_id, t, plain, ext.parent, make_gaddr(req.node, off), lo, sib, hi, resp);
 }
 
 net::OffloadBytesView check_offload_bytes(uint64_t pool_bytes, const uint8_t* payload, size_t len) {

@@ -55,6 +55,18 @@ void execute_offload(uint8_t* pool, uint64_t pool_bytes, uint64_t client_id, con
 void execute_offload_split_image(uint8_t* pool, uint64_t pool_bytes, uint64_t client_id, const uint8_t* payload,
                                  const SplitContext& split, std::vector<uint8_t>& resp);
 
+// OFFLOAD_DIRTY_SPLIT (net/protocol.h; src/README.md "Splitting a dirty
+// leaf"): `payload` is kOffloadDirtySplitRequest bytes (the engine checked
+// the length). The leaf at req.start -- exactly at the request's version,
+// fences and right link -- is locked, what it holds split at the request's
+// key (tree::split_image_at), the upper half written to `sibling` (a block of
+// the tree's namespace the engine checked; 0: none, nothing changes), the
+// lower half published, and the sibling linked into the request's parent when
+// that is simple. Answers as OFFLOAD_SPLIT; kOffloadRestart (nothing changed)
+// otherwise. Throws std::invalid_argument for a malformed request.
+void execute_offload_dirty_split(uint8_t* pool, uint64_t pool_bytes, uint64_t client_id, const uint8_t* payload,
+                                 uint64_t sibling, std::vector<uint8_t>& resp);
+
 // OFFLOAD_BYTES (net/protocol.h): the same operation on a tree of slotted
 // nodes, the key and journal record given as bytes. check_offload_bytes()
 // throws std::invalid_argument for a malformed payload (net::

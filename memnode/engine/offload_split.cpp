@@ -22,27 +22,35 @@ void publish(uint8_t* pool, uint64_t off, const Node& n) {
 
 }  // namespace
 
+bool sibling_block_ok(uint64_t pool_bytes, uint64_t na) {
+    return na >= net::kPoolReservedBytes && na % 8 == 0 && na <= pool_bytes && pool_bytes - na >= kNodeSize;
+}
+
+void publish_sibling(uint8_t* pool, uint64_t na, Node& r) {
+    // Above the block's previous life (no ABA, no cached copy looks newer):
+    // the rule BTree::fresh_version applies to a block the compute side allocates.
+    const uint64_t prev_lock = __atomic_load_n(word_at(pool, na), __ATOMIC_ACQUIRE);
+    uint64_t prev_body;
+    std::memcpy(&prev_body, pool + na + 16, sizeof prev_body);
+    tree::seal_node(r, fresh_version_after(prev_lock, prev_body));
+    // Step 1: the sibling, complete before the leaf points at it. Nobody
+    // reaches the new node before step 2; a reader still holding the
+    // block's previous life sees a new version (or a torn image) and restarts.
+    publish(pool, na, r);
+}
+
 bool split_full_leaf(uint8_t* pool, uint64_t pool_bytes, uint16_t node_id, const EntryKey& key, Node& n,
                      const SplitContext& ctx, GAddr& sibling, Node& r) {
     // Allocated before anything is written, as on the compute side: running
     // out of space changes nothing (the compute side then splits, and reports
     // the error if it cannot allocate either).
     const uint64_t na = ctx.alloc ? ctx.alloc() : 0;
-    if (na < net::kPoolReservedBytes || na % 8 != 0 || na > pool_bytes || pool_bytes - na < kNodeSize) return false;
-    // Above the block's previous life (no ABA, no cached copy looks newer):
-    // the rule BTree::fresh_version applies to a block the compute side allocates.
-    const uint64_t prev_lock = __atomic_load_n(word_at(pool, na), __ATOMIC_ACQUIRE);
-    uint64_t prev_body;
-    std::memcpy(&prev_body, pool + na + 16, sizeof prev_body);
+    if (!sibling_block_ok(pool_bytes, na)) return false;
     const size_t pos = std::lower_bound(n.leaf, n.leaf + n.count, key) - n.leaf;
     EntryKey sep;
     // The layout's own split (the compute side's): a fixed leaf always splits.
     tree::FixedLayout::split(n, pos, key, 0, r, sep);
-    tree::seal_node(r, fresh_version_after(prev_lock, prev_body));
-    // Step 1: the sibling, complete before the leaf points at it. Nobody
-    // reaches the new node before step 2; a reader still holding the
-    // block's previous life sees a new version (or a torn image) and restarts.
-    publish(pool, na, r);
+    publish_sibling(pool, na, r);
     sibling = make_gaddr(node_id, na);
     n.right = sibling;
     return true;

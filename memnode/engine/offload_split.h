@@ -30,6 +30,13 @@ bool read_pool_node(uint8_t* pool, uint64_t pool_bytes, uint64_t off, Node& out)
 bool split_full_leaf(uint8_t* pool, uint64_t pool_bytes, uint16_t node_id, const EntryKey& key, Node& n,
                      const SplitContext& ctx, GAddr& sibling, Node& r);
 
+// A node-sized block at pool offset `na` inside the pool, above its reserved bytes.
+bool sibling_block_ok(uint64_t pool_bytes, uint64_t na);
+
+// Step 1 of a split: `r` sealed at a version above the block's previous life
+// at `na` and written there, unlocked, before anything points at it.
+void publish_sibling(uint8_t* pool, uint64_t na, Node& r);
+
 // Step 3 when it is simple: the level-1 node at `parent_off` (tree
 // `tree_id`), if it is valid, covers `sep` and has room, takes (sep,
 // sibling); locked with the writer protocol as client `client_id`, published

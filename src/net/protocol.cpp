@@ -30,6 +30,7 @@ const char* op_name(uint16_t op) {
         case kOpOffloadSplit: return "OFFLOAD_SPLIT";
         case kOpOffloadBatchSplit: return "OFFLOAD_BATCH_SPLIT";
         case kOpOffloadSplitImage: return "OFFLOAD_SPLIT_IMAGE";
+        case kOpOffloadDirtySplit: return "OFFLOAD_DIRTY_SPLIT";
         default: return nullptr;
     }
 }
@@ -37,6 +38,21 @@ const char* op_name(uint16_t op) {
 std::string op_label(uint16_t op) {
     const char* n = op_name(op);
     return n ? std::string(n) : "op " + std::to_string(op);
+}
+
+bool is_rpc_op(uint16_t op) {
+    if (op >= kOpAlloc && op <= kOpClientAlive) return true;
+    switch (op) {
+        case kOpOffload:
+        case kOpOffloadBatch:
+        case kOpOffloadBytes:
+        case kOpOffloadBytesBatch:
+        case kOpOffloadSplit:
+        case kOpOffloadBatchSplit:
+        case kOpOffloadSplitImage:
+        case kOpOffloadDirtySplit: return true;
+        default: return false;
+    }
 }
 
 bool is_fatal_status(uint16_t status) {

@@ -108,6 +108,17 @@ enum Op : uint16_t {
                                 //   has kHelloOffloadSplitImage
     // (OFFLOAD_SPLIT and OFFLOAD_SPLIT_IMAGE: + OffloadSpareExt at the end of the request, and
     //  OffloadSpareTail at the end of the reply, with nodes whose HELLO has kHelloSplitSpare)
+    kOpOffloadDirtySplit = 37,  // req: OffloadRequest (kind kOffloadInsert, start = the leaf, level 0,
+                                //   key = the separator, no journal record) + OffloadSplitExt +
+                                //   OffloadDirtySplitExt (kOffloadDirtySplitRequest bytes)
+                                //   resp: as OFFLOAD_SPLIT, then OffloadSpareTail. Write-back mode, a
+                                //   dirty leaf whose entries remote memory may not take yet: the memory
+                                //   node splits what it holds at the separator -- the leaf locked at
+                                //   OffloadDirtySplitExt::version or newer, the sibling the block it names
+                                //   (else kOffloadRestart, nothing changed) -- and links the sibling into
+                                //   the parent when that is simple (src/README.md "Splitting a dirty
+                                //   leaf"); fixed layout only; only to nodes whose HELLO has
+                                //   kHelloOffloadDirtySplit
 };
 
 // What an offloaded operation does at the leaf covering `key`.
@@ -208,6 +219,10 @@ constexpr uint32_t kHelloOffloadSplitImage = 1u << 6;
 // OffloadSpareTail (src/README.md "Offloading", memory-node splits). Older
 // nodes would close the connection on the longer request.
 constexpr uint32_t kHelloSplitSpare = 1u << 7;
+// kHelloOffloadDirtySplit: the node executes OFFLOAD_DIRTY_SPLIT. A
+// capability bit for the same reason as kHelloOffloadBatch; still needs
+// kHelloCpuAtomics.
+constexpr uint32_t kHelloOffloadDirtySplit = 1u << 8;
 // Whether a node whose HELLO said `flags` takes batched offloaded writes.
 inline bool offload_batch_usable(uint32_t flags) {
     return (flags & kHelloCpuAtomics) != 0 && (flags & kHelloOffloadBatch) != 0;
@@ -223,6 +238,10 @@ inline bool offload_split_usable(uint32_t flags) {
 // Whether a node whose HELLO said `flags` takes OFFLOAD_SPLIT_IMAGE.
 inline bool offload_split_image_usable(uint32_t flags) {
     return (flags & kHelloCpuAtomics) != 0 && (flags & kHelloOffloadSplitImage) != 0;
+}
+// Whether a node whose HELLO said `flags` takes OFFLOAD_DIRTY_SPLIT.
+inline bool offload_dirty_split_usable(uint32_t flags) {
+    return (flags & kHelloCpuAtomics) != 0 && (flags & kHelloOffloadDirtySplit) != 0;
 }
 // Whether a node whose HELLO said `flags` takes a spare sibling with its splits.
 inline bool split_spare_usable(uint32_t flags) { return (flags & kHelloSplitSpare) != 0; }
@@ -319,6 +338,23 @@ struct OffloadSpareTail {
     uint64_t spare;        // pool offset; 0: none
 };
 static_assert(sizeof(OffloadSpareTail) == 8);
+// OFFLOAD_DIRTY_SPLIT: after OffloadRequest and OffloadSplitExt. What the
+// compute server's frame says remote memory holds (the leaf's version,
+// fences and right link: structure changes are written through), and the
+// block that becomes the sibling -- the compute server took that block's
+// cache marker before the request, so that no reader of this server meets the
+// sibling's remote half (it lacks the dirty entries) before the frame of it.
+struct OffloadDirtySplitExt {
+    uint64_t version;      // the frame's body_version: remote memory holds the leaf at it or, unlocked, newer
+    uint64_t right;        // its right link
+    uint64_t sibling;      // pool offset of a node-sized block of the tree's namespace (OffloadSplitExt::ns)
+    uint64_t pad;
+    uint8_t low[16];       // its fences (EntryKey)
+    uint8_t high[16];
+};
+static_assert(sizeof(OffloadDirtySplitExt) == 64);
+constexpr size_t kOffloadDirtySplitRequest =
+    sizeof(OffloadRequest) + sizeof(OffloadSplitExt) + sizeof(OffloadDirtySplitExt);
 constexpr size_t kMaxOffloadSplitReply =
     sizeof(OffloadReply) + sizeof(OffloadSplitTail) + 3 * DEX_NODE_BYTES + sizeof(OffloadSpareTail);
 
@@ -449,6 +485,10 @@ void append_offload_bytes(std::vector<uint8_t>& batch, const OffloadBytesHeader&
 const char* op_name(uint16_t op);
 // op_name(), or "op N" for an unknown op (for messages and logs).
 std::string op_label(uint16_t op);
+// Whether `op` is a two-sided RPC (a request the memory node's CPU answers)
+// rather than a one-sided operation or HELLO: the one list every transport's
+// rpc() checks against.
+bool is_rpc_op(uint16_t op);
 // Statuses after which the memory node closes the connection.
 bool is_fatal_status(uint16_t status);
 // Why a node at `max_connections` refuses a connection: "too many connections

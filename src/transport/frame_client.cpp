@@ -280,9 +280,7 @@ void FrameClient::batch_chunk(RemoteOp* ops, size_t n) {
 }
 
 std::vector<uint8_t> FrameClient::rpc(Op op, const void* payload, uint32_t len) {
-    if ((op < kOpAlloc || op > kOpClientAlive) && op != kOpOffload && op != kOpOffloadBatch &&
-        op != kOpOffloadBytes && op != kOpOffloadBytesBatch && op != kOpOffloadSplit &&
-        op != kOpOffloadBatchSplit && op != kOpOffloadSplitImage)
+    if (!is_rpc_op(op))
         throw Error(ErrorCode::kInvalid, std::string("rpc(): ") + op_label(op) + " (" + std::to_string(op) +
                                              ") is not an RPC");
     if (len > kMaxPayload) throw Error(ErrorCode::kInvalid, "rpc(): payload too large");

@@ -82,6 +82,11 @@ public:
     // and executes offloaded writes: a write-back leaf that fills up is split
     // there from its cached image. Connects if needed.
     virtual bool offload_split_image_allowed() { return false; }
+    // Whether the memory node takes OFFLOAD_DIRTY_SPLIT (kHelloOffloadDirtySplit)
+    // and executes offloaded writes: a dirty write-back leaf whose entries may
+    // not reach remote memory yet is split there in one round trip. Connects
+    // if needed.
+    virtual bool offload_dirty_split_allowed() { return false; }
     // Whether OFFLOAD_SPLIT and OFFLOAD_SPLIT_IMAGE may carry a spare sibling
     // block (kHelloSplitSpare): the split's new sibling is then admitted to
     // the cache from the reply. Connects if needed.

@@ -37,6 +37,8 @@ inline uint32_t tree_id_for(uint32_t home_node, uint64_t ns) {
 constexpr int kDefaultPlacementLevel = 2;
 constexpr int kMaxPlacementLevel = 8;
 
+struct SiblingFrame;  // a dirty split's new frame (writeback_split.cpp)
+
 struct TreeInfo {
     uint64_t entries = 0;
     uint64_t leaves = 0;
@@ -704,6 +706,17 @@ private:
     // the leaf replaced by that image (its body_version the one the frame holds).
     void offload_split_rpc(GAddr start, int level, KeyRef key, GAddr parent, SplitReply& out,
                            const Node* image = nullptr);
+    // OFFLOAD_DIRTY_SPLIT for wb_split_dirty (fixed layout): the memory node
+    // splits what remote memory holds of the leaf `a` -- which the frame's
+    // image `fimg` describes: version, fences, right link -- at `sep` into
+    // `a` and the block `na` (the caller holds na's I/O marker) and links na
+    // into `parent` (0: none) if that is simple. True: split, `out` as an
+    // OFFLOAD_SPLIT's answer; false: nothing changed. Throws when the answer
+    // is lost (the memory node may have split or not).
+    bool dirty_split_rpc(GAddr a, const Node& fimg, KeyRef sep, GAddr na, GAddr parent, SplitReply& out);
+    // A split answer's images and addresses (`resp` without its spare tail)
+    // into `out`, every one checked to be this tree's and on `node`.
+    void take_split_reply(uint32_t node, const std::vector<uint8_t>& resp, SplitReply& out, const char* what) const;
     // Write-back mode (src/README.md "Write-back mode", splits): an insert
     // into the full leaf `a` whose frame `guard` holds (dirty or not), split
     // by its memory node from the frame's image in one round trip. True (and
@@ -724,6 +737,8 @@ private:
     // 1: done (*inserted set, the guard let go); 0: not possible this way
     // (nothing changed, the guard still held); -1: the leaf changed under
     // us (nothing changed, the guard let go: retry).
+    bool wb_split_dirty_at_memnode(GAddr a, WbGuard& guard, const Node& fimg, size_t pos, KeyRef key, Path& path,
+                                   const Deadline& dl, SpareNode& spare, SiblingFrame& sib);
     int wb_split_dirty(GAddr a, WbGuard& guard, KeyRef key, Path& path, const Deadline& dl, SpareNode& spare,
                        bool* inserted);
     // wb_split_dirty's publish went unanswered (after the remote lock was
@@ -854,6 +869,9 @@ net::OffloadRequest BTreeT<FixedLayout>::fixed_offload_request(uint8_t kind, GAd
 template <>
 void BTreeT<FixedLayout>::offload_split_rpc(GAddr start, int level, KeyRef key, GAddr parent, SplitReply& out,
                                             const Node* image);
+template <>
+bool BTreeT<FixedLayout>::dirty_split_rpc(GAddr a, const Node& fimg, KeyRef sep, GAddr na, GAddr parent,
+                                          SplitReply& out);
 template <>
 uint8_t BTreeT<SlottedLayout>::offload_rpc_slotted(uint8_t kind, GAddr start, int level, KeyRef key,
                                                    Node* leaf_out, GAddr* leaf_addr);

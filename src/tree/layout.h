@@ -227,4 +227,26 @@ struct SlottedLayout {
     static size_t key_bytes(KeyRef k) { return k.size(); }
 };
 
+// Image `src` (a leaf) split at `sep`: its entries below sep into `lo`
+// (src's low fence, high fence sep, right link `right`), the others into `hi`
+// (low fence sep, src's high fence and right link); neither sealed. False if
+// a half does not fit (a byte-string separator longer than the fence it
+// replaces, in a full leaf). The split of a dirty write-back leaf uses it on
+// both sides: the compute server's one-sided split and the memory node's
+// OFFLOAD_DIRTY_SPLIT (src/README.md "Splitting a dirty leaf").
+template <class L>
+bool split_image_at(const Node& src, typename L::KeyRef sep, GAddr right, Node& lo, Node& hi) {
+    L::init(lo, src.tree_id, 0);
+    L::init(hi, src.tree_id, 0);
+    if (!L::set_fences(lo, L::low(src), sep) || !L::set_fences(hi, sep, L::high(src))) return false;
+    lo.right = right;
+    hi.right = src.right;
+    const size_t cut = L::lower_bound(src, sep);
+    for (size_t i = 0; i < src.count; i++) {
+        Node& dst = i < cut ? lo : hi;
+        if (!L::insert_entry(dst, i < cut ? i : i - cut, L::entry(src, i))) return false;
+    }
+    return true;
+}
+
 }  // namespace dex::tree

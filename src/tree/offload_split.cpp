@@ -89,14 +89,21 @@ void BTreeT<FixedLayout>::offload_split_rpc(GAddr start, int level, KeyRef key, 
     // offloaded write (DEX 6.1); a split is not one (it replaces 5-9 round
     // trips, and its latency would make plain offloads look dearer).
     if (opts_.offload && rep.status != net::kOffloadSplit) opts_.offload->record_offload(detail::micros_since(t0));
+    take_split_reply(node, resp, out, "OFFLOAD_SPLIT");
+    if (out.status != net::kOffloadSplit || out.sibling != out.marker) out.drop_marker();
+}
+
+template <class L>
+void BTreeT<L>::take_split_reply(uint32_t node, const std::vector<uint8_t>& resp, SplitReply& out,
+                                 const char* what) const {
+    net::OffloadReply rep{};
+    if (resp.size() < sizeof rep) throw Error(ErrorCode::kProtocol, std::string(what) + ": short response from memory node");
+    std::memcpy(&rep, resp.data(), sizeof rep);
     if (rep.status > net::kOffloadSplit)
-        throw Error(ErrorCode::kProtocol, "OFFLOAD_SPLIT: unknown status from memory node");
+        throw Error(ErrorCode::kProtocol, std::string(what) + ": unknown status from memory node");
     out.status = rep.status;
     out.leaf = rep.leaf;
-    if (rep.status != net::kOffloadDone && rep.status != net::kOffloadSplit) {
-        out.drop_marker();
-        return;
-    }
+    if (rep.status != net::kOffloadDone && rep.status != net::kOffloadSplit) return;
     // Every address it names must be in its own pool, every image a sealed
     // node of this tree at its level: anything else is a protocol error, not
     // something to cache.
@@ -104,7 +111,7 @@ void BTreeT<FixedLayout>::offload_split_rpc(GAddr start, int level, KeyRef key, 
     const uint8_t* p = resp.data() + sizeof rep;
     size_t left = resp.size() - sizeof rep;
     auto take = [&](void* dst, size_t n) {
-        if (left < n) throw Error(ErrorCode::kProtocol, "OFFLOAD_SPLIT: truncated response from memory node");
+        if (left < n) throw Error(ErrorCode::kProtocol, std::string(what) + ": truncated response from memory node");
         std::memcpy(dst, p, n);
         p += n;
         left -= n;
@@ -121,8 +128,53 @@ void BTreeT<FixedLayout>::offload_split_rpc(GAddr start, int level, KeyRef key, 
         ok = ok && own(out.sibling) && image_ok(out.sib_img, tree_id_, 0) && out.leaf_img.right == out.sibling &&
              (!out.parent || (own(out.parent) && image_ok(out.parent_img, tree_id_, 1)));
     }
-    if (!ok) throw Error(ErrorCode::kProtocol, "OFFLOAD_SPLIT: memory node returned an invalid node image");
-    if (rep.status != net::kOffloadSplit || out.sibling != out.marker) out.drop_marker();
+    if (!ok) throw Error(ErrorCode::kProtocol, std::string(what) + ": memory node returned an invalid node image");
+}
+
+template <>
+bool BTreeT<FixedLayout>::dirty_split_rpc(GAddr a, const Node& fimg, KeyRef sep, GAddr na, GAddr parent,
+                                          SplitReply& out) {
+    const uint32_t node = gaddr_node(a);
+    uint8_t req[net::kOffloadDirtySplitRequest];
+    // (Not fixed_offload_request: no journal record -- the new key stays in
+    // the frame's halves, dirty; the request's key is the separator.)
+    net::OffloadRequest r{};
+    r.start = gaddr_offset(a);
+    r.tree_id = tree_id_;
+    r.node = static_cast<uint16_t>(node);
+    r.kind = net::kOffloadInsert;
+    r.start_level = 0;
+    std::memcpy(r.key, &sep, sizeof r.key);
+    const net::OffloadSplitExt ext{part_ns_[node], parent ? gaddr_offset(parent) : 0};
+    net::OffloadDirtySplitExt dx{};
+    dx.version = fimg.body_version;
+    dx.right = fimg.right;
+    dx.sibling = gaddr_offset(na);
+    std::memcpy(dx.low, &fimg.low, sizeof dx.low);
+    std::memcpy(dx.high, &fimg.high, sizeof dx.high);
+    std::memcpy(req, &r, sizeof r);
+    std::memcpy(req + sizeof r, &ext, sizeof ext);
+    std::memcpy(req + sizeof r + sizeof ext, &dx, sizeof dx);
+    std::vector<uint8_t> resp;
+    {
+        InterruptHold hold;  // as any offloaded write: its answer is waited for
+        resp = mem_.node(node).rpc(net::kOpOffloadDirtySplit, req, sizeof req);
+    }
+    Stats::add(stats().offloads);
+    net::OffloadSpareTail st{};
+    if (resp.size() < sizeof(net::OffloadReply) + sizeof st)
+        throw Error(ErrorCode::kProtocol, "OFFLOAD_DIRTY_SPLIT: short response from memory node");
+    std::memcpy(&st, resp.data() + resp.size() - sizeof st, sizeof st);
+    resp.resize(resp.size() - sizeof st);
+    take_split_reply(node, resp, out, "OFFLOAD_DIRTY_SPLIT");
+    const bool split = out.status == net::kOffloadSplit;
+    // The block for the next split (the one we sent stays ours if no split took it).
+    if (st.spare >= net::kPoolReservedBytes && st.spare % kNodeSize == 0 && (split || st.spare != dx.sibling))
+        put_back_spare(make_gaddr(node, st.spare));
+    if (!split) return false;
+    if (out.leaf != a || out.sibling != na || FixedLayout::compare(FixedLayout::low(out.sib_img), sep) != 0)
+        throw Error(ErrorCode::kProtocol, "OFFLOAD_DIRTY_SPLIT: memory node split another leaf or into another block");
+    return true;
 }
 
 template <class L>

@@ -14,29 +14,9 @@
 #include "common/stats.h"
 #include "tree/btree.h"
 #include "tree/btree_internal.h"
+#include "tree/offload_policy.h"
 
 namespace dex::tree {
-
-namespace {
-
-// `src` split at `sep`: its entries below sep into `lo` (src's low fence,
-// high fence sep, right link `right`), the others into `hi` (low fence sep,
-// src's high fence and right link). False if a half does not fit (a
-// byte-string separator longer than the fence it replaces, in a full leaf).
-template <class L>
-bool split_image_at(const Node& src, typename L::KeyRef sep, GAddr right, Node& lo, Node& hi) {
-    L::init(lo, src.tree_id, 0);
-    L::init(hi, src.tree_id, 0);
-    if (!L::set_fences(lo, L::low(src), sep) || !L::set_fences(hi, sep, L::high(src))) return false;
-    lo.right = right;
-    hi.right = src.right;
-    const size_t cut = L::lower_bound(src, sep);
-    for (size_t i = 0; i < src.count; i++) {
-        Node& dst = i < cut ? lo : hi;
-        if (!L::insert_entry(dst, i < cut ? i : i - cut, L::entry(src, i))) return false;
-    }
-    return true;
-}
 
 // The sibling's frame and I/O marker, taken before anything is published: a
 // sibling half whose dirty entries found no frame after the publish would
@@ -68,8 +48,6 @@ struct SiblingFrame {
         if (marker) c.abort_io(a);
     }
 };
-
-}  // namespace
 
 template <class L>
 int BTreeT<L>::wb_split_dirty(GAddr a, WbGuard& guard, KeyRef key, Path& path, const Deadline& dl,
@@ -105,6 +83,12 @@ int BTreeT<L>::wb_split_dirty(GAddr a, WbGuard& guard, KeyRef key, Path& path, c
     const GAddr na = spare.addr;
     SiblingFrame sib(*cache_);
     if (!sib.take(na)) return 0;  // no frame to be had, or an old life of na still cached
+    if constexpr (!L::kSlotted) {  // one round trip where the memory node can split it
+        if (wb_split_dirty_at_memnode(a, guard, fimg, pos, key, path, dl, spare, sib)) {
+            *inserted = true;
+            return 1;
+        }
+    }
 
     // Lock the remote leaf from the frame's image (it is at the frame's
     // version, W2/W3) and read what it holds right after the CAS, in the same
@@ -199,6 +183,75 @@ int BTreeT<L>::wb_split_dirty(GAddr a, WbGuard& guard, KeyRef key, Path& path, c
     // Step 3: the downlink, written through (inner nodes are never dirty).
     insert_parent(1, sep, na, path, dl, read_parent ? &pre : nullptr, pre_at);
     return 1;
+}
+
+// OFFLOAD_DIRTY_SPLIT (src/README.md "Splitting a dirty leaf"): what the
+// one-sided way below does in three to five round trips -- lock and read the
+// leaf, publish its remote halves, link the sibling -- the memory node does
+// in one, from the frame's description of what it holds (version, fences,
+// right link) and the separator of the frame's own split. The frame's halves
+// then take the versions remote memory gave its halves and stay dirty, as
+// below. True: done (the guard let go, the sibling's frame installed);
+// false: nothing changed (the memory node cannot, or the leaf is not what
+// the frame says), go one-sided.
+template <class L>
+bool BTreeT<L>::wb_split_dirty_at_memnode(GAddr a, WbGuard& guard, const Node& fimg, size_t pos, KeyRef key,
+                                          Path& path, const Deadline& dl, SpareNode& spare, SiblingFrame& sib) {
+    if constexpr (L::kSlotted) {
+        return false;
+    } else {
+        const uint32_t node = gaddr_node(a);
+        if ((opts_.offload && opts_.offload->mode() == OffloadMode::kOff) || node >= part_ns_.size() ||
+            !part_ns_[node] || !mem_.node(node).offload_dirty_split_allowed())
+            return false;
+        Node fl = fimg, fr;  // the frame's halves
+        Key sep;
+        if (!L::split(fl, pos, key, 0, fr, sep)) return false;
+        const GAddr na = spare.addr;
+        fl.right = na;
+        cache::FrameHeader& h = cache_->region().header(guard.frame);
+        const uint64_t lsn = std::max(guard.uncovered, intent_.lsn);
+        const uint64_t since = h.dirty_since.load(std::memory_order_relaxed);
+        const uint64_t imaged_at = h.imaged_at.load(std::memory_order_relaxed);
+        GAddr parent = path[1];
+        if (!parent || gaddr_is_swizzled(parent) || gaddr_node(parent) != node || place_level_ < 1) parent = 0;
+        SplitReply r;
+        try {
+            if (!dirty_split_rpc(a, fimg, sep, na, parent, r)) return false;
+        } catch (...) {
+            // As for a lost publish below: remote memory tells whether it ran.
+            spare.addr = 0;  // (it may be the sibling now: never reused)
+            const int ran = wb_lost_dirty_split(a, na, guard, fl, fr, dl);
+            if (ran == 2) {
+                sib.install(fr, lsn, since, imaged_at);
+                guard.release_dirty(fl, lsn);
+            } else if (ran == 1) {
+                guard.release(nullptr);
+            } else {
+                guard.splits = false;
+            }
+            throw;
+        }
+        spare.addr = 0;  // the split's
+        test_point("dirty-split:published");
+        fl.body_version = r.leaf_img.body_version;
+        fl.lock = r.leaf_img.lock;
+        fr.body_version = r.sib_img.body_version;
+        fr.lock = r.sib_img.lock;
+        // Standbys: every node the memory node changed (as a publish logs them).
+        GAddr changed[3] = {a, na, r.parent};
+        if (opts_.log_changes) opts_.log_changes(changed, r.parent ? 3 : 2);
+        // The sibling first: a reader that follows the frame's new right link
+        // finds its frame (or its marker, and waits), never the remote half.
+        sib.install(fr, lsn, since, imaged_at);
+        guard.release_dirty(fl, lsn);
+        Stats::add(stats().dirty_splits);
+        if (r.parent)
+            cache_update(r.parent, r.parent_img);  // gained the downlink
+        else
+            insert_parent(1, sep, na, path, dl);  // step 3 left to us, written through
+        return true;
+    }
 }
 
 template <class L>
