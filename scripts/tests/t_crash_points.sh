@@ -8,7 +8,8 @@
 #   migrate:published      a subtree copied to another memory node (W16 for
 #                          the write-back index: dirty leaves lent their entries)
 #   dirty-split:published  a write-back leaf with entries whose WAL is not
-#                          flushed, split in remote memory (W13)
+#                          flushed, split in remote memory (W13) one-sided
+#   dirty-split:answered   ... split by its memory node (OFFLOAD_DIRTY_SPLIT)
 #   offload-write:answered a memory node's insert (write-through, or W17 into
 #                          an uncached write-back leaf) not yet in any cache
 #   offload-batch:answered a multi-row INSERT's batch applied by the memory
@@ -100,6 +101,8 @@ pgbench_until_crash t migrate:published "$ONE" "$DEX_WORK/one-t.sql"
 pgbench_until_crash t offload-write:answered "-c dex.offload=on -c dex.insert_batch=1" "$DEX_WORK/one-t.sql"
 # a run of 20 keys fills a leaf with entries of the open transaction
 pgbench_until_crash w dirty-split:published "$ONE" "$DEX_WORK/run-w.sql"
+# ... split by its memory node (OFFLOAD_DIRTY_SPLIT), the frames not yet installed
+pgbench_until_crash w dirty-split:answered "-c dex.offload=on -c dex.insert_batch=1" "$DEX_WORK/run-w.sql"
 pgbench_until_crash w migrate:published "$ONE" "$DEX_WORK/one-w.sql"
 # after the restart no leaf is cached: the first insert misses at its leaf
 pgbench_until_crash w offload-write:answered "-c dex.offload=on -c dex.insert_batch=1 -c dex.leaf_admission=0" \

@@ -80,6 +80,7 @@ failover() {
 ONE="-c dex.offload=off -c dex.insert_batch=1"
 failover migrate:published t one "$ONE"
 failover dirty-split:published w run "$ONE"
+failover dirty-split:answered w run "-c dex.offload=on -c dex.insert_batch=1"
 failover migrate:published w one "$ONE"
 failover offload-write:answered w one "-c dex.offload=on -c dex.insert_batch=1 -c dex.leaf_admission=0"
 failover writeback:written w flush

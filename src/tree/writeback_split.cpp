@@ -233,7 +233,7 @@ bool BTreeT<L>::wb_split_dirty_at_memnode(GAddr a, WbGuard& guard, const Node& f
             throw;
         }
         spare.addr = 0;  // the split's
-        test_point("dirty-split:published");
+        test_point("dirty-split:answered");  // remote memory split; the frames still as they were
         fl.body_version = r.leaf_img.body_version;
         fl.lock = r.leaf_img.lock;
         fr.body_version = r.sib_img.body_version;
