@@ -7,8 +7,9 @@
 # per 1000 rows for both. After each dex load: dex_check() and a comparison of
 # an index scan with a seqscan (the run stops if a row differs).
 #
-#   bash bench/bulk_load.sh [CHECKOUT] [ROWS] [ROUNDS]
+#   [DEX_WITH="write_back = on"] bash bench/bulk_load.sh [CHECKOUT] [ROWS] [ROUNDS]
 #
+# DEX_WITH builds the dex index with those options.
 # CHECKOUT (default: this one, built) is installed into a private copy of the
 # system PostgreSQL tree (scripts/lib.sh private_pg_install): no install lock.
 # fsync = on (a bulk load's WAL flushes are part of its cost).
@@ -35,7 +36,7 @@ secs() { local t0 t1; t0=$(date +%s.%N); P -q -c "$1" >/dev/null; t1=$(date +%s.
 load() {  # load AM ROUND
     local am=$1 r=$2 s stats
     P -q -c "DROP TABLE IF EXISTS b_$am, src_$am" \
-        -c "CREATE TABLE b_$am (k int8, pad text)" -c "CREATE INDEX ON b_$am USING $am (k)" \
+        -c "CREATE TABLE b_$am (k int8, pad text)" -c "CREATE INDEX ON b_$am USING $am (k) $([ "$am" = dex ] && echo "${DEX_WITH:+WITH ($DEX_WITH)}")" \
         -c "CREATE TABLE src_$am (k int8, pad text)" -c "COPY src_$am FROM '$data'" -c "CHECKPOINT"
     P -q -c "SELECT dex_stats_reset(), pg_stat_reset_shared('wal')" >/dev/null
     s=$(secs "COPY b_$am FROM '$data'")
