@@ -25,19 +25,6 @@ using namespace dex::testing;
 
 namespace {
 
-std::atomic<uint64_t> g_durable{UINT64_MAX};
-uint64_t durable() { return g_durable.load(); }
-
-struct DurableAt {
-    explicit DurableAt(uint64_t lsn) {
-        g_durable = lsn;
-        tree::set_durable_lsn_source(durable);
-    }
-    ~DurableAt() { tree::set_durable_lsn_source(nullptr); }
-};
-
-std::vector<EntryKey> all_of(const std::set<EntryKey>& m) { return {m.begin(), m.end()}; }
-
 // A write-back tree of `n` covered entries, written back; its memory node
 // splits dirty leaves.
 struct DirtyTree {

@@ -29,19 +29,6 @@ using namespace dex::testing;
 
 namespace {
 
-std::atomic<uint64_t> g_durable{UINT64_MAX};
-uint64_t durable() { return g_durable.load(); }
-
-// Sets the durable position for one test, and takes the source away after.
-struct DurableAt {
-    explicit DurableAt(uint64_t lsn) {
-        g_durable = lsn;
-        tree::set_durable_lsn_source(durable);
-    }
-    ~DurableAt() { tree::set_durable_lsn_source(nullptr); }
-};
-
-std::vector<EntryKey> all_of(const std::set<EntryKey>& m) { return {m.begin(), m.end()}; }
 
 // After a full flush every frame holds what remote memory holds. Unlike
 // expect_cache_coherent, a frame's version may trail the remote one by the

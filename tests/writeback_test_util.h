@@ -68,6 +68,21 @@ public:
     std::atomic<bool> corrupt_offload_image{false};
 };
 
+// The durable WAL position a test sets (tree::set_durable_lsn_source): what
+// keeps dirty entries out of remote memory (W6). DurableAt sets it for one
+// test and takes the source away after; the test may move g_durable meanwhile.
+inline std::atomic<uint64_t> g_durable{UINT64_MAX};
+inline uint64_t test_durable_lsn() { return g_durable.load(); }
+struct DurableAt {
+    explicit DurableAt(uint64_t lsn) {
+        g_durable = lsn;
+        tree::set_durable_lsn_source(test_durable_lsn);
+    }
+    ~DurableAt() { tree::set_durable_lsn_source(nullptr); }
+};
+
+inline std::vector<EntryKey> all_of(const std::set<EntryKey>& m) { return {m.begin(), m.end()}; }
+
 // The change log (TreeOptions::log_changes) a write-back calls.
 inline std::vector<GAddr>& logged_nodes() {
     static std::vector<GAddr> v;

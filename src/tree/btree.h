@@ -746,6 +746,10 @@ private:
     // versions of `left` and `right` set to what it published), 1 it did
     // not (the leaf unchanged), 0 remote memory cannot tell.
     int wb_lost_dirty_split(GAddr a, GAddr na, const WbGuard& guard, Node& left, Node& right, const Deadline& dl);
+    // ... and what follows from it for the frame (fl), the sibling's frame
+    // (`sib`, fr) and the guard.
+    void wb_settle_lost_dirty_split(GAddr a, GAddr na, WbGuard& guard, Node& fl, Node& fr, SiblingFrame& sib,
+                                    const Deadline& dl);
     // After a kOffloadSplit: the new images into the cache (the leaf's frame
     // held by `hold` since before the RPC, if it was cached), the changed
     // nodes logged, and the downlink inserted here if the memory node left it

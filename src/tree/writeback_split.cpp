@@ -34,11 +34,12 @@ struct SiblingFrame {
         marker = c.try_begin_io(a) == cache::MappingTable::Begin::kOwner;
         return marker;
     }
+    // The split leaf's frame's (lsn raised to the new key's): what both halves carry.
+    cache::Cache::DirtyState dirty;
     // Installs `img` dirty; the frame is the cache's from here on.
-    void install(const Node& img, uint64_t lsn, uint64_t since, uint64_t imaged_at) {
+    void install(const Node& img) {
         std::memcpy(static_cast<void*>(c.region().node(f)), &img, kNodeSize);
-        cache::Cache::DirtyState d{lsn, since, imaged_at};
-        const bool ok = c.install(f, a, &d);  // (we hold the marker: cannot fail)
+        const bool ok = c.install(f, a, &dirty);  // (we hold the marker: cannot fail)
         f = cache::kNoFrame;
         marker = false;
         if (!ok) throw Error(ErrorCode::kCorrupt, "dirty split: the sibling's I/O marker was lost");
@@ -83,6 +84,9 @@ int BTreeT<L>::wb_split_dirty(GAddr a, WbGuard& guard, KeyRef key, Path& path, c
     const GAddr na = spare.addr;
     SiblingFrame sib(*cache_);
     if (!sib.take(na)) return 0;  // no frame to be had, or an old life of na still cached
+    sib.dirty = cache::Cache::DirtyState{std::max(guard.uncovered, intent_.lsn),
+                                         h.dirty_since.load(std::memory_order_relaxed),
+                                         h.imaged_at.load(std::memory_order_relaxed)};
     if constexpr (!L::kSlotted) {  // one round trip where the memory node can split it
         if (wb_split_dirty_at_memnode(a, guard, fimg, pos, key, path, dl, spare, sib)) {
             *inserted = true;
@@ -101,9 +105,6 @@ int BTreeT<L>::wb_split_dirty(GAddr a, WbGuard& guard, KeyRef key, Path& path, c
     also[n_also++] = RemoteOp{RemoteOp::kRead, gaddr_offset(a), &rimg, static_cast<uint32_t>(kNodeSize), 0, 0, 0};
     Node fl = fimg, fr;  // the frame's halves
     Key sep;
-    const uint64_t lsn = std::max(guard.uncovered, intent_.lsn);
-    const uint64_t since = h.dirty_since.load(std::memory_order_relaxed);
-    const uint64_t imaged_at = h.imaged_at.load(std::memory_order_relaxed);
     std::exception_ptr lost;
     const GAddr parent = path[1];
     Node pre;
@@ -158,26 +159,13 @@ int BTreeT<L>::wb_split_dirty(GAddr a, WbGuard& guard, KeyRef key, Path& path, c
         }
     }  // (the remote lock is let go here if the publish did not)
     if (lost) {
-        // Settled by what remote memory holds (W3): it ran -- the halves, both
-        // dirty, as below (the downlink is left out: B-link readers and the
-        // next split of the level tolerate it); it did not -- the frame as it
-        // was; remote memory cannot tell -- the guard drops the frame, as
-        // after any publish whose outcome is unknown (limits).
-        const int ran = wb_lost_dirty_split(a, na, guard, fl, fr, dl);
-        if (ran == 2) {
-            sib.install(fr, lsn, since, imaged_at);
-            guard.release_dirty(fl, lsn);
-        } else if (ran == 1) {
-            guard.release(nullptr);
-        } else {
-            guard.splits = false;
-        }
+        wb_settle_lost_dirty_split(a, na, guard, fl, fr, sib, dl);
         std::rethrow_exception(lost);
     }
     // The sibling first: a reader that follows the frame's new right link
     // finds its frame (or its marker, and waits), never the remote half.
-    sib.install(fr, lsn, since, imaged_at);
-    guard.release_dirty(fl, lsn);
+    sib.install(fr);
+    guard.release_dirty(fl, sib.dirty.lsn);
     Stats::add(stats().dirty_splits);
     *inserted = true;
     // Step 3: the downlink, written through (inner nodes are never dirty).
@@ -209,10 +197,6 @@ bool BTreeT<L>::wb_split_dirty_at_memnode(GAddr a, WbGuard& guard, const Node& f
         if (!L::split(fl, pos, key, 0, fr, sep)) return false;
         const GAddr na = spare.addr;
         fl.right = na;
-        cache::FrameHeader& h = cache_->region().header(guard.frame);
-        const uint64_t lsn = std::max(guard.uncovered, intent_.lsn);
-        const uint64_t since = h.dirty_since.load(std::memory_order_relaxed);
-        const uint64_t imaged_at = h.imaged_at.load(std::memory_order_relaxed);
         GAddr parent = path[1];
         if (!parent || gaddr_is_swizzled(parent) || gaddr_node(parent) != node || place_level_ < 1) parent = 0;
         SplitReply r;
@@ -221,15 +205,7 @@ bool BTreeT<L>::wb_split_dirty_at_memnode(GAddr a, WbGuard& guard, const Node& f
         } catch (...) {
             // As for a lost publish below: remote memory tells whether it ran.
             spare.addr = 0;  // (it may be the sibling now: never reused)
-            const int ran = wb_lost_dirty_split(a, na, guard, fl, fr, dl);
-            if (ran == 2) {
-                sib.install(fr, lsn, since, imaged_at);
-                guard.release_dirty(fl, lsn);
-            } else if (ran == 1) {
-                guard.release(nullptr);
-            } else {
-                guard.splits = false;
-            }
+            wb_settle_lost_dirty_split(a, na, guard, fl, fr, sib, dl);
             throw;
         }
         spare.addr = 0;  // the split's
@@ -243,14 +219,33 @@ bool BTreeT<L>::wb_split_dirty_at_memnode(GAddr a, WbGuard& guard, const Node& f
         if (opts_.log_changes) opts_.log_changes(changed, r.parent ? 3 : 2);
         // The sibling first: a reader that follows the frame's new right link
         // finds its frame (or its marker, and waits), never the remote half.
-        sib.install(fr, lsn, since, imaged_at);
-        guard.release_dirty(fl, lsn);
+        sib.install(fr);
+        guard.release_dirty(fl, sib.dirty.lsn);
         Stats::add(stats().dirty_splits);
         if (r.parent)
             cache_update(r.parent, r.parent_img);  // gained the downlink
         else
             insert_parent(1, sep, na, path, dl);  // step 3 left to us, written through
         return true;
+    }
+}
+
+// Settled by what remote memory holds (W3): it ran -- the halves, both
+// dirty, as after a publish that answered (the downlink is left out: B-link
+// readers and the next split of the level tolerate it); it did not -- the
+// frame as it was; remote memory cannot tell -- the guard drops the frame,
+// as after any publish whose outcome is unknown (limits).
+template <class L>
+void BTreeT<L>::wb_settle_lost_dirty_split(GAddr a, GAddr na, WbGuard& guard, Node& fl, Node& fr,
+                                           SiblingFrame& sib, const Deadline& dl) {
+    const int ran = wb_lost_dirty_split(a, na, guard, fl, fr, dl);
+    if (ran == 2) {
+        sib.install(fr);
+        guard.release_dirty(fl, sib.dirty.lsn);
+    } else if (ran == 1) {
+        guard.release(nullptr);
+    } else {
+        guard.splits = false;
     }
 }
 
