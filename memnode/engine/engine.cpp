@@ -369,7 +369,8 @@ struct Engine::Impl {
         r.version = kProtocolVersion;
         r.flags = (cpu_atomics.load(std::memory_order_relaxed) ? kHelloCpuAtomics : 0) | kHelloOffloadBatch |
                   kHelloOffloadBytes | kHelloOffloadBytesBatch | kHelloOffloadSplit |
-                  kHelloOffloadBatchSplit | kHelloOffloadSplitImage | kHelloSplitSpare | kHelloOffloadDirtySplit;
+                  kHelloOffloadBatchSplit | kHelloOffloadSplitImage | kHelloSplitSpare | kHelloOffloadDirtySplit |
+                  kHelloOffloadBytesSplit;
         put(resp, r);
     }
 
@@ -533,6 +534,7 @@ struct Engine::Impl {
             case kOpOffloadBatchSplit: do_offload_batch_split(hdr, payload, resp, client); return;
             case kOpOffloadSplitImage: do_offload_split_image(hdr, payload, resp, client); return;
             case kOpOffloadDirtySplit: do_offload_dirty_split(hdr, payload, resp, client); return;
+            case kOpOffloadBytesSplit: do_offload_bytes_split(hdr, payload, resp, client); return;
             case kOpOffloadBytes: {
                 try {
                     // A malformed payload is a protocol error even where writes are refused.
@@ -590,6 +592,24 @@ struct Engine::Impl {
             std::memcpy(&ext, payload + sizeof(net::OffloadRequest), sizeof ext);
         split_request(hdr, net::kOffloadSplitImageRequest, ext, payload, resp, "OFFLOAD_SPLIT_IMAGE",
                       [&](const SplitContext& s) { execute_offload_split_image(pool, pool_bytes, client, payload, s, resp); });
+    }
+
+    // OFFLOAD_BYTES_SPLIT: OFFLOAD_SPLIT for a slotted tree -- an
+    // OFFLOAD_BYTES insert, its split extension and spare at the end.
+    void do_offload_bytes_split(const FrameHeader& hdr, const uint8_t* payload, std::vector<uint8_t>& resp,
+                                uint64_t client) {
+        constexpr size_t kTail = sizeof(net::OffloadSplitExt) + sizeof(net::OffloadSpareExt);
+        if (hdr.payload_len <= kTail)
+            throw Fail{kStatusProtocol, "OFFLOAD_BYTES_SPLIT: payload of " + std::to_string(hdr.payload_len) + " bytes"};
+        const size_t bytes = hdr.payload_len - kTail;
+        net::OffloadSplitExt ext{};
+        std::memcpy(&ext, payload + bytes, sizeof ext);
+        split_request(hdr, bytes + sizeof ext, ext, payload, resp, "OFFLOAD_BYTES_SPLIT", [&](const SplitContext& s) {
+            const net::OffloadBytesView v = check_offload_bytes(pool_bytes, payload, bytes);
+            if (v.h.kind != net::kOffloadInsert)
+                throw Fail{kStatusProtocol, "OFFLOAD_BYTES_SPLIT carries inserts only (kind " + std::to_string(v.h.kind) + ")"};
+            execute_offload_bytes(pool, pool_bytes, client, v, resp, true, &s);
+        });
     }
 
     // OFFLOAD_DIRTY_SPLIT: a dirty write-back leaf's split of what remote

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <stdexcept>
 #include <thread>
+#include <type_traits>
 
 #include "common/gaddr.h"
 #include "tree/key.h"
@@ -94,6 +95,7 @@ enum class Route { kRight, kDown, kLeaf, kRestart };
 // implementation; only what a node's bytes mean differs. A node of the other
 // layout is never interpreted (accepts() is false: kOffloadRestart).
 struct FixedLayout {
+    using Tree = tree::FixedLayout;        // the compute side's layout (tree/layout.h)
     static constexpr bool kSplits = true;  // OFFLOAD_SPLIT: engine/offload_split.cpp
     EntryKey key;
     bool accepts(const Node& n) const { return !is_slotted(n) && n.count <= capacity_of(n.level); }
@@ -144,7 +146,8 @@ const sl::SNode& as_slotted(const Node& n) { return reinterpret_cast<const sl::S
 sl::SNode& as_slotted(Node& n) { return reinterpret_cast<sl::SNode&>(n); }
 
 struct SlottedLayout {
-    static constexpr bool kSplits = false;  // a full slotted leaf is split by the compute side
+    using Tree = tree::SlottedLayout;
+    static constexpr bool kSplits = true;  // OFFLOAD_BYTES_SPLIT
     sl::Bytes key;
     bool accepts(const Node& n) const { return is_slotted(n); }
     Route route(const Node& n, GAddr& next) const {
@@ -197,7 +200,7 @@ bool write_leaf(uint8_t* pool, uint64_t pool_bytes, uint64_t off, uint64_t clien
     if constexpr (Layout::kSplits) {
         // change() left n as it was when it answered "needs a split".
         if (status == net::kOffloadNeedsSmo && split && t.kind == net::kOffloadInsert &&
-            split_full_leaf(pool, pool_bytes, t.node, layout.key, n, *split, sib, sib_img))
+            split_full_leaf<typename Layout::Tree>(pool, pool_bytes, t.node, layout.key, n, *split, sib, sib_img))
             status = net::kOffloadSplit;
     }
     if (status != net::kOffloadDone && status != net::kOffloadSplit) {
@@ -213,13 +216,14 @@ bool write_leaf(uint8_t* pool, uint64_t pool_bytes, uint64_t off, uint64_t clien
 // After a split published the leaf (no lock held any more): step 3 if the
 // parent takes the downlink simply, then the reply with every changed image
 // (an OFFLOAD_BATCH_SPLIT item: its status, and the tail for the batch).
+template <class TL>
 void reply_split(uint8_t* pool, uint64_t pool_bytes, uint64_t client_id, const Target& t, const SplitContext& split,
                  uint64_t parent, GAddr leaf, const Node& n, GAddr sib, const Node& sib_img,
                  std::vector<uint8_t>& resp) {
     Node pimg;
     const bool linked =
-        parent && link_in_parent(pool, pool_bytes, client_id, t.tree_id, parent, sib_img.low, sib, pimg);
-    if (split.batch_tail) {  // OFFLOAD_BATCH_SPLIT: addresses and separator only
+        parent && link_in_parent<TL>(pool, pool_bytes, client_id, t.tree_id, parent, TL::low(sib_img), sib, pimg);
+    if (std::is_same_v<TL, tree::FixedLayout> && split.batch_tail) {  // OFFLOAD_BATCH_SPLIT: addresses and separator only
         reply(resp, net::kOffloadSplit, leaf);
         *split.batch_tail = net::OffloadBatchSplitTail{sib, linked ? make_gaddr(t.node, parent) : 0, {}};
         std::memcpy(split.batch_tail->sep, &sib_img.low, sizeof split.batch_tail->sep);
@@ -274,7 +278,8 @@ void traverse(uint8_t* pool, uint64_t pool_bytes, uint64_t client_id, const Targ
                     continue;
                 }
                 if (st == net::kOffloadSplit)
-                    return reply_split(pool, pool_bytes, client_id, t, *split, parent, leaf, n, sib, sib_img, resp);
+                    return reply_split<typename Layout::Tree>(pool, pool_bytes, client_id, t, *split, parent, leaf, n,
+                                                              sib, sib_img, resp);
                 return reply(resp, st, leaf, st == net::kOffloadDone && with_image ? &n : nullptr);
             }
         }
@@ -343,7 +348,8 @@ void execute_offload_split_image(uint8_t* pool, uint64_t pool_bytes, uint64_t cl
         return reply(resp, net::kOffloadRestart, 0);  // changed or locked since the read: the compute side's way
     const GAddr leaf = make_gaddr(req.node, off);
     if (st == net::kOffloadSplit)
-        return reply_split(pool, pool_bytes, client_id, t, split, split.parent, leaf, img, sib, sib_img, resp);
+        return reply_split<tree::FixedLayout>(pool, pool_bytes, client_id, t, split, split.parent, leaf, img, sib,
+                                              sib_img, resp);
     reply(resp, st, leaf, st == net::kOffloadDone ? &img : nullptr);
 }
 
@@ -395,7 +401,7 @@ void execute_offload_dirty_split(uint8_t* pool, uint64_t pool_bytes, uint64_t cl
     __atomic_store_n(lock_word(pool, off), lo.lock, __ATOMIC_RELEASE);
     const Target t{off, req.tree_id, req.node, req.kind, 0};
     const SplitContext plain;  // (answers with images, as OFFLOAD_SPLIT)
-    reply_split(pool, pool_bytes, client_id, t, plain, ext.parent, make_gaddr(req.node, off), lo, sib, hi, resp);
+    reply_split<L>(pool, pool_bytes, client_id, t, plain, ext.parent, make_gaddr(req.node, off), lo, sib, hi, resp);
 }
 
 net::OffloadBytesView check_offload_bytes(uint64_t pool_bytes, const uint8_t* payload, size_t len) {
@@ -407,11 +413,11 @@ net::OffloadBytesView check_offload_bytes(uint64_t pool_bytes, const uint8_t* pa
 }
 
 void execute_offload_bytes(uint8_t* pool, uint64_t pool_bytes, uint64_t client_id, const net::OffloadBytesView& v,
-                           std::vector<uint8_t>& resp, bool with_image) {
+                           std::vector<uint8_t>& resp, bool with_image, const SplitContext* split) {
     if (v.h.journal != 0) write_journal(pool, v.h.journal, v.record, v.h.record_len);
     const SlottedLayout layout{sl::bytes(v.key, v.h.key_len)};
     traverse(pool, pool_bytes, client_id, Target{v.h.start, v.h.tree_id, v.h.node, v.h.kind, v.h.start_level},
-             layout, resp, with_image);
+             layout, resp, with_image, split);
 }
 
 }  // namespace dex::memnode

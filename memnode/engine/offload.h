@@ -77,8 +77,11 @@ void execute_offload_dirty_split(uint8_t* pool, uint64_t pool_bytes, uint64_t cl
 // searched as slotted, nor a slotted one by OFFLOAD: either mismatch answers
 // kOffloadRestart.
 net::OffloadBytesView check_offload_bytes(uint64_t pool_bytes, const uint8_t* payload, size_t len);
+// `split` (OFFLOAD_BYTES_SPLIT): an insert into a full slotted leaf splits it
+// here as OFFLOAD_SPLIT splits a fixed one (null: kOffloadNeedsSmo).
 void execute_offload_bytes(uint8_t* pool, uint64_t pool_bytes, uint64_t client_id,
-                           const net::OffloadBytesView& checked, std::vector<uint8_t>& resp, bool with_image = true);
+                           const net::OffloadBytesView& checked, std::vector<uint8_t>& resp, bool with_image = true,
+                           const SplitContext* split = nullptr);
 
 // OFFLOAD_BYTES_BATCH (offload_bytes_batch.cpp): every sub-request checked
 // as check_offload_bytes() does (net::parse_offload_bytes_batch splits them)

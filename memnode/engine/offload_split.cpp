@@ -39,37 +39,42 @@ void publish_sibling(uint8_t* pool, uint64_t na, Node& r) {
     publish(pool, na, r);
 }
 
-bool split_full_leaf(uint8_t* pool, uint64_t pool_bytes, uint16_t node_id, const EntryKey& key, Node& n,
+template <class TL>
+bool split_full_leaf(uint8_t* pool, uint64_t pool_bytes, uint16_t node_id, typename TL::KeyRef key, Node& n,
                      const SplitContext& ctx, GAddr& sibling, Node& r) {
+    // The layout's own split (the compute side's), on a copy: a slotted
+    // leaf's may not fit (an entry too long), which changes nothing.
+    Node left = n;
+    typename TL::Key sep;
+    if (!TL::split(left, TL::lower_bound(n, key), key, 0, r, sep)) return false;
     // Allocated before anything is written, as on the compute side: running
     // out of space changes nothing (the compute side then splits, and reports
     // the error if it cannot allocate either).
     const uint64_t na = ctx.alloc ? ctx.alloc() : 0;
     if (!sibling_block_ok(pool_bytes, na)) return false;
-    const size_t pos = std::lower_bound(n.leaf, n.leaf + n.count, key) - n.leaf;
-    EntryKey sep;
-    // The layout's own split (the compute side's): a fixed leaf always splits.
-    tree::FixedLayout::split(n, pos, key, 0, r, sep);
     publish_sibling(pool, na, r);
     sibling = make_gaddr(node_id, na);
-    n.right = sibling;
+    left.right = sibling;
+    std::memcpy(static_cast<void*>(&n), &left, sizeof(Node));
     return true;
 }
 
+template <class TL>
 bool link_in_parent(uint8_t* pool, uint64_t pool_bytes, uint64_t client_id, uint32_t tree_id, uint64_t parent_off,
-                    const EntryKey& sep, GAddr sibling, Node& p) {
-    using L = tree::FixedLayout;
+                    typename TL::KeyRef sep, GAddr sibling, Node& p) {
     // Best effort: a parent that is locked or changes under us is left to the
     // compute side's insert_parent, which waits and moves right as needed.
     for (int attempt = 0; attempt < 4; attempt++) {
         if (!read_pool_node(pool, pool_bytes, parent_off, p)) return false;
-        if (p.tree_id != tree_id || p.level != 1 || !L::layout_ok(p) || p.is_deleted()) return false;
+        if (p.tree_id != tree_id || p.level != 1 || !TL::layout_ok(p) || p.is_deleted()) return false;
         // Covers the separator (B-link: it does not if it split meanwhile).
-        if (L::compare(p.low, sep) > 0 || !(L::high_is_pos_inf(p) || L::compare(sep, p.high) < 0)) return false;
-        const size_t pos = static_cast<size_t>(L::child_index(p, p.count, sep, false) + 1);
+        if (TL::compare(TL::low(p), sep) > 0 || !(TL::high_is_pos_inf(p) || TL::compare(sep, TL::high(p)) < 0))
+            return false;
+        const size_t pos = static_cast<size_t>(TL::child_index(p, p.count, sep, false) + 1);
         if (pos == 0) return false;  // below its first separator: not a sane parent of this leaf
-        if (L::equal(L::sep(p, pos - 1), sep)) return false;  // already there
-        if (p.count >= kInnerCapacity) return false;            // full: the compute side splits it
+        if (TL::equal(TL::sep(p, pos - 1), sep)) return false;  // already there
+        Node q = p;
+        if (!TL::insert_sep(q, pos, sep, sibling)) return false;  // full: the compute side splits it
         // Writer protocol; the child (leaf) is unlocked already: lock order
         // child before parent holds trivially.
         const uint64_t v = p.body_version;
@@ -77,12 +82,21 @@ bool link_in_parent(uint8_t* pool, uint64_t pool_bytes, uint64_t client_id, uint
         if (!__atomic_compare_exchange_n(word_at(pool, parent_off), &expected, make_lock_word(v, client_id, true),
                                          false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
             continue;  // changed or locked since the read: read it again
-        L::insert_sep(p, pos, sep, sibling);
-        tree::seal_node(p, v + 1);
-        publish(pool, parent_off, p);
+        tree::seal_node(q, v + 1);
+        publish(pool, parent_off, q);
+        p = q;
         return true;
     }
     return false;
 }
+
+template bool split_full_leaf<tree::FixedLayout>(uint8_t*, uint64_t, uint16_t, const EntryKey&, Node&,
+                                                 const SplitContext&, GAddr&, Node&);
+template bool split_full_leaf<tree::SlottedLayout>(uint8_t*, uint64_t, uint16_t, std::string_view, Node&,
+                                                   const SplitContext&, GAddr&, Node&);
+template bool link_in_parent<tree::FixedLayout>(uint8_t*, uint64_t, uint64_t, uint32_t, uint64_t, const EntryKey&,
+                                                GAddr, Node&);
+template bool link_in_parent<tree::SlottedLayout>(uint8_t*, uint64_t, uint64_t, uint32_t, uint64_t,
+                                                  std::string_view, GAddr, Node&);
 
 }  // namespace dex::memnode

@@ -31,6 +31,7 @@ const char* op_name(uint16_t op) {
         case kOpOffloadBatchSplit: return "OFFLOAD_BATCH_SPLIT";
         case kOpOffloadSplitImage: return "OFFLOAD_SPLIT_IMAGE";
         case kOpOffloadDirtySplit: return "OFFLOAD_DIRTY_SPLIT";
+        case kOpOffloadBytesSplit: return "OFFLOAD_BYTES_SPLIT";
         default: return nullptr;
     }
 }
@@ -50,7 +51,8 @@ bool is_rpc_op(uint16_t op) {
         case kOpOffloadSplit:
         case kOpOffloadBatchSplit:
         case kOpOffloadSplitImage:
-        case kOpOffloadDirtySplit: return true;
+        case kOpOffloadDirtySplit:
+        case kOpOffloadBytesSplit: return true;
         default: return false;
     }
 }

@@ -119,6 +119,12 @@ enum Op : uint16_t {
                                 //   the parent when that is simple (src/README.md "Splitting a dirty
                                 //   leaf"); fixed layout only; only to nodes whose HELLO has
                                 //   kHelloOffloadDirtySplit
+    kOpOffloadBytesSplit = 38,  // req: an OFFLOAD_BYTES request (kind kOffloadInsert) + OffloadSplitExt +
+                                //   OffloadSpareExt
+                                //   resp: as OFFLOAD_SPLIT (slotted images), then OffloadSpareTail.
+                                //   OFFLOAD_SPLIT for trees of slotted nodes: an insert that finds its leaf
+                                //   full splits it on the memory node; only to nodes whose HELLO has
+                                //   kHelloOffloadBytesSplit
 };
 
 // What an offloaded operation does at the leaf covering `key`.
@@ -223,6 +229,10 @@ constexpr uint32_t kHelloSplitSpare = 1u << 7;
 // capability bit for the same reason as kHelloOffloadBatch; still needs
 // kHelloCpuAtomics.
 constexpr uint32_t kHelloOffloadDirtySplit = 1u << 8;
+// kHelloOffloadBytesSplit: the node executes OFFLOAD_BYTES_SPLIT (and its
+// OFFLOAD_BYTES answers may come from a node that splits slotted leaves). A
+// capability bit for the same reason; still needs kHelloCpuAtomics.
+constexpr uint32_t kHelloOffloadBytesSplit = 1u << 9;
 // Whether a node whose HELLO said `flags` takes batched offloaded writes.
 inline bool offload_batch_usable(uint32_t flags) {
     return (flags & kHelloCpuAtomics) != 0 && (flags & kHelloOffloadBatch) != 0;
@@ -238,6 +248,10 @@ inline bool offload_split_usable(uint32_t flags) {
 // Whether a node whose HELLO said `flags` takes OFFLOAD_SPLIT_IMAGE.
 inline bool offload_split_image_usable(uint32_t flags) {
     return (flags & kHelloCpuAtomics) != 0 && (flags & kHelloOffloadSplitImage) != 0;
+}
+// Whether a node whose HELLO said `flags` takes OFFLOAD_BYTES_SPLIT.
+inline bool offload_bytes_split_usable(uint32_t flags) {
+    return (flags & kHelloCpuAtomics) != 0 && (flags & kHelloOffloadBytesSplit) != 0;
 }
 // Whether a node whose HELLO said `flags` takes OFFLOAD_DIRTY_SPLIT.
 inline bool offload_dirty_split_usable(uint32_t flags) {

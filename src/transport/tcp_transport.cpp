@@ -307,6 +307,11 @@ bool TcpTransport::offload_split_image_allowed() {
     return net::offload_split_image_usable(impl_->hello_flags);
 }
 
+bool TcpTransport::offload_bytes_split_allowed() {
+    impl_->ensure_ready();
+    return net::offload_bytes_split_usable(impl_->hello_flags);
+}
+
 bool TcpTransport::offload_dirty_split_allowed() {
     impl_->ensure_ready();
     return net::offload_dirty_split_usable(impl_->hello_flags);

@@ -706,6 +706,13 @@ private:
     // the leaf replaced by that image (its body_version the one the frame holds).
     void offload_split_rpc(GAddr start, int level, KeyRef key, GAddr parent, SplitReply& out,
                            const Node* image = nullptr);
+    // What both layouts' split RPCs share: the spare sibling (its marker
+    // taken, OffloadSpareExt appended to `req`), the round trip, the spare
+    // tail and the answer (take_split_reply).
+    void split_rpc(uint32_t node, net::Op op, std::vector<uint8_t>& req, SplitReply& out);
+    // Whether memory node `node` splits this tree's full leaves itself
+    // (OFFLOAD_SPLIT; a slotted tree's: OFFLOAD_BYTES_SPLIT).
+    bool node_splits_leaves(uint32_t node);
     // OFFLOAD_DIRTY_SPLIT for wb_split_dirty (fixed layout): the memory node
     // splits what remote memory holds of the leaf `a` -- which the frame's
     // image `fimg` describes: version, fences, right link -- at `sep` into
@@ -873,6 +880,9 @@ net::OffloadRequest BTreeT<FixedLayout>::fixed_offload_request(uint8_t kind, GAd
 template <>
 void BTreeT<FixedLayout>::offload_split_rpc(GAddr start, int level, KeyRef key, GAddr parent, SplitReply& out,
                                             const Node* image);
+template <>
+void BTreeT<SlottedLayout>::offload_split_rpc(GAddr start, int level, KeyRef key, GAddr parent, SplitReply& out,
+                                              const Node* image);
 template <>
 bool BTreeT<FixedLayout>::dirty_split_rpc(GAddr a, const Node& fimg, KeyRef sep, GAddr na, GAddr parent,
                                           SplitReply& out);

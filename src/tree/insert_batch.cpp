@@ -139,7 +139,10 @@ private:
             } else if (e.full_leaf) {
                 if (std::find(split.begin(), split.end(), e.full_leaf) == split.end()) {
                     split.push_back(e.full_leaf);
-                    insert_alone(i, false);  // splits the leaf
+                    // splits the leaf: a slotted one by its memory node where
+                    // it can (OFFLOAD_BYTES_SPLIT; a fixed one came back only
+                    // where OFFLOAD_BATCH_SPLIT could not), else one-sided
+                    insert_alone(i, L::kSlotted && t_.node_splits_leaves(gaddr_node(e.full_leaf)));
                 } else {
                     next.push_back(i);
                 }

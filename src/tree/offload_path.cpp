@@ -289,7 +289,7 @@ typename BTreeT<L>::MissOffload BTreeT<L>::offload_at_miss(uint8_t kind, GAddr g
             throw;
         }
     };
-    if constexpr (!L::kSlotted) {
+    {
         if (!wb_ && split_at_miss(kind, g, level, owner)) {  // an insert the memory node may split for (offload_split.cpp)
             GAddr pg = pinned ? R.header(parent).gaddr.load(std::memory_order_acquire) : 0;
             if (pg && (gaddr_is_swizzled(pg) || gaddr_node(pg) != gaddr_node(g) || place_level_ < 1)) pg = 0;

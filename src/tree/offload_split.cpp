@@ -16,8 +16,9 @@ namespace dex::tree {
 
 namespace {
 
-bool image_ok(const Node& n, uint32_t tree_id, int level) {
-    return n.tree_id == tree_id && n.level == level && snapshot_valid(n) && !is_slotted(n);
+void append_bytes(std::vector<uint8_t>& v, const void* p, size_t n) {
+    const uint8_t* b = static_cast<const uint8_t*>(p);
+    v.insert(v.end(), b, b + n);
 }
 
 }  // namespace
@@ -37,18 +38,62 @@ template <>
 void BTreeT<FixedLayout>::offload_split_rpc(GAddr start, int level, KeyRef key, GAddr parent, SplitReply& out,
                                             const Node* image) {
     const uint32_t node = gaddr_node(start);
-    uint8_t req[net::kOffloadSplitImageRequest + sizeof(net::OffloadSpareExt)];
     const net::OffloadRequest r = fixed_offload_request(net::kOffloadInsert, start, level, key);
     const net::OffloadSplitExt ext{part_ns_[node], parent ? gaddr_offset(parent) : 0};
-    std::memcpy(req, &r, sizeof r);
-    std::memcpy(req + sizeof r, &ext, sizeof ext);
-    uint32_t len = sizeof r + sizeof ext;
+    std::vector<uint8_t> req;
+    req.reserve(net::kOffloadSplitImageRequest + sizeof(net::OffloadSpareExt));
+    append_bytes(req, &r, sizeof r);
+    append_bytes(req, &ext, sizeof ext);
     if (image) {
         const net::OffloadImageExt ie{image->body_version};
-        std::memcpy(req + len, &ie, sizeof ie);
-        std::memcpy(req + len + sizeof ie, image, kNodeSize);
-        len = net::kOffloadSplitImageRequest;
+        append_bytes(req, &ie, sizeof ie);
+        append_bytes(req, image, kNodeSize);
     }
+    split_rpc(node, image ? net::kOpOffloadSplitImage : net::kOpOffloadSplit, req, out);
+}
+
+// A slotted tree's: the OFFLOAD_BYTES insert (its journal record first, as
+// offload_rpc_slotted's), the split extension and, always, the spare.
+template <>
+void BTreeT<SlottedLayout>::offload_split_rpc(GAddr start, int level, KeyRef key, GAddr parent, SplitReply& out,
+                                              const Node* image) {
+    if (image) throw Error(ErrorCode::kInvalid, "OFFLOAD_BYTES_SPLIT: a slotted leaf is not split from an image");
+    const uint32_t node = gaddr_node(start);
+    net::OffloadBytesHeader h{};
+    h.start = gaddr_offset(start);
+    h.tree_id = tree_id_;
+    h.node = static_cast<uint16_t>(node);
+    h.kind = net::kOffloadInsert;
+    h.start_level = static_cast<uint8_t>(level);
+    std::string_view rec;
+    if (intent_.journal) {
+        h.journal = journal_->take(node, reinterpret_cast<const uint8_t*>(key.data()), key.size(), intent_.lsn);
+        rec = journal_->record_bytes();
+    }
+    std::vector<uint8_t> req;
+    try {
+        req = net::encode_offload_bytes(h, key.data(), key.size(), rec.data(), rec.size());
+    } catch (const std::invalid_argument& e) {
+        throw Error(ErrorCode::kInvalid, e.what());
+    }
+    const net::OffloadSplitExt ext{part_ns_[node], parent ? gaddr_offset(parent) : 0};
+    append_bytes(req, &ext, sizeof ext);
+    split_rpc(node, net::kOpOffloadBytesSplit, req, out);
+}
+
+template <class L>
+bool BTreeT<L>::node_splits_leaves(uint32_t node) {
+    if (node >= part_ns_.size() || !part_ns_[node]) return false;  // no namespace there for siblings
+    Transport& t = mem_.node(node);
+    if constexpr (L::kSlotted)  // (its request always carries a spare)
+        return t.offload_bytes_split_allowed() && t.split_spare_allowed();
+    else
+        return t.offload_split_allowed();
+}
+
+template <class L>
+void BTreeT<L>::split_rpc(uint32_t node, net::Op op, std::vector<uint8_t>& req, SplitReply& out) {
+    const char* what = net::op_name(op);
     // The spare sibling (kHelloSplitSpare): if it becomes the sibling, the
     // memory node publishes it and may link it into the parent before we
     // have its image, and another writer of this server could reach it
@@ -64,20 +109,19 @@ void BTreeT<FixedLayout>::offload_split_rpc(GAddr start, int level, KeyRef key, 
             out.marker = spare;
         }
         const net::OffloadSpareExt se{spare ? gaddr_offset(spare) : 0};
-        std::memcpy(req + len, &se, sizeof se);
-        len += sizeof se;
+        append_bytes(req, &se, sizeof se);
     }
     // (No answer: the spare may be the sibling now or not; it is dropped.)
     const auto t0 = std::chrono::steady_clock::now();
     std::vector<uint8_t> resp;
     {
         InterruptHold hold;  // as any offloaded write: its answer is waited for (offload_rpc_fixed)
-        resp = mem_.node(node).rpc(image ? net::kOpOffloadSplitImage : net::kOpOffloadSplit, req, len);
+        resp = mem_.node(node).rpc(op, req.data(), static_cast<uint32_t>(req.size()));
     }
     Stats::add(stats().offloads);
     net::OffloadReply rep{};
     if (resp.size() < sizeof rep + (with_spare ? sizeof(net::OffloadSpareTail) : 0))
-        throw Error(ErrorCode::kProtocol, "OFFLOAD_SPLIT: short response from memory node");
+        throw Error(ErrorCode::kProtocol, std::string(what) + ": short response from memory node");
     if (with_spare) {  // the block to send with the next split
         net::OffloadSpareTail st{};
         std::memcpy(&st, resp.data() + resp.size() - sizeof st, sizeof st);
@@ -89,7 +133,7 @@ void BTreeT<FixedLayout>::offload_split_rpc(GAddr start, int level, KeyRef key, 
     // offloaded write (DEX 6.1); a split is not one (it replaces 5-9 round
     // trips, and its latency would make plain offloads look dearer).
     if (opts_.offload && rep.status != net::kOffloadSplit) opts_.offload->record_offload(detail::micros_since(t0));
-    take_split_reply(node, resp, out, "OFFLOAD_SPLIT");
+    take_split_reply(node, resp, out, what);
     if (out.status != net::kOffloadSplit || out.sibling != out.marker) out.drop_marker();
 }
 
@@ -108,6 +152,9 @@ void BTreeT<L>::take_split_reply(uint32_t node, const std::vector<uint8_t>& resp
     // node of this tree at its level: anything else is a protocol error, not
     // something to cache.
     auto own = [&](GAddr a) { return gaddr_node(a) == node && !gaddr_is_swizzled(a) && a != 0; };
+    auto image_ok = [&](const Node& n, uint32_t tree_id, int level) {
+        return n.tree_id == tree_id && n.level == level && snapshot_valid(n) && L::layout_ok(n);
+    };
     const uint8_t* p = resp.data() + sizeof rep;
     size_t left = resp.size() - sizeof rep;
     auto take = [&](void* dst, size_t n) {
@@ -180,17 +227,13 @@ bool BTreeT<FixedLayout>::dirty_split_rpc(GAddr a, const Node& fimg, KeyRef sep,
 template <class L>
 bool BTreeT<L>::offload_cached_split(const Descent& d, KeyRef key, Path& path, const Deadline& dl, uint8_t* st) {
     // (d: the descent found the leaf full, cached or just fetched.)
-    if constexpr (L::kSlotted) {
-        return false;  // slotted leaves are split here (the memory node answers kOffloadNeedsSmo)
-    } else {
+    {
         const GAddr leaf = d.addr;
         const uint32_t node = gaddr_node(leaf);
         // No cost decision: one-sided the split costs 5-9 round trips (ALLOC,
         // fresh version, leaf re-read + lock, publish batch, parent read +
         // lock + publish), offloaded one. Only dex.offload = off says no.
-        if (opts_.offload->mode() == OffloadMode::kOff || !mem_.node(node).offload_split_allowed() ||
-            node >= part_ns_.size() || !part_ns_[node])
-            return false;
+        if (opts_.offload->mode() == OffloadMode::kOff || !node_splits_leaves(node)) return false;
         // The parent the descent came from, if the memory node can link the
         // sibling there: on the same node and at or below the placement
         // level (where a subtree stays on its memory node).
@@ -365,8 +408,7 @@ bool BTreeT<L>::split_at_miss(uint8_t kind, GAddr g, int level, bool marker) {
     // cache while the memory node moves half of it (C7 without a frame to
     // hold). Started higher up, a cached copy of the leaf could exist.
     const uint32_t node = gaddr_node(g);
-    return !L::kSlotted && kind == net::kOffloadInsert && level == 0 && marker && node < part_ns_.size() &&
-           part_ns_[node] && mem_.node(node).offload_split_allowed();
+    return kind == net::kOffloadInsert && level == 0 && marker && node_splits_leaves(node);
 }
 
 template <class L>
