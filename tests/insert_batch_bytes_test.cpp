@@ -27,13 +27,7 @@ using tree::SlottedTree;
 using Key = std::string;
 
 // A text-like key and a 6-byte big-endian "heap TID", as the glue builds them.
-Key entry(uint32_t user, uint32_t tid = 1) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "user%08u@example.com", user);
-    Key k(buf);
-    for (int i = 5; i >= 0; i--) k.push_back(static_cast<char>(i >= 4 ? 0 : (tid >> (8 * i)) & 0xff));
-    return k;
-}
+Key entry(uint32_t user, uint32_t tid = 1) { return email_entry(user, tid); }
 
 std::vector<GAddr> g_logged;
 size_t g_log_calls = 0;
@@ -121,13 +115,7 @@ struct BatchSetup {
         return s;
     }
     void expect_exact() {
-        tree::TreeInfo info = t->check();
-        EXPECT_EQ(info.entries, model.size());
-        std::vector<Key> all, b;
-        auto s = t->scan(tree::SlottedLayout::neg_inf(), tree::SlottedLayout::pos_inf(), false);
-        while (s->next(b)) all.insert(all.end(), b.begin(), b.end());
-        EXPECT_TRUE(all == std::vector<Key>(model.begin(), model.end()));
-        expect_cache_coherent(c->region(), *mem);
+        expect_slotted_tree_is(*t, model, c->region(), *mem);
     }
 };
 

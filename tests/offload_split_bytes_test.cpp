@@ -25,13 +25,7 @@ using tree::SlottedTree;
 using Key = std::string;
 
 // An e-mail-like key and a 6-byte "heap TID", as the glue builds entries.
-Key entry(uint32_t user, uint32_t tid = 1) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "user%08u@example.com", user);
-    Key k(buf);
-    for (int i = 5; i >= 0; i--) k.push_back(static_cast<char>(i >= 4 ? 0 : (tid >> (8 * i)) & 0xff));
-    return k;
-}
+Key entry(uint32_t user, uint32_t tid = 1) { return email_entry(user, tid); }
 
 size_t g_logged = 0;
 void count_changes(const GAddr*, size_t n) { g_logged += n; }
@@ -88,13 +82,7 @@ struct BytesSplitSetup {
         pol.set_mode(tree::OffloadMode::kOn);
     }
     void expect_exact() {
-        tree::TreeInfo info = t->check();
-        EXPECT_EQ(info.entries, model.size());
-        std::vector<Key> all, b;
-        auto s = t->scan(tree::SlottedLayout::neg_inf(), tree::SlottedLayout::pos_inf(), false);
-        while (s->next(b)) all.insert(all.end(), b.begin(), b.end());
-        EXPECT_TRUE(all == std::vector<Key>(model.begin(), model.end()));
-        expect_cache_coherent(c->region(), *mem);
+        expect_slotted_tree_is(*t, model, c->region(), *mem);
     }
     // Random new (odd) entries one at a time; returns the round trips of the
     // inserts during which a memory node split a leaf, and how many those were.

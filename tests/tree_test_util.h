@@ -2,6 +2,8 @@
 // keys, model comparisons, raw leaf lookups, a cache region in heap memory,
 // remote-operation counters and the cache coherence check.
 #pragma once
+#include <cstdio>
+#include <string>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -27,6 +29,15 @@ namespace dex::testing {
 inline EntryKey K(int64_t v, uint32_t block, uint16_t off) { return make_key(key_from_int64(v), block, off); }
 // Strict bounds via extreme TIDs.
 inline EntryKey KMin(int64_t v) { return K(v, 0, 0); }
+// A slotted tree's entry as the glue builds one: text-like key bytes (an
+// e-mail address of `user`) and a 6-byte big-endian "heap TID".
+inline std::string email_entry(uint32_t user, uint32_t tid = 1) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "user%08u@example.com", user);
+    std::string k(buf);
+    for (int i = 5; i >= 0; i--) k.push_back(static_cast<char>(i >= 4 ? 0 : (tid >> (8 * i)) & 0xff));
+    return k;
+}
 inline EntryKey KMax(int64_t v) { return K(v, 0xFFFFFFFFu, 0xFFFF); }
 
 inline std::unique_ptr<memnode::Engine> make_engine(uint64_t pool_bytes) {
@@ -179,6 +190,18 @@ inline size_t expect_cache_coherent(cache::CacheRegion& r, RemoteMemory& mem) {
         }
     }
     return mapped.size();
+}
+
+// A slotted tree holds exactly `model` (check() and a full scan), and its
+// cached nodes equal remote memory.
+inline void expect_slotted_tree_is(tree::SlottedTree& t, const std::set<std::string>& model, cache::CacheRegion& r,
+                                   RemoteMemory& mem) {
+    EXPECT_EQ(t.check().entries, model.size());
+    std::vector<std::string> all, b;
+    auto s = t.scan(tree::SlottedLayout::neg_inf(), tree::SlottedLayout::pos_inf(), false);
+    while (s->next(b)) all.insert(all.end(), b.begin(), b.end());
+    EXPECT_TRUE(all == std::vector<std::string>(model.begin(), model.end()));
+    expect_cache_coherent(r, mem);
 }
 
 // A tree on one in-process memory node, uncached or with a node cache of
