@@ -33,6 +33,11 @@ static_assert(sizeof(FrameHeader) + sizeof(OffloadRequest) + sizeof(OffloadSplit
               sizeof(FrameHeader) + kMaxOffloadSplitReply <= kRdmaMsgBytes);
 // And OFFLOAD_SPLIT_IMAGE's request (its reply is an OFFLOAD_SPLIT reply).
 static_assert(sizeof(FrameHeader) + kOffloadSplitImageRequest + sizeof(OffloadSpareExt) <= kRdmaMsgBytes);
+// And OFFLOAD_DIRTY_SPLIT's and the largest OFFLOAD_BYTES_SPLIT's requests
+// (their replies are OFFLOAD_SPLIT replies).
+static_assert(sizeof(FrameHeader) + kOffloadDirtySplitRequest <= kRdmaMsgBytes &&
+              sizeof(FrameHeader) + kMaxOffloadBytesPayload + sizeof(OffloadSplitExt) + sizeof(OffloadSpareExt) <=
+                  kRdmaMsgBytes);
 // And the largest OFFLOAD_BATCH_SPLIT (256 items; every one split: 256 tails, 64 parent images: 78 KiB).
 static_assert(sizeof(FrameHeader) + kMaxOffloadBatchSplitRequest <= kRdmaMsgBytes &&
               sizeof(FrameHeader) + kMaxOffloadBatchSplitReply <= kRdmaMsgBytes);
