@@ -27,6 +27,16 @@ log_since() { tail -n +"$(($1 + 1))" "$DEX_WORK/pg-server.log"; }
 # standby_slots STATE: the standby's slots on the primary that are live (not expired)
 live_slots() { q -c "select count(*) from dex_cluster_standbys() where not expired"; }
 # the standby's answer must be an ERROR that names the detach (or its catching up)
+# logged PATTERN: the standby's server log has a line matching PATTERN. Its
+# dex worker logs a detach or return at its next beat, which may come after
+# the query that already saw the slot's state: wait for it (up to 30 s).
+logged() {
+    for _ in $(seq 1 300); do
+        grep -q "$1" "$DEX_WORK/sb-server.log" && return 0
+        sleep 0.1
+    done
+    return 1
+}
 standby_refuses() {
     local out
     if out=$(qs -c "set enable_seqscan = off; set enable_bitmapscan = off; select count(*) from $1 where k >= 0" 2>&1); then
@@ -85,13 +95,13 @@ check_twin "$PPORT" w
 [ "$(live_slots)" = 0 ] || fail "the paused standby still holds a live slot"
 standby_refuses t
 standby_refuses w
-grep -q "the primary detached this standby" "$DEX_WORK/sb-server.log" || fail "the standby did not log its detach"
+logged "the primary detached this standby" || fail "the standby did not log its detach"
 qs -c "select pg_wal_replay_resume()" >/dev/null
 wait_replay "$SPORT"
 check_twin "$SPORT" t standby
 check_twin "$SPORT" w standby
 [ "$(live_slots)" = 1 ] || fail "the standby did not claim a slot again"
-grep -q "replay keeps up with the primary again" "$DEX_WORK/sb-server.log" || fail "the standby did not log its return"
+logged "replay keeps up with the primary again" || fail "the standby did not log its return"
 
 echo "== round delayed"
 qs -c "alter system set recovery_min_apply_delay = '1h'" -c "select pg_reload_conf()" >/dev/null
