@@ -23,7 +23,6 @@ using tree::capacity_of;
 using tree::is_slotted;
 using tree::seal_node;
 using tree::snapshot_valid;
-using tree::used_bytes;
 namespace sl = tree::slotted;
 
 constexpr int kMaxHops = 64;       // nodes visited (levels plus right moves)
@@ -208,8 +207,7 @@ bool write_leaf(uint8_t* pool, uint64_t pool_bytes, uint64_t off, uint64_t clien
         return true;
     }
     seal_node(n, v + 1);  // dispatches on the layout flag
-    std::memcpy(pool + off + 8, reinterpret_cast<const uint8_t*>(&n) + 8, used_bytes(n) - 8);
-    __atomic_store_n(lock_word(pool, off), n.lock, __ATOMIC_RELEASE);
+    publish_node(pool, off, n);
     return true;
 }
 
@@ -397,8 +395,7 @@ void execute_offload_dirty_split(uint8_t* pool, uint64_t pool_bytes, uint64_t cl
     }
     publish_sibling(pool, sibling, hi);  // step 1, then the leaf points at it (step 2)
     seal_node(lo, v + 1);
-    std::memcpy(pool + off + 8, reinterpret_cast<const uint8_t*>(&lo) + 8, used_bytes(lo) - 8);
-    __atomic_store_n(lock_word(pool, off), lo.lock, __ATOMIC_RELEASE);
+    publish_node(pool, off, lo);
     const Target t{off, req.tree_id, req.node, req.kind, 0};
     const SplitContext plain;  // (answers with images, as OFFLOAD_SPLIT)
     reply_split<L>(pool, pool_bytes, client_id, t, plain, ext.parent, make_gaddr(req.node, off), lo, sib, hi, resp);

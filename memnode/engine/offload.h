@@ -57,8 +57,8 @@ void execute_offload_split_image(uint8_t* pool, uint64_t pool_bytes, uint64_t cl
 
 // OFFLOAD_DIRTY_SPLIT (net/protocol.h; src/README.md "Splitting a dirty
 // leaf"): `payload` is kOffloadDirtySplitRequest bytes (the engine checked
-// the length). The leaf at req.start -- exactly at the request's version,
-// fences and right link -- is locked, what it holds split at the request's
+// the length). The leaf at req.start -- at the request's version or newer,
+// with its fences and right link -- is locked, what it holds split at the request's
 // key (tree::split_image_at), the upper half written to `sibling` (a block of
 // the tree's namespace the engine checked; 0: none, nothing changes), the
 // lower half published, and the sibling linked into the request's parent when

@@ -13,14 +13,12 @@ namespace {
 
 uint64_t* word_at(uint8_t* pool, uint64_t off) { return reinterpret_cast<uint64_t*>(pool + off); }
 
-// Publish image `n` (sealed) at `off`: body from byte 8, then the lock word --
-// the order of the remote writer protocol, so a reader never accepts a mix.
-void publish(uint8_t* pool, uint64_t off, const Node& n) {
+}  // namespace
+
+void publish_node(uint8_t* pool, uint64_t off, const Node& n) {
     std::memcpy(pool + off + 8, reinterpret_cast<const uint8_t*>(&n) + 8, tree::used_bytes(n) - 8);
     __atomic_store_n(word_at(pool, off), n.lock, __ATOMIC_RELEASE);
 }
-
-}  // namespace
 
 bool sibling_block_ok(uint64_t pool_bytes, uint64_t na) {
     return na >= net::kPoolReservedBytes && na % 8 == 0 && na <= pool_bytes && pool_bytes - na >= kNodeSize;
@@ -36,7 +34,7 @@ void publish_sibling(uint8_t* pool, uint64_t na, Node& r) {
     // Step 1: the sibling, complete before the leaf points at it. Nobody
     // reaches the new node before step 2; a reader still holding the
     // block's previous life sees a new version (or a torn image) and restarts.
-    publish(pool, na, r);
+    publish_node(pool, na, r);
 }
 
 template <class TL>
@@ -83,7 +81,7 @@ bool link_in_parent(uint8_t* pool, uint64_t pool_bytes, uint64_t client_id, uint
                                          false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
             continue;  // changed or locked since the read: read it again
         tree::seal_node(q, v + 1);
-        publish(pool, parent_off, q);
+        publish_node(pool, parent_off, q);
         p = q;
         return true;
     }

@@ -33,6 +33,10 @@ template <class TL>
 bool split_full_leaf(uint8_t* pool, uint64_t pool_bytes, uint16_t node_id, typename TL::KeyRef key, Node& n,
                      const SplitContext& ctx, GAddr& sibling, Node& r);
 
+// Publish image `n` (sealed) at `off`: body from byte 8, then the lock word --
+// the order of the remote writer protocol, so a reader never accepts a mix.
+void publish_node(uint8_t* pool, uint64_t off, const Node& n);
+
 // A node-sized block at pool offset `na` inside the pool, above its reserved bytes.
 bool sibling_block_ok(uint64_t pool_bytes, uint64_t na);
 

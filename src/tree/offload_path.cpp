@@ -289,29 +289,27 @@ typename BTreeT<L>::MissOffload BTreeT<L>::offload_at_miss(uint8_t kind, GAddr g
             throw;
         }
     };
-    {
-        if (!wb_ && split_at_miss(kind, g, level, owner)) {  // an insert the memory node may split for (offload_split.cpp)
-            GAddr pg = pinned ? R.header(parent).gaddr.load(std::memory_order_acquire) : 0;
-            if (pg && (gaddr_is_swizzled(pg) || gaddr_node(pg) != gaddr_node(g) || place_level_ < 1)) pg = 0;
-            SplitReply r;
-            try {
-                offload_split_rpc(g, 0, k, pg, r);
-            } catch (...) {
-                release();
-                forget_unknown_write(g, level);
-                throw;
-            }
-            // The leaf as published (split or not) is admitted under our
-            // marker as after any offloaded write; finish_miss_split logs it.
-            const bool admitted = (r.status == net::kOffloadSplit || r.status == net::kOffloadDone) &&
-                                  r.leaf == g && admit(r.leaf_img);
-            if (!admitted) {
-                release();
-            } else if (pinned) {
-                R.unpin(parent);
-            }
-            return finish_miss_split(r, pg, out, dl, d);
+    if (!wb_ && split_at_miss(kind, g, level, owner)) {  // an insert the memory node may split for (offload_split.cpp)
+        GAddr pg = pinned ? R.header(parent).gaddr.load(std::memory_order_acquire) : 0;
+        if (pg && (gaddr_is_swizzled(pg) || gaddr_node(pg) != gaddr_node(g) || place_level_ < 1)) pg = 0;
+        SplitReply r;
+        try {
+            offload_split_rpc(g, 0, k, pg, r);
+        } catch (...) {
+            release();
+            forget_unknown_write(g, level);
+            throw;
         }
+        // The leaf as published (split or not) is admitted under our
+        // marker as after any offloaded write; finish_miss_split logs it.
+        const bool admitted = (r.status == net::kOffloadSplit || r.status == net::kOffloadDone) &&
+                              r.leaf == g && admit(r.leaf_img);
+        if (!admitted) {
+            release();
+        } else if (pinned) {
+            R.unpin(parent);
+        }
+        return finish_miss_split(r, pg, out, dl, d);
     }
     uint8_t st;
     GAddr leaf = 0;

@@ -227,65 +227,63 @@ bool BTreeT<FixedLayout>::dirty_split_rpc(GAddr a, const Node& fimg, KeyRef sep,
 template <class L>
 bool BTreeT<L>::offload_cached_split(const Descent& d, KeyRef key, Path& path, const Deadline& dl, uint8_t* st) {
     // (d: the descent found the leaf full, cached or just fetched.)
-    {
-        const GAddr leaf = d.addr;
-        const uint32_t node = gaddr_node(leaf);
-        // No cost decision: one-sided the split costs 5-9 round trips (ALLOC,
-        // fresh version, leaf re-read + lock, publish batch, parent read +
-        // lock + publish), offloaded one. Only dex.offload = off says no.
-        if (opts_.offload->mode() == OffloadMode::kOff || !node_splits_leaves(node)) return false;
-        // The parent the descent came from, if the memory node can link the
-        // sibling there: on the same node and at or below the placement
-        // level (where a subtree stays on its memory node).
-        GAddr parent = path[1];
-        if (!parent || gaddr_is_swizzled(parent) || gaddr_node(parent) != node || place_level_ < 1) parent = 0;
-        SplitReply r;
-        // C7: the upper half leaves the leaf, so no reader of this server may
-        // use an image of it from before the memory node's publish once the
-        // insert returns: a cached copy's frame is held from before the RPC
-        // until it shows the lower half (readers restart meanwhile) -- as
-        // split_leaf() holds it; an uncached leaf's I/O marker keeps it from
-        // being admitted meanwhile (offload_at_miss's rule). Nothing else is
-        // held during the RPC but the spare sibling's marker (offload_split_rpc).
-        const auto b = cache_->try_begin_io(leaf);
-        if (b == cache::MappingTable::Begin::kIoInProgress) return false;  // being fetched: one-sided
-        const bool marker = b == cache::MappingTable::Begin::kOwner;
-        FrameHold hold(*this);  // unwinding: the held frame is made unreadable and dropped
-        if (!marker) hold.hold(leaf);
-        try {
-            offload_split_rpc(leaf, 0, key, parent, r);
-        } catch (...) {
-            if (marker) {
-                cache_->abort_io(leaf);
-                forget_unknown_write(leaf, 0);
+    const GAddr leaf = d.addr;
+    const uint32_t node = gaddr_node(leaf);
+    // No cost decision: one-sided the split costs 5-9 round trips (ALLOC,
+    // fresh version, leaf re-read + lock, publish batch, parent read +
+    // lock + publish), offloaded one. Only dex.offload = off says no.
+    if (opts_.offload->mode() == OffloadMode::kOff || !node_splits_leaves(node)) return false;
+    // The parent the descent came from, if the memory node can link the
+    // sibling there: on the same node and at or below the placement
+    // level (where a subtree stays on its memory node).
+    GAddr parent = path[1];
+    if (!parent || gaddr_is_swizzled(parent) || gaddr_node(parent) != node || place_level_ < 1) parent = 0;
+    SplitReply r;
+    // C7: the upper half leaves the leaf, so no reader of this server may
+    // use an image of it from before the memory node's publish once the
+    // insert returns: a cached copy's frame is held from before the RPC
+    // until it shows the lower half (readers restart meanwhile) -- as
+    // split_leaf() holds it; an uncached leaf's I/O marker keeps it from
+    // being admitted meanwhile (offload_at_miss's rule). Nothing else is
+    // held during the RPC but the spare sibling's marker (offload_split_rpc).
+    const auto b = cache_->try_begin_io(leaf);
+    if (b == cache::MappingTable::Begin::kIoInProgress) return false;  // being fetched: one-sided
+    const bool marker = b == cache::MappingTable::Begin::kOwner;
+    FrameHold hold(*this);  // unwinding: the held frame is made unreadable and dropped
+    if (!marker) hold.hold(leaf);
+    try {
+        offload_split_rpc(leaf, 0, key, parent, r);
+    } catch (...) {
+        if (marker) {
+            cache_->abort_io(leaf);
+            forget_unknown_write(leaf, 0);
+        }
+        throw;
+    }
+    if (marker) cache_->abort_io(leaf);  // before any cache_update of it
+    FrameHold* held = marker ? nullptr : &hold;
+    switch (r.status) {
+        case net::kOffloadSplit:
+            finish_memnode_split(r, held, leaf, path, dl);
+            *st = net::kOffloadDone;
+            return true;
+        case net::kOffloadDone:  // it had room after all (the cached copy was older)
+            log_changed(r.leaf);
+            if (held && r.leaf == leaf) {
+                hold.install(leaf, r.leaf_img);
+            } else {
+                if (held) hold.release(leaf);
+                cache_update(r.leaf, r.leaf_img);
             }
-            throw;
-        }
-        if (marker) cache_->abort_io(leaf);  // before any cache_update of it
-        FrameHold* held = marker ? nullptr : &hold;
-        switch (r.status) {
-            case net::kOffloadSplit:
-                finish_memnode_split(r, held, leaf, path, dl);
-                *st = net::kOffloadDone;
-                return true;
-            case net::kOffloadDone:  // it had room after all (the cached copy was older)
-                log_changed(r.leaf);
-                if (held && r.leaf == leaf) {
-                    hold.install(leaf, r.leaf_img);
-                } else {
-                    if (held) hold.release(leaf);
-                    cache_update(r.leaf, r.leaf_img);
-                }
-                *st = r.status;
-                return true;
-            case net::kOffloadNoop:
-                if (held) hold.release(leaf);
-                *st = r.status;
-                return true;
-            default:  // out of space on the node, or restart: nothing changed, one-sided
-                if (held) hold.release(leaf);
-                return false;
-        }
+            *st = r.status;
+            return true;
+        case net::kOffloadNoop:
+            if (held) hold.release(leaf);
+            *st = r.status;
+            return true;
+        default:  // out of space on the node, or restart: nothing changed, one-sided
+            if (held) hold.release(leaf);
+            return false;
     }
 }
 
