@@ -370,7 +370,7 @@ struct Engine::Impl {
         r.flags = (cpu_atomics.load(std::memory_order_relaxed) ? kHelloCpuAtomics : 0) | kHelloOffloadBatch |
                   kHelloOffloadBytes | kHelloOffloadBytesBatch | kHelloOffloadSplit |
                   kHelloOffloadBatchSplit | kHelloOffloadSplitImage | kHelloSplitSpare | kHelloOffloadDirtySplit |
-                  kHelloOffloadBytesSplit;
+                  kHelloOffloadBytesSplit | kHelloOffloadBytesBatchSplit;
         put(resp, r);
     }
 
@@ -535,6 +535,7 @@ struct Engine::Impl {
             case kOpOffloadSplitImage: do_offload_split_image(hdr, payload, resp, client); return;
             case kOpOffloadDirtySplit: do_offload_dirty_split(hdr, payload, resp, client); return;
             case kOpOffloadBytesSplit: do_offload_bytes_split(hdr, payload, resp, client); return;
+            case kOpOffloadBytesBatchSplit: do_offload_bytes_batch_split(hdr, payload, resp, client); return;
             case kOpOffloadBytes: {
                 try {
                     // A malformed payload is a protocol error even where writes are refused.
@@ -708,6 +709,23 @@ struct Engine::Impl {
                                     [this](uint64_t ns) { return split_alloc(ns); }, resp);
         for (uint32_t i = 0; i < h.count; i++) offload_work();
         offloads.fetch_add(h.count, std::memory_order_relaxed);
+    }
+
+    // OFFLOAD_BYTES_BATCH_SPLIT: OFFLOAD_BATCH_SPLIT for slotted trees.
+    void do_offload_bytes_batch_split(const FrameHeader& hdr, const uint8_t* payload, std::vector<uint8_t>& resp,
+                                      uint64_t client) {
+        net::OffloadBatchSplitHeader h;
+        std::vector<net::OffloadBytesBatchSplitView> items;
+        try {
+            items = check_offload_bytes_batch_split(pool_bytes, payload, hdr.payload_len, h);
+        } catch (const std::invalid_argument& e) {
+            throw Fail{kStatusProtocol, e.what()};
+        }
+        if (!cpu_atomics.load(std::memory_order_relaxed)) throw no_cpu_atomics("OFFLOAD_BYTES_BATCH_SPLIT");
+        execute_offload_bytes_batch_split(pool, pool_bytes, client, h, items,
+                                          [this](uint64_t ns) { return split_alloc(ns); }, resp);
+        for (size_t i = 0; i < items.size(); i++) offload_work();
+        offloads.fetch_add(items.size(), std::memory_order_relaxed);
     }
 
     // OFFLOAD_BATCH: every sub-request is validated before the first one is

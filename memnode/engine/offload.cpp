@@ -221,10 +221,22 @@ void reply_split(uint8_t* pool, uint64_t pool_bytes, uint64_t client_id, const T
     Node pimg;
     const bool linked =
         parent && link_in_parent<TL>(pool, pool_bytes, client_id, t.tree_id, parent, TL::low(sib_img), sib, pimg);
-    if (std::is_same_v<TL, tree::FixedLayout> && split.batch_tail) {  // OFFLOAD_BATCH_SPLIT: addresses and separator only
+    if constexpr (std::is_same_v<TL, tree::FixedLayout>) {
+        if (split.batch_tail) {  // OFFLOAD_BATCH_SPLIT: addresses and separator only
+            reply(resp, net::kOffloadSplit, leaf);
+            *split.batch_tail = net::OffloadBatchSplitTail{sib, linked ? make_gaddr(t.node, parent) : 0, {}};
+            std::memcpy(split.batch_tail->sep, &sib_img.low, sizeof split.batch_tail->sep);
+            return;
+        }
+    } else if (split.bytes_tail) {  // OFFLOAD_BYTES_BATCH_SPLIT: the same, the separator's bytes whole
         reply(resp, net::kOffloadSplit, leaf);
-        *split.batch_tail = net::OffloadBatchSplitTail{sib, linked ? make_gaddr(t.node, parent) : 0, {}};
-        std::memcpy(split.batch_tail->sep, &sib_img.low, sizeof split.batch_tail->sep);
+        const auto sep = TL::low(sib_img);
+        net::OffloadBytesBatchSplitTail& bt = *split.bytes_tail;
+        bt = net::OffloadBytesBatchSplitTail{};
+        bt.sibling = sib;
+        bt.parent = linked ? make_gaddr(t.node, parent) : 0;
+        bt.sep_len = static_cast<uint16_t>(sep.size());  // a fence: at most kMaxOffloadKeyBytes
+        std::memcpy(bt.sep, sep.data(), sep.size());
         return;
     }
     reply(resp, net::kOffloadSplit, leaf, &n);
@@ -270,7 +282,9 @@ void traverse(uint8_t* pool, uint64_t pool_bytes, uint64_t client_id, const Targ
                 uint8_t st;
                 GAddr sib = 0;
                 Node sib_img;
-                if (!write_leaf(pool, pool_bytes, off, client_id, layout, t, split, n, st, sib, sib_img)) {
+                const SplitContext* sp = split && split->may_split_under && !split->may_split_under(parent) ? nullptr : split;
+                if (sp && sp->used_parent) *sp->used_parent = parent;
+                if (!write_leaf(pool, pool_bytes, off, client_id, layout, t, sp, n, st, sib, sib_img)) {
                     hop--;  // read it again (bounded by kMaxAttempts per read)
                     if (++cas_failures > 200) return reply(resp, net::kOffloadRestart, 0);
                     continue;

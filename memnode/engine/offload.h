@@ -32,10 +32,20 @@ void check_offload_request(uint64_t pool_bytes, const net::OffloadRequest& req);
 // that passes a level-1 node uses that one instead).
 // `batch_tail` (OFFLOAD_BATCH_SPLIT): a split answers only its OffloadReply
 // (no images) and fills *batch_tail, which the batch appends after all replies.
+// `bytes_tail` (OFFLOAD_BYTES_BATCH_SPLIT): the same for a slotted tree.
+// `may_split_under` (batches): whether a full leaf under this parent (pool
+// offset, 0: unknown) may split here -- a batch stops splitting under a
+// parent that could not take a downlink, since every such sibling costs the
+// compute side a one-sided parent insert, where a leaf sent back splits
+// after the compute side split the parent, and is linked here again.
+// `*used_parent` (if set) is told the parent a split tried.
 struct SplitContext {
     std::function<uint64_t()> alloc;
     uint64_t parent = 0;
     net::OffloadBatchSplitTail* batch_tail = nullptr;
+    net::OffloadBytesBatchSplitTail* bytes_tail = nullptr;
+    std::function<bool(uint64_t parent)> may_split_under;
+    uint64_t* used_parent = nullptr;
 };
 
 // `split`: the request is an OFFLOAD_SPLIT or an OFFLOAD_BATCH_SPLIT item
@@ -100,5 +110,17 @@ std::vector<net::OffloadBytesView> check_offload_bytes_batch(uint64_t pool_bytes
 net::OffloadBatchSplitHeader check_offload_batch_split(uint64_t pool_bytes, const uint8_t* payload, size_t len);
 void execute_offload_batch_split(uint8_t* pool, uint64_t pool_bytes, uint64_t client_id, const uint8_t* payload,
                                  const std::function<uint64_t(uint64_t ns)>& alloc, std::vector<uint8_t>& resp);
+
+// OFFLOAD_BYTES_BATCH_SPLIT (offload_batch_split.cpp): the same for a slotted
+// tree; check_offload_bytes_batch_split() checks every item as
+// check_offload_bytes() does (net::parse_offload_bytes_batch_split splits
+// them) and returns the parsed items, which execute_ takes.
+std::vector<net::OffloadBytesBatchSplitView> check_offload_bytes_batch_split(uint64_t pool_bytes,
+                                                                             const uint8_t* payload, size_t len,
+                                                                             net::OffloadBatchSplitHeader& h);
+void execute_offload_bytes_batch_split(uint8_t* pool, uint64_t pool_bytes, uint64_t client_id,
+                                       const net::OffloadBatchSplitHeader& h,
+                                       const std::vector<net::OffloadBytesBatchSplitView>& items,
+                                       const std::function<uint64_t(uint64_t ns)>& alloc, std::vector<uint8_t>& resp);
 
 }  // namespace dex::memnode

@@ -32,6 +32,7 @@ const char* op_name(uint16_t op) {
         case kOpOffloadSplitImage: return "OFFLOAD_SPLIT_IMAGE";
         case kOpOffloadDirtySplit: return "OFFLOAD_DIRTY_SPLIT";
         case kOpOffloadBytesSplit: return "OFFLOAD_BYTES_SPLIT";
+        case kOpOffloadBytesBatchSplit: return "OFFLOAD_BYTES_BATCH_SPLIT";
         default: return nullptr;
     }
 }
@@ -52,7 +53,8 @@ bool is_rpc_op(uint16_t op) {
         case kOpOffloadBatchSplit:
         case kOpOffloadSplitImage:
         case kOpOffloadDirtySplit:
-        case kOpOffloadBytesSplit: return true;
+        case kOpOffloadBytesSplit:
+        case kOpOffloadBytesBatchSplit: return true;
         default: return false;
     }
 }

@@ -125,6 +125,13 @@ enum Op : uint16_t {
                                 //   OFFLOAD_SPLIT for trees of slotted nodes: an insert that finds its leaf
                                 //   full splits it on the memory node; only to nodes whose HELLO has
                                 //   kHelloOffloadBytesSplit
+    kOpOffloadBytesBatchSplit = 39,  // req: OffloadBatchSplitHeader, n x (OffloadBytesBatchSplitItem, then one
+                                     //   OFFLOAD_BYTES insert) -- see parse_offload_bytes_batch_split
+                                     //   resp: n x OffloadReply, then one OffloadBytesBatchSplitTail per reply
+                                     //   whose status is kOffloadSplit, in order, then OffloadBatchSplitImages
+                                     //   and its parent images; no leaf images. OFFLOAD_BATCH_SPLIT for trees
+                                     //   of slotted nodes; only to nodes whose HELLO has
+                                     //   kHelloOffloadBytesBatchSplit
 };
 
 // What an offloaded operation does at the leaf covering `key`.
@@ -233,6 +240,10 @@ constexpr uint32_t kHelloOffloadDirtySplit = 1u << 8;
 // OFFLOAD_BYTES answers may come from a node that splits slotted leaves). A
 // capability bit for the same reason; still needs kHelloCpuAtomics.
 constexpr uint32_t kHelloOffloadBytesSplit = 1u << 9;
+// kHelloOffloadBytesBatchSplit: the node executes OFFLOAD_BYTES_BATCH_SPLIT
+// (a slotted tree's batched inserts whose full leaves it splits itself). A
+// capability bit for the same reason; still needs kHelloCpuAtomics.
+constexpr uint32_t kHelloOffloadBytesBatchSplit = 1u << 10;
 // Whether a node whose HELLO said `flags` takes batched offloaded writes.
 inline bool offload_batch_usable(uint32_t flags) {
     return (flags & kHelloCpuAtomics) != 0 && (flags & kHelloOffloadBatch) != 0;
@@ -262,6 +273,11 @@ inline bool split_spare_usable(uint32_t flags) { return (flags & kHelloSplitSpar
 // Whether a node whose HELLO said `flags` takes OFFLOAD_BATCH_SPLIT.
 inline bool offload_batch_split_usable(uint32_t flags) {
     return (flags & kHelloCpuAtomics) != 0 && (flags & kHelloOffloadBatchSplit) != 0;
+}
+
+// Whether a node whose HELLO said `flags` takes OFFLOAD_BYTES_BATCH_SPLIT.
+inline bool offload_bytes_batch_split_usable(uint32_t flags) {
+    return (flags & kHelloCpuAtomics) != 0 && (flags & kHelloOffloadBytesBatchSplit) != 0;
 }
 
 struct NsInfo {
@@ -494,6 +510,47 @@ const char* parse_offload_bytes_batch(const uint8_t* payload, size_t len, std::v
 // for one parse_offload_bytes would refuse) to a batch payload.
 void append_offload_bytes(std::vector<uint8_t>& batch, const OffloadBytesHeader& h, const void* key, size_t key_len,
                           const void* record, size_t record_len);
+
+// OFFLOAD_BYTES_BATCH_SPLIT: OFFLOAD_BATCH_SPLIT for slotted trees. The
+// payload is an OffloadBatchSplitHeader, then `count` items (1..256), each an
+// OffloadBytesBatchSplitItem followed by one OFFLOAD_BYTES insert (its own
+// header's lengths say where it ends), nothing after the last. A split's
+// tail carries its separator whole (the sibling's low fence, at most
+// kMaxOffloadKeyBytes), so that the compute side can insert the downlink the
+// memory node left.
+#pragma pack(push, 1)
+struct OffloadBytesBatchSplitItem {
+    uint64_t parent;       // as OffloadBatchSplitItem::parent
+    uint8_t split;         // as OffloadBatchSplitItem::split
+    uint8_t pad[7];        // 0
+};
+static_assert(sizeof(OffloadBytesBatchSplitItem) == 16);
+struct OffloadBytesBatchSplitTail {
+    uint64_t sibling;      // GAddr of the new right sibling
+    uint64_t parent;       // GAddr of the parent that took the downlink; 0: the compute side inserts it
+    uint16_t sep_len;      // bytes of sep used
+    uint8_t pad[6];        // 0
+    uint8_t sep[kMaxOffloadKeyBytes];  // the separator's bytes (the sibling's low fence)
+};
+static_assert(sizeof(OffloadBytesBatchSplitTail) == 24 + kMaxOffloadKeyBytes);
+#pragma pack(pop)
+constexpr size_t kMaxOffloadBytesBatchSplitRequest =
+    sizeof(OffloadBatchSplitHeader) +
+    kMaxOffloadBatch * (sizeof(OffloadBytesBatchSplitItem) + kMaxOffloadBytesPayload);
+constexpr size_t kMaxOffloadBytesBatchSplitReply =
+    kMaxOffloadBatch * (sizeof(OffloadReply) + sizeof(OffloadBytesBatchSplitTail)) + sizeof(OffloadBatchSplitImages) +
+    kMaxBatchSplitParentImages * (8 + DEX_NODE_BYTES);
+// One OFFLOAD_BYTES_BATCH_SPLIT item as parsed; `req` points into the payload.
+struct OffloadBytesBatchSplitView {
+    OffloadBytesBatchSplitItem item;
+    OffloadBytesView req;
+};
+// Checks a whole OFFLOAD_BYTES_BATCH_SPLIT payload before anything runs:
+// nullptr, the header and one view per item if it is well formed (every
+// sub-request an insert passing parse_offload_bytes on exactly its bytes,
+// flags 0 or 1, pads 0), otherwise why not. Reads at most `len` bytes.
+const char* parse_offload_bytes_batch_split(const uint8_t* payload, size_t len, OffloadBatchSplitHeader& h,
+                                            std::vector<OffloadBytesBatchSplitView>& out);
 
 // "READ", "ALLOC", ... or nullptr for an unknown op.
 const char* op_name(uint16_t op);

@@ -91,6 +91,11 @@ public:
     // and executes offloaded writes: a slotted tree's full leaf is split
     // there in one round trip. Connects if needed.
     virtual bool offload_bytes_split_allowed() { return false; }
+    // Whether the memory node takes OFFLOAD_BYTES_BATCH_SPLIT
+    // (kHelloOffloadBytesBatchSplit) and executes offloaded writes: a slotted
+    // tree's batched inserts go there, and a full leaf is split there instead
+    // of coming back. Connects if needed.
+    virtual bool offload_bytes_batch_split_allowed() { return false; }
     // Whether OFFLOAD_SPLIT and OFFLOAD_SPLIT_IMAGE may carry a spare sibling
     // block (kHelloSplitSpare): the split's new sibling is then admitted to
     // the cache from the reply. Connects if needed.

@@ -4,8 +4,8 @@
 // OFFLOAD_BATCH per node (OFFLOAD_BYTES_BATCH for byte-string keys) instead
 // of one OFFLOAD (or a one-sided write) each.
 // The memory node executes every sub-request exactly as a single offloaded
-// insert; a memory node that takes OFFLOAD_BATCH_SPLIT (fixed layout) also
-// splits a full leaf itself, as OFFLOAD_SPLIT does. What it cannot do without
+// insert; a memory node that takes OFFLOAD_BATCH_SPLIT (OFFLOAD_BYTES_BATCH_SPLIT
+// for slotted trees) also splits a full leaf itself, as OFFLOAD_SPLIT does. What it cannot do without
 // a structure modification comes back and is inserted here one at a time,
 // splits included.
 #include <algorithm>
@@ -15,6 +15,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 #include "cache/cache.h"
 #include "common/stats.h"
@@ -107,7 +108,7 @@ private:
     };
     // A sibling a memory node created whose downlink it could not insert.
     struct Unlinked {
-        EntryKey sep;  // a fixed tree's separator (only fixed trees split in a batch)
+        Key sep;  // the separator (the sibling's low fence)
         GAddr sibling;
         GAddr parent;  // where the leaf's descent passed level 1 (0: unknown)
     };
@@ -140,8 +141,8 @@ private:
                 if (std::find(split.begin(), split.end(), e.full_leaf) == split.end()) {
                     split.push_back(e.full_leaf);
                     // splits the leaf: a slotted one by its memory node where
-                    // it can (OFFLOAD_BYTES_SPLIT; a fixed one came back only
-                    // where OFFLOAD_BATCH_SPLIT could not), else one-sided
+                    // it can (OFFLOAD_BYTES_SPLIT; a leaf comes back only where
+                    // the batch could not split it), else one-sided
                     insert_alone(i, L::kSlotted && t_.node_splits_leaves(gaddr_node(e.full_leaf)));
                 } else {
                     next.push_back(i);
@@ -216,12 +217,35 @@ private:
     }
 
     static constexpr net::Op kBatchOp = L::kSlotted ? net::kOpOffloadBytesBatch : net::kOpOffloadBatch;
+    static constexpr net::Op kSplitOp = L::kSlotted ? net::kOpOffloadBytesBatchSplit : net::kOpOffloadBatchSplit;
     static constexpr const char* kBatchName = L::kSlotted ? "OFFLOAD_BYTES_BATCH" : "OFFLOAD_BATCH";
+    // A split's tail in the reply: a slotted one carries its separator's bytes.
+    using SplitTail = std::conditional_t<L::kSlotted, net::OffloadBytesBatchSplitTail, net::OffloadBatchSplitTail>;
 
-    // Whether `node` splits full leaves inside the batch (OFFLOAD_BATCH_SPLIT):
-    // it says so, and the tree has a namespace there for the siblings.
+    // Whether `node` splits full leaves inside the batch (OFFLOAD_BATCH_SPLIT,
+    // OFFLOAD_BYTES_BATCH_SPLIT): it says so, and the tree has a namespace
+    // there for the siblings.
     bool node_splits(uint32_t node, Transport& tr) const {
-        return !L::kSlotted && node < t_.part_ns_.size() && t_.part_ns_[node] && tr.offload_batch_split_allowed();
+        if (node >= t_.part_ns_.size() || !t_.part_ns_[node]) return false;
+        return L::kSlotted ? tr.offload_bytes_batch_split_allowed() : tr.offload_batch_split_allowed();
+    }
+
+    // The rest of entry i's split item: where it goes in the request (a
+    // slotted item's comes first: its sub-request's length varies).
+    void append_split_item(std::vector<uint8_t>& payload, const Entry& e) {
+        if constexpr (L::kSlotted) {
+            net::OffloadBytesBatchSplitItem it{};
+            it.parent = e.parent ? gaddr_offset(e.parent) : 0;
+            it.split = e.may_split ? 1 : 0;
+            const uint8_t* q = reinterpret_cast<const uint8_t*>(&it);
+            payload.insert(payload.end(), q, q + sizeof it);
+        } else {
+            const uint64_t parent = e.parent ? gaddr_offset(e.parent) : 0;
+            const uint8_t* q = reinterpret_cast<const uint8_t*>(&parent);
+            payload.insert(payload.end(), q, q + sizeof parent);
+            const uint8_t flags[8] = {static_cast<uint8_t>(e.may_split ? 1 : 0)};
+            payload.insert(payload.end(), flags, flags + sizeof flags);
+        }
     }
 
     void send(uint32_t node, const std::vector<size_t>& idx) {
@@ -255,14 +279,9 @@ private:
                 // a later round's attempt on the same node rewrites the same slot
                 if (e.slot >= 0 && e.slot_node == node) t_.journal_->resume(node, e.slot);
             }
+            if (splits && L::kSlotted) append_split_item(payload, e);
             append_request(payload, node, i);
-            if (splits) {  // the rest of its OffloadBatchSplitItem
-                const uint64_t parent = e.parent ? gaddr_offset(e.parent) : 0;
-                const uint8_t* q = reinterpret_cast<const uint8_t*>(&parent);
-                payload.insert(payload.end(), q, q + sizeof parent);
-                const uint8_t flags[8] = {static_cast<uint8_t>(e.may_split ? 1 : 0)};
-                payload.insert(payload.end(), flags, flags + sizeof flags);
-            }
+            if (splits && !L::kSlotted) append_split_item(payload, e);
             if (e.journal) {
                 e.slot = t_.journal_->slot_taken(node);
                 e.slot_node = node;
@@ -275,7 +294,7 @@ private:
                 // cancel waits for the answer (the op timeout still bounds
                 // it), as for a single offloaded write.
                 InterruptHold hold;
-                resp = tr.rpc(splits ? net::kOpOffloadBatchSplit : kBatchOp, payload.data(),
+                resp = tr.rpc(splits ? kSplitOp : kBatchOp, payload.data(),
                               static_cast<uint32_t>(payload.size()));
             }
             Stats::add(stats().offloads, idx.size());
@@ -373,13 +392,13 @@ private:
         }
     }
 
-    // `splits`: an OFFLOAD_BATCH_SPLIT's replies, a tail after them for each
-    // kOffloadSplit (src/README.md "Offloading", batched offloaded inserts).
+    // `splits`: an OFFLOAD_(BYTES_)BATCH_SPLIT's replies, a tail after them for
+    // each kOffloadSplit (src/README.md "Offloading", batched offloaded inserts).
     void take_replies(uint32_t node, const std::vector<size_t>& idx, const std::vector<uint8_t>& resp, bool splits) {
         size_t nsplit = 0;
         for (size_t j = 0; splits && j < idx.size() && (j + 1) * sizeof(net::OffloadReply) <= resp.size(); j++)
             nsplit += resp[j * sizeof(net::OffloadReply)] == net::kOffloadSplit;  // status: the first byte
-        const size_t fixed = idx.size() * sizeof(net::OffloadReply) + nsplit * sizeof(net::OffloadBatchSplitTail);
+        const size_t fixed = idx.size() * sizeof(net::OffloadReply) + nsplit * sizeof(SplitTail);
         net::OffloadBatchSplitImages imgs{0, 0};
         if (splits && resp.size() >= fixed + sizeof imgs) std::memcpy(&imgs, resp.data() + fixed, sizeof imgs);
         if (resp.size() != fixed + (splits ? sizeof imgs + imgs.count * (sizeof(GAddr) + kNodeSize) : 0) ||
@@ -410,7 +429,7 @@ private:
                 case net::kOffloadSplit:
                     if (!splits) throw Error(ErrorCode::kProtocol, std::string(kBatchName) + ": split status");
                     take_split(node, e, rep.leaf, tails);
-                    tails += sizeof(net::OffloadBatchSplitTail);
+                    tails += sizeof(SplitTail);
                     break;
                 case net::kOffloadRestart:
                     // The path left the node: find the leaf one-sided.
@@ -433,8 +452,9 @@ private:
             std::memcpy(static_cast<void*>(&img), at + sizeof g, kNodeSize);
             at += sizeof g + kNodeSize;
             if (gaddr_node(g) != node || gaddr_is_swizzled(g) || !g || img.tree_id != t_.tree_id_ ||
-                img.level != 1 || !snapshot_valid(img) || is_slotted(img))
-                throw Error(ErrorCode::kProtocol, "OFFLOAD_BATCH_SPLIT: memory node returned an invalid parent image");
+                img.level != 1 || !snapshot_valid(img) || is_slotted(img) != L::kSlotted)
+                throw Error(ErrorCode::kProtocol, std::string(kBatchName) +
+                                                      "_SPLIT: memory node returned an invalid parent image");
         }
         for (GAddr p : linked_) {
             auto it = std::find_if(got.begin(), got.end(), [p](const auto& x) { return x.first == p; });
@@ -453,38 +473,40 @@ private:
     // the changed leaves (settle()); a sibling the memory node could not link
     // waits for link_siblings().
     void take_split(uint32_t node, const Entry& e, GAddr leaf, const uint8_t* at) {
-        if constexpr (!L::kSlotted) {
-            net::OffloadBatchSplitTail tail;
-            std::memcpy(&tail, at, sizeof tail);
-            auto own = [&](GAddr a) { return gaddr_node(a) == node && !gaddr_is_swizzled(a) && a != 0; };
-            if (!own(leaf) || !own(tail.sibling) || (tail.parent && !own(tail.parent)))
-                throw Error(ErrorCode::kProtocol, "OFFLOAD_BATCH_SPLIT: memory node named a node outside its own pool");
-            changed_.push_back(leaf);
-            changed_.push_back(tail.sibling);
-            if (tail.parent) linked_.push_back(tail.parent);
-            Stats::add(stats().batched_inserts);
-            Stats::add(stats().memnode_splits);
-            if (!tail.parent) {
-                EntryKey sep;
-                std::memcpy(&sep, tail.sep, sizeof sep);
-                unlinked_.push_back(Unlinked{sep, tail.sibling, e.parent});
-            }
+        SplitTail tail;
+        std::memcpy(&tail, at, sizeof tail);
+        auto own = [&](GAddr a) { return gaddr_node(a) == node && !gaddr_is_swizzled(a) && a != 0; };
+        if (!own(leaf) || !own(tail.sibling) || (tail.parent && !own(tail.parent)))
+            throw Error(ErrorCode::kProtocol,
+                        std::string(kBatchName) + "_SPLIT: memory node named a node outside its own pool");
+        Key sep;
+        if constexpr (L::kSlotted) {
+            if (tail.sep_len == 0 || tail.sep_len > sizeof tail.sep)
+                throw Error(ErrorCode::kProtocol, "OFFLOAD_BYTES_BATCH_SPLIT: separator of " +
+                                                      std::to_string(tail.sep_len) + " bytes");
+            sep.assign(reinterpret_cast<const char*>(tail.sep), tail.sep_len);
+        } else {
+            std::memcpy(&sep, tail.sep, sizeof sep);
         }
+        changed_.push_back(leaf);
+        changed_.push_back(tail.sibling);
+        if (tail.parent) linked_.push_back(tail.parent);
+        Stats::add(stats().batched_inserts);
+        Stats::add(stats().memnode_splits);
+        if (!tail.parent) unlinked_.push_back(Unlinked{std::move(sep), tail.sibling, e.parent});
     }
 
     // Step 3 of the memory nodes' splits that they left to us (parent full,
     // locked, moved, unknown or elsewhere), after settle() dropped the nodes
     // they changed: as split_leaf() would, through the level above.
     void link_siblings() {
-        if constexpr (!L::kSlotted) {
-            Deadline dl = t_.deadline();
-            while (!unlinked_.empty()) {
-                const Unlinked u = unlinked_.back();
-                unlinked_.pop_back();
-                Path path{};
-                path[1] = u.parent;
-                t_.insert_parent(1, u.sep, u.sibling, path, dl);
-            }
+        Deadline dl = t_.deadline();
+        while (!unlinked_.empty()) {
+            const Unlinked u = unlinked_.back();
+            unlinked_.pop_back();
+            Path path{};
+            path[1] = u.parent;
+            t_.insert_parent(1, u.sep, u.sibling, path, dl);
         }
     }
 
