@@ -6,7 +6,8 @@
 # by round, each checkout in a private copy of the system PostgreSQL tree
 # (scripts/lib.sh private_pg_install: no install lock), fsync = on (what a
 # WAL flush per row costs is the point), one fresh memory node and cluster
-# per checkout and round. Prints every time and the medians; the answers of
+# per checkout and round. Prints every time, the dex statement's remote round
+# trips (dex_stats()) and the medians; the answers of
 # each dex table are compared with a seqscan.
 #
 #   bash bench/bytes_insert.sh CHECKOUT_A CHECKOUT_B [ROWS] [ROUNDS]
@@ -49,6 +50,8 @@ one() {  # one LABEL BIN ROUND
         t1=$(date +%s%N)
         ms=$(( (t1 - t0) / 1000000 ))
         echo "$label $r $am $ms" | tee -a "$raw"
+        # the remote round trips of the dex statement (fresh cluster: the index's build aside)
+        [ "$am" = dex ] && echo "$label $r round_trips $(P -At -c "SELECT round_trips FROM dex_stats()")" | tee -a "$raw"
     done
     local a b
     a=$(P -At -c "SET enable_seqscan = off; SET enable_bitmapscan = off;
@@ -72,4 +75,9 @@ for v in A B; do
               awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}')
         echo "$v $am $med"
     done
+done
+for v in A B; do
+    med=$(awk -v v=$v '$1 == v && $3 == "round_trips" {print $4}' "$raw" | sort -n |
+          awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}')
+    echo "$v round_trips $med"
 done
