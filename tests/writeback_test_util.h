@@ -34,8 +34,9 @@ public:
     std::vector<uint8_t> rpc(net::Op op, const void* p, uint32_t l) override {
         trips++;
         const int lose = op == net::kOpOffloadSplitImage   ? lose_split_image.exchange(0)
-                         : op == net::kOpOffloadDirtySplit ? lose_dirty_split.exchange(0)
-                                                           : 0;
+                         : op == net::kOpOffloadDirtySplit || op == net::kOpOffloadBytesDirtySplit
+                             ? lose_dirty_split.exchange(0)
+                             : 0;
         if (lose == 2) throw Error(ErrorCode::kTimeout, "test: " + net::op_label(op) + " lost before it ran");
         std::vector<uint8_t> r = InProcForwarder::rpc(op, p, l);
         if (lose == 1) throw Error(ErrorCode::kTimeout, "test: the answer to " + net::op_label(op) + " is lost");
@@ -50,13 +51,16 @@ public:
     bool offload_split_image_allowed() override { return split_image && in_.offload_split_image_allowed(); }
     // Whether it splits dirty leaves (OFFLOAD_DIRTY_SPLIT); off: one-sided.
     bool offload_dirty_split_allowed() override { return dirty_split && in_.offload_dirty_split_allowed(); }
+    bool offload_bytes_dirty_split_allowed() override {
+        return dirty_split && in_.offload_bytes_dirty_split_allowed();
+    }
     // Whether it takes spare siblings with its splits (kHelloSplitSpare).
     bool split_spare_allowed() override { return split_spare && in_.split_spare_allowed(); }
     uint64_t trips = 0;
     bool split_image = false;
     bool split_spare = false;
     bool dirty_split = false;
-    // The next OFFLOAD_DIRTY_SPLIT: 1 runs but its answer is lost, 2 is lost before it runs.
+    // The next OFFLOAD_(BYTES_)DIRTY_SPLIT: 1 runs but its answer is lost, 2 is lost before it runs.
     std::atomic<int> lose_dirty_split{0};
     // The next OFFLOAD_SPLIT_IMAGE: 1 runs but its answer is lost, 2 is lost before it runs.
     std::atomic<int> lose_split_image{0};

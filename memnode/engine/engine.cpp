@@ -370,7 +370,7 @@ struct Engine::Impl {
         r.flags = (cpu_atomics.load(std::memory_order_relaxed) ? kHelloCpuAtomics : 0) | kHelloOffloadBatch |
                   kHelloOffloadBytes | kHelloOffloadBytesBatch | kHelloOffloadSplit |
                   kHelloOffloadBatchSplit | kHelloOffloadSplitImage | kHelloSplitSpare | kHelloOffloadDirtySplit |
-                  kHelloOffloadBytesSplit | kHelloOffloadBytesBatchSplit;
+                  kHelloOffloadBytesSplit | kHelloOffloadBytesBatchSplit | kHelloOffloadBytesDirtySplit;
         put(resp, r);
     }
 
@@ -536,6 +536,7 @@ struct Engine::Impl {
             case kOpOffloadDirtySplit: do_offload_dirty_split(hdr, payload, resp, client); return;
             case kOpOffloadBytesSplit: do_offload_bytes_split(hdr, payload, resp, client); return;
             case kOpOffloadBytesBatchSplit: do_offload_bytes_batch_split(hdr, payload, resp, client); return;
+            case kOpOffloadBytesDirtySplit: do_offload_bytes_dirty_split(hdr, payload, resp, client); return;
             case kOpOffloadBytes: {
                 try {
                     // A malformed payload is a protocol error even where writes are refused.
@@ -625,14 +626,38 @@ struct Engine::Impl {
         net::OffloadDirtySplitExt dx{};
         std::memcpy(&ext, payload + sizeof(net::OffloadRequest), sizeof ext);
         std::memcpy(&dx, payload + sizeof(net::OffloadRequest) + sizeof ext, sizeof dx);
-        const bool owned = dx.sibling && ns_owns_block(ext.ns, dx.sibling);
+        dirty_split_request(ext.ns, dx.sibling, resp, [&](uint64_t sibling) {
+            execute_offload_dirty_split(pool, pool_bytes, client, payload, sibling, resp);
+        });
+    }
+
+    // OFFLOAD_BYTES_DIRTY_SPLIT: the same for a slotted leaf.
+    void do_offload_bytes_dirty_split(const FrameHeader& hdr, const uint8_t* payload, std::vector<uint8_t>& resp,
+                                      uint64_t client) {
+        net::OffloadBytesDirtySplitHeader h;
         try {
-            execute_offload_dirty_split(pool, pool_bytes, client, payload, owned ? dx.sibling : 0, resp);
+            h = check_offload_bytes_dirty_split(payload, hdr.payload_len);
+        } catch (const std::invalid_argument& e) {
+            throw Fail{kStatusProtocol, e.what()};
+        }
+        if (!cpu_atomics.load(std::memory_order_relaxed)) throw no_cpu_atomics("OFFLOAD_BYTES_DIRTY_SPLIT");
+        dirty_split_request(h.ns, h.sibling, resp, [&](uint64_t sibling) {
+            execute_offload_bytes_dirty_split(pool, pool_bytes, client, payload, sibling, resp);
+        });
+    }
+
+    // Both dirty splits: the sibling block the request names, only if the
+    // tree's namespace owns it, then the reply's OffloadSpareTail.
+    template <class Run>
+    void dirty_split_request(uint64_t ns, uint64_t sibling, std::vector<uint8_t>& resp, Run run) {
+        const bool owned = sibling && ns_owns_block(ns, sibling);
+        try {
+            run(owned ? sibling : 0);
         } catch (const std::invalid_argument& e) {
             throw Fail{kStatusProtocol, e.what()};
         }
         const bool taken = !resp.empty() && resp[0] == net::kOffloadSplit;
-        put(resp, net::OffloadSpareTail{owned && !taken ? dx.sibling : split_alloc(ext.ns)});
+        put(resp, net::OffloadSpareTail{owned && !taken ? sibling : split_alloc(ns)});
         offload_work();
         offloads.fetch_add(1, std::memory_order_relaxed);
     }

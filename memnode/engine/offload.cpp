@@ -365,6 +365,60 @@ void execute_offload_split_image(uint8_t* pool, uint64_t pool_bytes, uint64_t cl
     reply(resp, st, leaf, st == net::kOffloadDone ? &img : nullptr);
 }
 
+namespace {
+
+// What a dirty split's request says, either layout's.
+template <class L>
+struct DirtySplitAsk {
+    uint64_t off;  // the leaf
+    uint32_t tree_id;
+    uint16_t node;
+    uint64_t parent, version, right;
+    typename L::Key sep, low, high;
+};
+
+// The shared body of OFFLOAD_DIRTY_SPLIT and OFFLOAD_BYTES_DIRTY_SPLIT.
+template <class L>
+void dirty_split(uint8_t* pool, uint64_t pool_bytes, uint64_t client_id, const DirtySplitAsk<L>& q, uint64_t sibling,
+                 std::vector<uint8_t>& resp) {
+    // Both halves cover a key range: low < sep < high.
+    if (L::compare(q.low, q.sep) >= 0 || (!L::is_pos_inf(q.high) && L::compare(q.sep, q.high) >= 0))
+        throw std::invalid_argument("OFFLOAD_DIRTY_SPLIT: the separator is not inside the leaf's fences");
+    const uint64_t off = q.off;
+    Node cur;
+    // The leaf the compute server's frame describes: at the frame's version
+    // or, after a write-back of it, unlocked at a newer one (the frame's
+    // holder is its only writer); its structure is written through (W1), so
+    // fences and right link agree. Else nothing changes and the compute side
+    // splits one-sided.
+    if (!sibling || !sibling_block_ok(pool_bytes, sibling) || sibling == off ||
+        !read_pool_node(pool, pool_bytes, off, cur) || cur.tree_id != q.tree_id || cur.level != 0 ||
+        is_slotted(cur) != L::kSlotted || !L::layout_ok(cur) || cur.is_deleted() || cur.body_version < q.version ||
+        cur.right != q.right || !L::equal(L::low(cur), q.low) || !L::equal(L::high(cur), q.high))
+        return reply(resp, net::kOffloadRestart, 0);
+    const uint64_t v = cur.body_version;
+    uint64_t expected = make_lock_word(v, 0, false);
+    if (!__atomic_compare_exchange_n(lock_word(pool, off), &expected, make_lock_word(v, client_id, true), false,
+                                     __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+        return reply(resp, net::kOffloadRestart, 0);  // locked or changed since the read
+    const GAddr sib = make_gaddr(q.node, sibling);
+    Node lo, hi;
+    // (a fixed leaf's halves always fit; a slotted half may not: a separator
+    // longer than the fence it replaces)
+    if (!tree::split_image_at<L>(cur, q.sep, sib, lo, hi)) {
+        __atomic_store_n(lock_word(pool, off), expected, __ATOMIC_RELEASE);
+        return reply(resp, net::kOffloadRestart, 0);
+    }
+    publish_sibling(pool, sibling, hi);  // step 1, then the leaf points at it (step 2)
+    seal_node(lo, v + 1);
+    publish_node(pool, off, lo);
+    const Target t{off, q.tree_id, q.node, net::kOffloadInsert, 0};
+    const SplitContext plain;  // (answers with images, as OFFLOAD_SPLIT)
+    reply_split<L>(pool, pool_bytes, client_id, t, plain, q.parent, make_gaddr(q.node, off), lo, sib, hi, resp);
+}
+
+}  // namespace
+
 void execute_offload_dirty_split(uint8_t* pool, uint64_t pool_bytes, uint64_t client_id, const uint8_t* payload,
                                  uint64_t sibling, std::vector<uint8_t>& resp) {
     using L = tree::FixedLayout;
@@ -377,42 +431,38 @@ void execute_offload_dirty_split(uint8_t* pool, uint64_t pool_bytes, uint64_t cl
     check_offload_request(pool_bytes, req);
     if (req.kind != net::kOffloadInsert || req.start_level != 0 || req.journal != 0)
         throw std::invalid_argument("OFFLOAD_DIRTY_SPLIT: the split of a leaf only, without a journal record");
-    EntryKey sep, low, high;
-    std::memcpy(&sep, req.key, sizeof sep);
-    std::memcpy(&low, dx.low, sizeof low);
-    std::memcpy(&high, dx.high, sizeof high);
-    // Both halves cover a key range: low < sep < high.
-    if (L::compare(low, sep) >= 0 || (high.cls != kPosInf && L::compare(sep, high) >= 0))
-        throw std::invalid_argument("OFFLOAD_DIRTY_SPLIT: the separator is not inside the leaf's fences");
-    const uint64_t off = req.start;
-    Node cur;
-    // The leaf the compute server's frame describes: at the frame's version
-    // or, after a write-back of it, unlocked at a newer one (the frame's
-    // holder is its only writer); its structure is written through (W1), so
-    // fences and right link agree. Else nothing changes and the compute side
-    // splits one-sided.
-    if (!sibling || !sibling_block_ok(pool_bytes, sibling) || sibling == off ||
-        !read_pool_node(pool, pool_bytes, off, cur) || cur.tree_id != req.tree_id || cur.level != 0 ||
-        is_slotted(cur) || cur.is_deleted() || cur.body_version < dx.version || cur.right != dx.right ||
-        !L::equal(cur.low, low) || !L::equal(cur.high, high))
-        return reply(resp, net::kOffloadRestart, 0);
-    const uint64_t v = cur.body_version;
-    uint64_t expected = make_lock_word(v, 0, false);
-    if (!__atomic_compare_exchange_n(lock_word(pool, off), &expected, make_lock_word(v, client_id, true), false,
-                                     __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
-        return reply(resp, net::kOffloadRestart, 0);  // locked or changed since the read
-    const GAddr sib = make_gaddr(req.node, sibling);
-    Node lo, hi;
-    if (!tree::split_image_at<L>(cur, sep, sib, lo, hi)) {  // (a fixed leaf's halves always fit)
-        __atomic_store_n(lock_word(pool, off), expected, __ATOMIC_RELEASE);
-        return reply(resp, net::kOffloadRestart, 0);
-    }
-    publish_sibling(pool, sibling, hi);  // step 1, then the leaf points at it (step 2)
-    seal_node(lo, v + 1);
-    publish_node(pool, off, lo);
-    const Target t{off, req.tree_id, req.node, req.kind, 0};
-    const SplitContext plain;  // (answers with images, as OFFLOAD_SPLIT)
-    reply_split<L>(pool, pool_bytes, client_id, t, plain, ext.parent, make_gaddr(req.node, off), lo, sib, hi, resp);
+    DirtySplitAsk<L> q{req.start, req.tree_id, req.node, ext.parent, dx.version, dx.right, {}, {}, {}};
+    std::memcpy(&q.sep, req.key, sizeof q.sep);
+    std::memcpy(&q.low, dx.low, sizeof q.low);
+    std::memcpy(&q.high, dx.high, sizeof q.high);
+    dirty_split<L>(pool, pool_bytes, client_id, q, sibling, resp);
+}
+
+net::OffloadBytesDirtySplitHeader check_offload_bytes_dirty_split(const uint8_t* payload, size_t len) {
+    net::OffloadBytesDirtySplitHeader h;
+    if (len < sizeof h) throw std::invalid_argument("OFFLOAD_BYTES_DIRTY_SPLIT: payload shorter than its header");
+    std::memcpy(&h, payload, sizeof h);
+    if (h.pad0 != 0 || h.pad1 != 0 || h.high_inf > 1 || (h.high_inf && h.high_len != 0))
+        throw std::invalid_argument("OFFLOAD_BYTES_DIRTY_SPLIT: bad flags or padding");
+    if (h.sep_len == 0 || h.sep_len > net::kMaxOffloadKeyBytes || h.low_len > net::kMaxOffloadKeyBytes ||
+        h.high_len > net::kMaxOffloadKeyBytes)
+        throw std::invalid_argument("OFFLOAD_BYTES_DIRTY_SPLIT: separator or fence too long (or no separator)");
+    if (len != sizeof h + size_t(h.sep_len) + h.low_len + h.high_len)
+        throw std::invalid_argument("OFFLOAD_BYTES_DIRTY_SPLIT: payload length is not header + sep + fences");
+    return h;
+}
+
+void execute_offload_bytes_dirty_split(uint8_t* pool, uint64_t pool_bytes, uint64_t client_id,
+                                       const uint8_t* payload, uint64_t sibling, std::vector<uint8_t>& resp) {
+    using L = tree::SlottedLayout;
+    net::OffloadBytesDirtySplitHeader h;
+    std::memcpy(&h, payload, sizeof h);
+    const char* p = reinterpret_cast<const char*>(payload) + sizeof h;
+    DirtySplitAsk<L> q{h.start, h.tree_id, h.node, h.parent, h.version, h.right, {}, {}, {}};
+    q.sep.assign(p, h.sep_len);
+    q.low.assign(p + h.sep_len, h.low_len);
+    q.high = h.high_inf ? L::pos_inf() : L::Key(p + h.sep_len + h.low_len, h.high_len);
+    dirty_split<L>(pool, pool_bytes, client_id, q, sibling, resp);
 }
 
 net::OffloadBytesView check_offload_bytes(uint64_t pool_bytes, const uint8_t* payload, size_t len) {

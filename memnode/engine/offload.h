@@ -76,6 +76,13 @@ void execute_offload_split_image(uint8_t* pool, uint64_t pool_bytes, uint64_t cl
 // otherwise. Throws std::invalid_argument for a malformed request.
 void execute_offload_dirty_split(uint8_t* pool, uint64_t pool_bytes, uint64_t client_id, const uint8_t* payload,
                                  uint64_t sibling, std::vector<uint8_t>& resp);
+// OFFLOAD_BYTES_DIRTY_SPLIT: the same for a slotted leaf. check_ throws
+// std::invalid_argument for a malformed payload (lengths, flags), reading
+// nothing beyond `len`, and returns its header; execute_ takes only a
+// checked payload.
+net::OffloadBytesDirtySplitHeader check_offload_bytes_dirty_split(const uint8_t* payload, size_t len);
+void execute_offload_bytes_dirty_split(uint8_t* pool, uint64_t pool_bytes, uint64_t client_id,
+                                       const uint8_t* payload, uint64_t sibling, std::vector<uint8_t>& resp);
 
 // OFFLOAD_BYTES (net/protocol.h): the same operation on a tree of slotted
 // nodes, the key and journal record given as bytes. check_offload_bytes()

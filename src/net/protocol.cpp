@@ -33,6 +33,7 @@ const char* op_name(uint16_t op) {
         case kOpOffloadDirtySplit: return "OFFLOAD_DIRTY_SPLIT";
         case kOpOffloadBytesSplit: return "OFFLOAD_BYTES_SPLIT";
         case kOpOffloadBytesBatchSplit: return "OFFLOAD_BYTES_BATCH_SPLIT";
+        case kOpOffloadBytesDirtySplit: return "OFFLOAD_BYTES_DIRTY_SPLIT";
         default: return nullptr;
     }
 }
@@ -54,7 +55,8 @@ bool is_rpc_op(uint16_t op) {
         case kOpOffloadSplitImage:
         case kOpOffloadDirtySplit:
         case kOpOffloadBytesSplit:
-        case kOpOffloadBytesBatchSplit: return true;
+        case kOpOffloadBytesBatchSplit:
+        case kOpOffloadBytesDirtySplit: return true;
         default: return false;
     }
 }

@@ -117,8 +117,8 @@ enum Op : uint16_t {
                                 //   OffloadDirtySplitExt::version or newer, the sibling the block it names
                                 //   (else kOffloadRestart, nothing changed) -- and links the sibling into
                                 //   the parent when that is simple (src/README.md "Splitting a dirty
-                                //   leaf"); fixed layout only; only to nodes whose HELLO has
-                                //   kHelloOffloadDirtySplit
+                                //   leaf"); fixed layout (slotted: OFFLOAD_BYTES_DIRTY_SPLIT); only to
+                                //   nodes whose HELLO has kHelloOffloadDirtySplit
     kOpOffloadBytesSplit = 38,  // req: an OFFLOAD_BYTES request (kind kOffloadInsert) + OffloadSplitExt +
                                 //   OffloadSpareExt
                                 //   resp: as OFFLOAD_SPLIT (slotted images), then OffloadSpareTail.
@@ -132,6 +132,11 @@ enum Op : uint16_t {
                                      //   and its parent images; no leaf images. OFFLOAD_BATCH_SPLIT for trees
                                      //   of slotted nodes; only to nodes whose HELLO has
                                      //   kHelloOffloadBytesBatchSplit
+    kOpOffloadBytesDirtySplit = 40,  // req: OffloadBytesDirtySplitHeader, then sep_len + low_len + high_len
+                                     //   bytes (the separator, the leaf's fences)
+                                     //   resp: as OFFLOAD_SPLIT (slotted images), then OffloadSpareTail.
+                                     //   OFFLOAD_DIRTY_SPLIT for trees of slotted nodes; only to nodes whose
+                                     //   HELLO has kHelloOffloadBytesDirtySplit
 };
 
 // What an offloaded operation does at the leaf covering `key`.
@@ -244,6 +249,10 @@ constexpr uint32_t kHelloOffloadBytesSplit = 1u << 9;
 // (a slotted tree's batched inserts whose full leaves it splits itself). A
 // capability bit for the same reason; still needs kHelloCpuAtomics.
 constexpr uint32_t kHelloOffloadBytesBatchSplit = 1u << 10;
+// kHelloOffloadBytesDirtySplit: the node executes OFFLOAD_BYTES_DIRTY_SPLIT
+// (a dirty write-back slotted leaf's split). A capability bit for the same
+// reason; still needs kHelloCpuAtomics.
+constexpr uint32_t kHelloOffloadBytesDirtySplit = 1u << 11;
 // Whether a node whose HELLO said `flags` takes batched offloaded writes.
 inline bool offload_batch_usable(uint32_t flags) {
     return (flags & kHelloCpuAtomics) != 0 && (flags & kHelloOffloadBatch) != 0;
@@ -278,6 +287,10 @@ inline bool offload_batch_split_usable(uint32_t flags) {
 // Whether a node whose HELLO said `flags` takes OFFLOAD_BYTES_BATCH_SPLIT.
 inline bool offload_bytes_batch_split_usable(uint32_t flags) {
     return (flags & kHelloCpuAtomics) != 0 && (flags & kHelloOffloadBytesBatchSplit) != 0;
+}
+// Whether a node whose HELLO said `flags` takes OFFLOAD_BYTES_DIRTY_SPLIT.
+inline bool offload_bytes_dirty_split_usable(uint32_t flags) {
+    return (flags & kHelloCpuAtomics) != 0 && (flags & kHelloOffloadBytesDirtySplit) != 0;
 }
 
 struct NsInfo {
@@ -551,6 +564,30 @@ struct OffloadBytesBatchSplitView {
 // flags 0 or 1, pads 0), otherwise why not. Reads at most `len` bytes.
 const char* parse_offload_bytes_batch_split(const uint8_t* payload, size_t len, OffloadBatchSplitHeader& h,
                                             std::vector<OffloadBytesBatchSplitView>& out);
+
+// OFFLOAD_BYTES_DIRTY_SPLIT: OFFLOAD_DIRTY_SPLIT for slotted trees. The
+// header says what OffloadRequest, OffloadSplitExt and OffloadDirtySplitExt
+// say for a fixed tree; the separator and the leaf's fences follow as bytes
+// (a +inf high fence: high_inf 1 and no bytes), at most kMaxOffloadKeyBytes
+// each; the payload is exactly header + sep_len + low_len + high_len.
+struct OffloadBytesDirtySplitHeader {
+    uint64_t start;        // pool offset of the leaf
+    uint32_t tree_id;
+    uint16_t node;         // this memory node's id in the compute side's GAddrs
+    uint8_t high_inf;      // 1: the leaf's high fence is +inf (high_len 0)
+    uint8_t pad0;          // 0
+    uint64_t ns;           // as OffloadSplitExt::ns
+    uint64_t parent;       // as OffloadSplitExt::parent
+    uint64_t version;      // as OffloadDirtySplitExt::version
+    uint64_t right;        // ... ::right
+    uint64_t sibling;      // ... ::sibling
+    uint16_t sep_len;      // 1..kMaxOffloadKeyBytes
+    uint16_t low_len;      // 0 (-inf) ..kMaxOffloadKeyBytes
+    uint16_t high_len;     // 0..kMaxOffloadKeyBytes
+    uint16_t pad1;         // 0
+};
+static_assert(sizeof(OffloadBytesDirtySplitHeader) == 64);
+constexpr size_t kMaxOffloadBytesDirtySplitRequest = sizeof(OffloadBytesDirtySplitHeader) + 3 * kMaxOffloadKeyBytes;
 
 // "READ", "ALLOC", ... or nullptr for an unknown op.
 const char* op_name(uint16_t op);

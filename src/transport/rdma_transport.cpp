@@ -429,6 +429,11 @@ bool RdmaTransport::offload_bytes_batch_split_allowed() {
     return net::offload_bytes_batch_split_usable(impl_->hello_flags);
 }
 
+bool RdmaTransport::offload_bytes_dirty_split_allowed() {
+    impl_->ensure_ready();
+    return net::offload_bytes_dirty_split_usable(impl_->hello_flags);
+}
+
 bool RdmaTransport::offload_dirty_split_allowed() {
     impl_->ensure_ready();
     return net::offload_dirty_split_usable(impl_->hello_flags);

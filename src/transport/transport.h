@@ -96,6 +96,11 @@ public:
     // tree's batched inserts go there, and a full leaf is split there instead
     // of coming back. Connects if needed.
     virtual bool offload_bytes_batch_split_allowed() { return false; }
+    // Whether the memory node takes OFFLOAD_BYTES_DIRTY_SPLIT
+    // (kHelloOffloadBytesDirtySplit) and executes offloaded writes: a dirty
+    // write-back slotted leaf is split there in one round trip. Connects if
+    // needed.
+    virtual bool offload_bytes_dirty_split_allowed() { return false; }
     // Whether OFFLOAD_SPLIT and OFFLOAD_SPLIT_IMAGE may carry a spare sibling
     // block (kHelloSplitSpare): the split's new sibling is then admitted to
     // the cache from the reply. Connects if needed.

@@ -713,7 +713,7 @@ private:
     // Whether memory node `node` splits this tree's full leaves itself
     // (OFFLOAD_SPLIT; a slotted tree's: OFFLOAD_BYTES_SPLIT).
     bool node_splits_leaves(uint32_t node);
-    // OFFLOAD_DIRTY_SPLIT for wb_split_dirty (fixed layout): the memory node
+    // OFFLOAD_DIRTY_SPLIT (OFFLOAD_BYTES_DIRTY_SPLIT) for wb_split_dirty: the memory node
     // splits what remote memory holds of the leaf `a` -- which the frame's
     // image `fimg` describes: version, fences, right link -- at `sep` into
     // `a` and the block `na` (the caller holds na's I/O marker) and links na
@@ -721,6 +721,10 @@ private:
     // OFFLOAD_SPLIT's answer; false: nothing changed. Throws when the answer
     // is lost (the memory node may have split or not).
     bool dirty_split_rpc(GAddr a, const Node& fimg, KeyRef sep, GAddr na, GAddr parent, SplitReply& out);
+    // Its request, per layout.
+    std::vector<uint8_t> dirty_split_request(GAddr a, const Node& fimg, KeyRef sep, GAddr na, GAddr parent) const;
+    // Whether `node`'s memory node takes this layout's dirty split.
+    bool node_splits_dirty_leaves(uint32_t node);
     // A split answer's images and addresses (`resp` without its spare tail)
     // into `out`, every one checked to be this tree's and on `node`.
     void take_split_reply(uint32_t node, const std::vector<uint8_t>& resp, SplitReply& out, const char* what) const;
@@ -884,8 +888,11 @@ template <>
 void BTreeT<SlottedLayout>::offload_split_rpc(GAddr start, int level, KeyRef key, GAddr parent, SplitReply& out,
                                               const Node* image);
 template <>
-bool BTreeT<FixedLayout>::dirty_split_rpc(GAddr a, const Node& fimg, KeyRef sep, GAddr na, GAddr parent,
-                                          SplitReply& out);
+std::vector<uint8_t> BTreeT<FixedLayout>::dirty_split_request(GAddr a, const Node& fimg, KeyRef sep, GAddr na,
+                                                              GAddr parent) const;
+template <>
+std::vector<uint8_t> BTreeT<SlottedLayout>::dirty_split_request(GAddr a, const Node& fimg, KeyRef sep, GAddr na,
+                                                                GAddr parent) const;
 template <>
 uint8_t BTreeT<SlottedLayout>::offload_rpc_slotted(uint8_t kind, GAddr start, int level, KeyRef key,
                                                    Node* leaf_out, GAddr* leaf_addr);

@@ -178,11 +178,14 @@ void BTreeT<L>::take_split_reply(uint32_t node, const std::vector<uint8_t>& resp
     if (!ok) throw Error(ErrorCode::kProtocol, std::string(what) + ": memory node returned an invalid node image");
 }
 
+// The request of OFFLOAD_DIRTY_SPLIT (fixed) or OFFLOAD_BYTES_DIRTY_SPLIT
+// (slotted): the leaf `a` as the frame's image describes it, the separator,
+// the sibling block `na`, the parent.
 template <>
-bool BTreeT<FixedLayout>::dirty_split_rpc(GAddr a, const Node& fimg, KeyRef sep, GAddr na, GAddr parent,
-                                          SplitReply& out) {
+std::vector<uint8_t> BTreeT<FixedLayout>::dirty_split_request(GAddr a, const Node& fimg, KeyRef sep, GAddr na,
+                                                              GAddr parent) const {
     const uint32_t node = gaddr_node(a);
-    uint8_t req[net::kOffloadDirtySplitRequest];
+    std::vector<uint8_t> req(net::kOffloadDirtySplitRequest);
     // (Not fixed_offload_request: no journal record -- the new key stays in
     // the frame's halves, dirty; the request's key is the separator.)
     net::OffloadRequest r{};
@@ -199,29 +202,75 @@ bool BTreeT<FixedLayout>::dirty_split_rpc(GAddr a, const Node& fimg, KeyRef sep,
     dx.sibling = gaddr_offset(na);
     std::memcpy(dx.low, &fimg.low, sizeof dx.low);
     std::memcpy(dx.high, &fimg.high, sizeof dx.high);
-    std::memcpy(req, &r, sizeof r);
-    std::memcpy(req + sizeof r, &ext, sizeof ext);
-    std::memcpy(req + sizeof r + sizeof ext, &dx, sizeof dx);
+    std::memcpy(req.data(), &r, sizeof r);
+    std::memcpy(req.data() + sizeof r, &ext, sizeof ext);
+    std::memcpy(req.data() + sizeof r + sizeof ext, &dx, sizeof dx);
+    return req;
+}
+
+template <>
+std::vector<uint8_t> BTreeT<SlottedLayout>::dirty_split_request(GAddr a, const Node& fimg, KeyRef sep, GAddr na,
+                                                                GAddr parent) const {
+    using L = SlottedLayout;
+    const uint32_t node = gaddr_node(a);
+    net::OffloadBytesDirtySplitHeader h{};
+    h.start = gaddr_offset(a);
+    h.tree_id = tree_id_;
+    h.node = static_cast<uint16_t>(node);
+    h.ns = part_ns_[node];
+    h.parent = parent ? gaddr_offset(parent) : 0;
+    h.version = fimg.body_version;
+    h.right = fimg.right;
+    h.sibling = gaddr_offset(na);
+    const KeyRef low = L::low(fimg);
+    const KeyRef high = L::high_is_pos_inf(fimg) ? KeyRef() : L::high(fimg);
+    h.high_inf = L::high_is_pos_inf(fimg) ? 1 : 0;
+    // (a separator and fences are at most an entry long: kMaxOffloadKeyBytes)
+    h.sep_len = static_cast<uint16_t>(sep.size());
+    h.low_len = static_cast<uint16_t>(low.size());
+    h.high_len = static_cast<uint16_t>(high.size());
+    std::vector<uint8_t> req(sizeof h);
+    std::memcpy(req.data(), &h, sizeof h);
+    for (KeyRef b : {sep, low, high}) req.insert(req.end(), b.begin(), b.end());
+    return req;
+}
+
+template <class L>
+bool BTreeT<L>::dirty_split_rpc(GAddr a, const Node& fimg, KeyRef sep, GAddr na, GAddr parent, SplitReply& out) {
+    const uint32_t node = gaddr_node(a);
+    constexpr net::Op op = L::kSlotted ? net::kOpOffloadBytesDirtySplit : net::kOpOffloadDirtySplit;
+    constexpr const char* what = L::kSlotted ? "OFFLOAD_BYTES_DIRTY_SPLIT" : "OFFLOAD_DIRTY_SPLIT";
+    const std::vector<uint8_t> req = dirty_split_request(a, fimg, sep, na, parent);
     std::vector<uint8_t> resp;
     {
         InterruptHold hold;  // as any offloaded write: its answer is waited for
-        resp = mem_.node(node).rpc(net::kOpOffloadDirtySplit, req, sizeof req);
+        resp = mem_.node(node).rpc(op, req.data(), static_cast<uint32_t>(req.size()));
     }
     Stats::add(stats().offloads);
     net::OffloadSpareTail st{};
     if (resp.size() < sizeof(net::OffloadReply) + sizeof st)
-        throw Error(ErrorCode::kProtocol, "OFFLOAD_DIRTY_SPLIT: short response from memory node");
+        throw Error(ErrorCode::kProtocol, std::string(what) + ": short response from memory node");
     std::memcpy(&st, resp.data() + resp.size() - sizeof st, sizeof st);
     resp.resize(resp.size() - sizeof st);
-    take_split_reply(node, resp, out, "OFFLOAD_DIRTY_SPLIT");
+    take_split_reply(node, resp, out, what);
     const bool split = out.status == net::kOffloadSplit;
     // The block for the next split (the one we sent stays ours if no split took it).
-    if (st.spare >= net::kPoolReservedBytes && st.spare % kNodeSize == 0 && (split || st.spare != dx.sibling))
+    if (st.spare >= net::kPoolReservedBytes && st.spare % kNodeSize == 0 &&
+        (split || st.spare != gaddr_offset(na)))
         put_back_spare(make_gaddr(node, st.spare));
     if (!split) return false;
-    if (out.leaf != a || out.sibling != na || FixedLayout::compare(FixedLayout::low(out.sib_img), sep) != 0)
-        throw Error(ErrorCode::kProtocol, "OFFLOAD_DIRTY_SPLIT: memory node split another leaf or into another block");
+    if (out.leaf != a || out.sibling != na || L::compare(L::low(out.sib_img), sep) != 0)
+        throw Error(ErrorCode::kProtocol, std::string(what) + ": memory node split another leaf or into another block");
     return true;
+}
+
+// Whether the memory node of leaves on `node` splits dirty leaves of this layout.
+template <class L>
+bool BTreeT<L>::node_splits_dirty_leaves(uint32_t node) {
+    if ((opts_.offload && opts_.offload->mode() == OffloadMode::kOff) || node >= part_ns_.size() || !part_ns_[node])
+        return false;
+    Transport& t = mem_.node(node);
+    return L::kSlotted ? t.offload_bytes_dirty_split_allowed() : t.offload_dirty_split_allowed();
 }
 
 template <class L>

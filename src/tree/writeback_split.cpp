@@ -87,11 +87,10 @@ int BTreeT<L>::wb_split_dirty(GAddr a, WbGuard& guard, KeyRef key, Path& path, c
     sib.dirty = cache::Cache::DirtyState{std::max(guard.uncovered, intent_.lsn),
                                          h.dirty_since.load(std::memory_order_relaxed),
                                          h.imaged_at.load(std::memory_order_relaxed)};
-    if constexpr (!L::kSlotted) {  // one round trip where the memory node can split it
-        if (wb_split_dirty_at_memnode(a, guard, fimg, pos, key, path, dl, spare, sib)) {
-            *inserted = true;
-            return 1;
-        }
+    // one round trip where the memory node can split it
+    if (wb_split_dirty_at_memnode(a, guard, fimg, pos, key, path, dl, spare, sib)) {
+        *inserted = true;
+        return 1;
     }
 
     // Lock the remote leaf from the frame's image (it is at the frame's
@@ -185,49 +184,43 @@ int BTreeT<L>::wb_split_dirty(GAddr a, WbGuard& guard, KeyRef key, Path& path, c
 template <class L>
 bool BTreeT<L>::wb_split_dirty_at_memnode(GAddr a, WbGuard& guard, const Node& fimg, size_t pos, KeyRef key,
                                           Path& path, const Deadline& dl, SpareNode& spare, SiblingFrame& sib) {
-    if constexpr (L::kSlotted) {
-        return false;
-    } else {
-        const uint32_t node = gaddr_node(a);
-        if ((opts_.offload && opts_.offload->mode() == OffloadMode::kOff) || node >= part_ns_.size() ||
-            !part_ns_[node] || !mem_.node(node).offload_dirty_split_allowed())
-            return false;
-        Node fl = fimg, fr;  // the frame's halves
-        Key sep;
-        if (!L::split(fl, pos, key, 0, fr, sep)) return false;
-        const GAddr na = spare.addr;
-        fl.right = na;
-        GAddr parent = path[1];
-        if (!parent || gaddr_is_swizzled(parent) || gaddr_node(parent) != node || place_level_ < 1) parent = 0;
-        SplitReply r;
-        try {
-            if (!dirty_split_rpc(a, fimg, sep, na, parent, r)) return false;
-        } catch (...) {
-            // As for a lost publish below: remote memory tells whether it ran.
-            spare.addr = 0;  // (it may be the sibling now: never reused)
-            wb_settle_lost_dirty_split(a, na, guard, fl, fr, sib, dl);
-            throw;
-        }
-        spare.addr = 0;  // the split's
-        test_point("dirty-split:answered");  // remote memory split; the frames still as they were
-        fl.body_version = r.leaf_img.body_version;
-        fl.lock = r.leaf_img.lock;
-        fr.body_version = r.sib_img.body_version;
-        fr.lock = r.sib_img.lock;
-        // Standbys: every node the memory node changed (as a publish logs them).
-        GAddr changed[3] = {a, na, r.parent};
-        if (opts_.log_changes) opts_.log_changes(changed, r.parent ? 3 : 2);
-        // The sibling first: a reader that follows the frame's new right link
-        // finds its frame (or its marker, and waits), never the remote half.
-        sib.install(fr);
-        guard.release_dirty(fl, sib.dirty.lsn);
-        Stats::add(stats().dirty_splits);
-        if (r.parent)
-            cache_update(r.parent, r.parent_img);  // gained the downlink
-        else
-            insert_parent(1, sep, na, path, dl);  // step 3 left to us, written through
-        return true;
+    const uint32_t node = gaddr_node(a);
+    if (!node_splits_dirty_leaves(node)) return false;
+    Node fl = fimg, fr;  // the frame's halves
+    Key sep;
+    if (!L::split(fl, pos, key, 0, fr, sep)) return false;
+    const GAddr na = spare.addr;
+    fl.right = na;
+    GAddr parent = path[1];
+    if (!parent || gaddr_is_swizzled(parent) || gaddr_node(parent) != node || place_level_ < 1) parent = 0;
+    SplitReply r;
+    try {
+        if (!dirty_split_rpc(a, fimg, sep, na, parent, r)) return false;
+    } catch (...) {
+        // As for a lost publish below: remote memory tells whether it ran.
+        spare.addr = 0;  // (it may be the sibling now: never reused)
+        wb_settle_lost_dirty_split(a, na, guard, fl, fr, sib, dl);
+        throw;
     }
+    spare.addr = 0;  // the split's
+    test_point("dirty-split:answered");  // remote memory split; the frames still as they were
+    fl.body_version = r.leaf_img.body_version;
+    fl.lock = r.leaf_img.lock;
+    fr.body_version = r.sib_img.body_version;
+    fr.lock = r.sib_img.lock;
+    // Standbys: every node the memory node changed (as a publish logs them).
+    GAddr changed[3] = {a, na, r.parent};
+    if (opts_.log_changes) opts_.log_changes(changed, r.parent ? 3 : 2);
+    // The sibling first: a reader that follows the frame's new right link
+    // finds its frame (or its marker, and waits), never the remote half.
+    sib.install(fr);
+    guard.release_dirty(fl, sib.dirty.lsn);
+    Stats::add(stats().dirty_splits);
+    if (r.parent)
+        cache_update(r.parent, r.parent_img);  // gained the downlink
+    else
+        insert_parent(1, sep, na, path, dl);  // step 3 left to us, written through
+    return true;
 }
 
 // Settled by what remote memory holds (W3): it ran -- the halves, both
