@@ -10,8 +10,9 @@
 # trips (dex_stats()) and the medians; the answers of
 # each dex table are compared with a seqscan.
 #
-#   bash bench/bytes_insert.sh CHECKOUT_A CHECKOUT_B [ROWS] [ROUNDS]
+#   [DEX_WITH="write_back = on"] bash bench/bytes_insert.sh CHECKOUT_A CHECKOUT_B [ROWS] [ROUNDS]
 #
+# DEX_WITH builds the dex index with those options.
 # (CHECKOUT_*: built source trees, e.g. /work/main and a worktree.)
 # DEX_BENCH_CPUS=0 pins everything to that CPU list (on a small VM unpinned
 # remote round trips are bimodal: bench/results/2026-11-24-vm-slow-insert-mode.md).
@@ -40,7 +41,8 @@ one() {  # one LABEL BIN ROUND
     start_cluster bench "$pport" "tcp://127.0.0.1:$mport" "fsync = on" "autovacuum = off" "wal_writer_delay = '200ms'"
     P -q -c "CREATE EXTENSION dex"
     for am in dex btree; do
-        P -q -c "CREATE TABLE t_$am (k text COLLATE \"C\", v int)" -c "CREATE INDEX ON t_$am USING $am (k)"
+        P -q -c "CREATE TABLE t_$am (k text COLLATE \"C\", v int)" \
+          -c "CREATE INDEX ON t_$am USING $am (k) $([ "$am" = dex ] && echo "${DEX_WITH:+WITH ($DEX_WITH)}")"
     done
     # dex first in odd rounds, btree first in even ones
     local order="dex btree"; [ $((r % 2)) = 0 ] && order="btree dex"
