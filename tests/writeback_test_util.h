@@ -33,7 +33,8 @@ public:
     }
     std::vector<uint8_t> rpc(net::Op op, const void* p, uint32_t l) override {
         trips++;
-        const int lose = op == net::kOpOffloadSplitImage   ? lose_split_image.exchange(0)
+        const int lose = op == net::kOpOffloadSplitImage || op == net::kOpOffloadBytesSplitImage
+                             ? lose_split_image.exchange(0)
                          : op == net::kOpOffloadDirtySplit || op == net::kOpOffloadBytesDirtySplit
                              ? lose_dirty_split.exchange(0)
                              : 0;
@@ -49,6 +50,9 @@ public:
     // Whether the node announces OFFLOAD_SPLIT_IMAGE (write-back splits on
     // the memory node); off: such leaves split one-sided.
     bool offload_split_image_allowed() override { return split_image && in_.offload_split_image_allowed(); }
+    bool offload_bytes_split_image_allowed() override {
+        return split_image && in_.offload_bytes_split_image_allowed();
+    }
     // Whether it splits dirty leaves (OFFLOAD_DIRTY_SPLIT); off: one-sided.
     bool offload_dirty_split_allowed() override { return dirty_split && in_.offload_dirty_split_allowed(); }
     bool offload_bytes_dirty_split_allowed() override {
@@ -62,7 +66,7 @@ public:
     bool dirty_split = false;
     // The next OFFLOAD_(BYTES_)DIRTY_SPLIT: 1 runs but its answer is lost, 2 is lost before it runs.
     std::atomic<int> lose_dirty_split{0};
-    // The next OFFLOAD_SPLIT_IMAGE: 1 runs but its answer is lost, 2 is lost before it runs.
+    // The next OFFLOAD_(BYTES_)SPLIT_IMAGE: 1 runs but its answer is lost, 2 is lost before it runs.
     std::atomic<int> lose_split_image{0};
     // The next batch of three writes or more (a one-sided split's publish) runs, its answer is lost.
     std::atomic<bool> lose_publish{false};

@@ -370,7 +370,8 @@ struct Engine::Impl {
         r.flags = (cpu_atomics.load(std::memory_order_relaxed) ? kHelloCpuAtomics : 0) | kHelloOffloadBatch |
                   kHelloOffloadBytes | kHelloOffloadBytesBatch | kHelloOffloadSplit |
                   kHelloOffloadBatchSplit | kHelloOffloadSplitImage | kHelloSplitSpare | kHelloOffloadDirtySplit |
-                  kHelloOffloadBytesSplit | kHelloOffloadBytesBatchSplit | kHelloOffloadBytesDirtySplit;
+                  kHelloOffloadBytesSplit | kHelloOffloadBytesBatchSplit | kHelloOffloadBytesDirtySplit |
+                  kHelloOffloadBytesSplitImage;
         put(resp, r);
     }
 
@@ -537,6 +538,7 @@ struct Engine::Impl {
             case kOpOffloadBytesSplit: do_offload_bytes_split(hdr, payload, resp, client); return;
             case kOpOffloadBytesBatchSplit: do_offload_bytes_batch_split(hdr, payload, resp, client); return;
             case kOpOffloadBytesDirtySplit: do_offload_bytes_dirty_split(hdr, payload, resp, client); return;
+            case kOpOffloadBytesSplitImage: do_offload_bytes_split_image(hdr, payload, resp, client); return;
             case kOpOffloadBytes: {
                 try {
                     // A malformed payload is a protocol error even where writes are refused.
@@ -612,6 +614,26 @@ struct Engine::Impl {
                 throw Fail{kStatusProtocol, "OFFLOAD_BYTES_SPLIT carries inserts only (kind " + std::to_string(v.h.kind) + ")"};
             execute_offload_bytes(pool, pool_bytes, client, v, resp, true, &s);
         });
+    }
+
+    // OFFLOAD_BYTES_SPLIT_IMAGE: OFFLOAD_SPLIT_IMAGE for a slotted tree -- an
+    // OFFLOAD_BYTES insert, then the split extension, the image's and the spare.
+    void do_offload_bytes_split_image(const FrameHeader& hdr, const uint8_t* payload, std::vector<uint8_t>& resp,
+                                      uint64_t client) {
+        constexpr size_t kTail = sizeof(net::OffloadSplitExt) + sizeof(net::OffloadImageExt) + kNodeSize +
+                                 sizeof(net::OffloadSpareExt);
+        if (hdr.payload_len <= kTail)
+            throw Fail{kStatusProtocol,
+                       "OFFLOAD_BYTES_SPLIT_IMAGE: payload of " + std::to_string(hdr.payload_len) + " bytes"};
+        const size_t bytes = hdr.payload_len - kTail;
+        net::OffloadSplitExt ext{};
+        std::memcpy(&ext, payload + bytes, sizeof ext);
+        split_request(hdr, hdr.payload_len - sizeof(net::OffloadSpareExt), ext, payload, resp,
+                      "OFFLOAD_BYTES_SPLIT_IMAGE", [&](const SplitContext& s) {
+                          const net::OffloadBytesView v = check_offload_bytes(pool_bytes, payload, bytes);
+                          execute_offload_bytes_split_image(pool, pool_bytes, client, v, payload + bytes + sizeof ext,
+                                                            s, resp);
+                      });
     }
 
     // OFFLOAD_DIRTY_SPLIT: a dirty write-back leaf's split of what remote

@@ -323,6 +323,42 @@ void execute_offload(uint8_t* pool, uint64_t pool_bytes, uint64_t client_id, con
              resp, with_image, split);
 }
 
+namespace {
+
+// The shared body of OFFLOAD_SPLIT_IMAGE and OFFLOAD_BYTES_SPLIT_IMAGE: the
+// leaf at `off` -- remote memory at the image's version `version` or
+// (unlocked) newer -- replaced by the compute server's image `img` with the
+// layout's key inserted (its journal record written first by `journal`),
+// split as OFFLOAD_SPLIT splits when full. `img` was checked to be a valid
+// leaf image of this tree and layout.
+template <class Layout>
+void split_image(uint8_t* pool, uint64_t pool_bytes, uint64_t client_id, const Target& t, const Layout& layout,
+                 Node& img, uint64_t version, const SplitContext& split, const std::function<void()>& journal,
+                 std::vector<uint8_t>& resp) {
+    using TL = typename Layout::Tree;
+    const uint64_t off = t.start;
+    Node cur;  // what remote memory holds: the same leaf, at the image's version or (unlocked) newer
+    if (!read_pool_node(pool, pool_bytes, off, cur) || cur.tree_id != t.tree_id || cur.level != 0 ||
+        is_slotted(cur) != TL::kSlotted || cur.is_deleted() || cur.body_version < version)
+        return reply(resp, net::kOffloadRestart, 0);
+    journal();
+    // write_leaf locks at cur's version (the CAS proves nothing changed since
+    // the read) and then works on the image instead of cur: the frame holds
+    // every change of the leaf (single writer), cur at most fewer.
+    img.body_version = cur.body_version;
+    uint8_t st = 0;
+    GAddr sib = 0;
+    Node sib_img;
+    if (!write_leaf(pool, pool_bytes, off, client_id, layout, t, &split, img, st, sib, sib_img))
+        return reply(resp, net::kOffloadRestart, 0);  // changed or locked since the read: the compute side's way
+    const GAddr leaf = make_gaddr(t.node, off);
+    if (st == net::kOffloadSplit)
+        return reply_split<TL>(pool, pool_bytes, client_id, t, split, split.parent, leaf, img, sib, sib_img, resp);
+    reply(resp, st, leaf, st == net::kOffloadDone ? &img : nullptr);
+}
+
+}  // namespace
+
 void execute_offload_split_image(uint8_t* pool, uint64_t pool_bytes, uint64_t client_id, const uint8_t* payload,
                                  const SplitContext& split, std::vector<uint8_t>& resp) {
     net::OffloadRequest req;
@@ -340,29 +376,34 @@ void execute_offload_split_image(uint8_t* pool, uint64_t pool_bytes, uint64_t cl
     if (is_slotted(img) || img.level != 0 || img.tree_id != req.tree_id || img.count > kLeafCapacity ||
         img.is_deleted())
         throw std::invalid_argument("OFFLOAD_SPLIT_IMAGE: the image is not a leaf of the tree");
-    const uint64_t off = req.start;
-    Node cur;  // what remote memory holds: the same leaf, at the image's version or (unlocked) newer
-    if (!read_pool_node(pool, pool_bytes, off, cur) || cur.tree_id != req.tree_id || cur.level != 0 ||
-        is_slotted(cur) || cur.is_deleted() || cur.body_version < img_ext.version)
-        return reply(resp, net::kOffloadRestart, 0);
-    if (req.journal != 0) write_journal(pool, req.journal, req.record, sizeof req.record);
-    // write_leaf locks at cur's version (the CAS proves nothing changed since
-    // the read) and then works on the image instead of cur: the frame holds
-    // every change of the leaf (single writer), cur at most fewer.
-    img.body_version = cur.body_version;
     FixedLayout layout;
     std::memcpy(&layout.key, req.key, sizeof layout.key);
-    const Target t{off, req.tree_id, req.node, req.kind, 0};
-    uint8_t st = 0;
-    GAddr sib = 0;
-    Node sib_img;
-    if (!write_leaf(pool, pool_bytes, off, client_id, layout, t, &split, img, st, sib, sib_img))
-        return reply(resp, net::kOffloadRestart, 0);  // changed or locked since the read: the compute side's way
-    const GAddr leaf = make_gaddr(req.node, off);
-    if (st == net::kOffloadSplit)
-        return reply_split<tree::FixedLayout>(pool, pool_bytes, client_id, t, split, split.parent, leaf, img, sib,
-                                              sib_img, resp);
-    reply(resp, st, leaf, st == net::kOffloadDone ? &img : nullptr);
+    const Target t{req.start, req.tree_id, req.node, req.kind, 0};
+    split_image(pool, pool_bytes, client_id, t, layout, img, img_ext.version, split, [&] {
+        if (req.journal != 0) write_journal(pool, req.journal, req.record, sizeof req.record);
+    }, resp);
+}
+
+void execute_offload_bytes_split_image(uint8_t* pool, uint64_t pool_bytes, uint64_t client_id,
+                                       const net::OffloadBytesView& v, const uint8_t* image_ext,
+                                       const SplitContext& split, std::vector<uint8_t>& resp) {
+    net::OffloadImageExt img_ext;
+    Node img;
+    std::memcpy(&img_ext, image_ext, sizeof img_ext);
+    std::memcpy(static_cast<void*>(&img), image_ext + sizeof img_ext, kNodeSize);
+    if (v.h.kind != net::kOffloadInsert || v.h.start_level != 0)
+        throw std::invalid_argument("OFFLOAD_BYTES_SPLIT_IMAGE: an insert at a leaf only");
+    // The image is the compute server's: only a valid slotted leaf of this
+    // tree is used (its slot array and heap checked: the layout's insert and
+    // split then stay inside the node).
+    if (!is_slotted(img) || img.level != 0 || img.tree_id != v.h.tree_id || img.is_deleted() ||
+        !tree::SlottedLayout::layout_ok(img))
+        throw std::invalid_argument("OFFLOAD_BYTES_SPLIT_IMAGE: the image is not a slotted leaf of the tree");
+    const SlottedLayout layout{sl::bytes(v.key, v.h.key_len)};
+    const Target t{v.h.start, v.h.tree_id, v.h.node, v.h.kind, 0};
+    split_image(pool, pool_bytes, client_id, t, layout, img, img_ext.version, split, [&] {
+        if (v.h.journal != 0) write_journal(pool, v.h.journal, v.record, v.h.record_len);
+    }, resp);
 }
 
 namespace {

@@ -64,6 +64,13 @@ void execute_offload(uint8_t* pool, uint64_t pool_bytes, uint64_t client_id, con
 // Throws std::invalid_argument for a malformed request or image.
 void execute_offload_split_image(uint8_t* pool, uint64_t pool_bytes, uint64_t client_id, const uint8_t* payload,
                                  const SplitContext& split, std::vector<uint8_t>& resp);
+// OFFLOAD_BYTES_SPLIT_IMAGE: the same for a slotted leaf; `v` a checked
+// OFFLOAD_BYTES insert (check_offload_bytes), `image_ext` its OffloadImageExt
+// and the image after it. Throws std::invalid_argument for a request or an
+// image that is not a slotted leaf of the tree.
+void execute_offload_bytes_split_image(uint8_t* pool, uint64_t pool_bytes, uint64_t client_id,
+                                       const net::OffloadBytesView& v, const uint8_t* image_ext,
+                                       const SplitContext& split, std::vector<uint8_t>& resp);
 
 // OFFLOAD_DIRTY_SPLIT (net/protocol.h; src/README.md "Splitting a dirty
 // leaf"): `payload` is kOffloadDirtySplitRequest bytes (the engine checked

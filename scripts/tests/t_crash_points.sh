@@ -9,11 +9,13 @@
 #                          the write-back index: dirty leaves lent their entries)
 #   dirty-split:published  a write-back leaf with entries whose WAL is not
 #                          flushed, split in remote memory (W13) one-sided
-#   dirty-split:answered   ... split by its memory node (OFFLOAD_DIRTY_SPLIT)
+#   dirty-split:answered   ... split by its memory node (OFFLOAD_DIRTY_SPLIT;
+#                          OFFLOAD_BYTES_DIRTY_SPLIT for the byte-string one)
 #   offload-write:answered a memory node's insert (write-through, or W17 into
 #                          an uncached write-back leaf) not yet in any cache
 #   offload-batch:answered a multi-row INSERT's batch applied by the memory
-#                          node (dex.insert_batch), its transaction open
+#                          node (dex.insert_batch), its transaction open; its
+#                          full leaves split there (OFFLOAD_(BYTES_)BATCH_SPLIT)
 #   writeback:written      dirty leaves of the write-back index written to
 #                          remote memory (dex_flush), the frames still dirty
 #   merge:published        VACUUM merging emptied leaves
@@ -111,6 +113,8 @@ pgbench_until_crash w offload-write:answered "-c dex.offload=on -c dex.insert_ba
 pgbench_until_crash ts split:published "$ONE" "$DEX_WORK/run-ts.sql"
 pgbench_until_crash ts offload-write:answered "-c dex.offload=on -c dex.insert_batch=1" "$DEX_WORK/one-ts.sql"
 pgbench_until_crash ws dirty-split:published "$ONE" "$DEX_WORK/run-ws.sql"
+# ... split by its memory node (OFFLOAD_BYTES_DIRTY_SPLIT)
+pgbench_until_crash ws dirty-split:answered "-c dex.offload=on -c dex.insert_batch=1" "$DEX_WORK/run-ws.sql"
 
 # crash_in_session POINT SQL...: one session runs the statements with
 # dex.crash_at = POINT; the server must crash there.

@@ -34,6 +34,7 @@ const char* op_name(uint16_t op) {
         case kOpOffloadBytesSplit: return "OFFLOAD_BYTES_SPLIT";
         case kOpOffloadBytesBatchSplit: return "OFFLOAD_BYTES_BATCH_SPLIT";
         case kOpOffloadBytesDirtySplit: return "OFFLOAD_BYTES_DIRTY_SPLIT";
+        case kOpOffloadBytesSplitImage: return "OFFLOAD_BYTES_SPLIT_IMAGE";
         default: return nullptr;
     }
 }
@@ -56,7 +57,8 @@ bool is_rpc_op(uint16_t op) {
         case kOpOffloadDirtySplit:
         case kOpOffloadBytesSplit:
         case kOpOffloadBytesBatchSplit:
-        case kOpOffloadBytesDirtySplit: return true;
+        case kOpOffloadBytesDirtySplit:
+        case kOpOffloadBytesSplitImage: return true;
         default: return false;
     }
 }

@@ -137,6 +137,12 @@ enum Op : uint16_t {
                                      //   resp: as OFFLOAD_SPLIT (slotted images), then OffloadSpareTail.
                                      //   OFFLOAD_DIRTY_SPLIT for trees of slotted nodes; only to nodes whose
                                      //   HELLO has kHelloOffloadBytesDirtySplit
+    kOpOffloadBytesSplitImage = 41,  // req: an OFFLOAD_BYTES request (kind kOffloadInsert, start = the leaf,
+                                     //   level 0) + OffloadSplitExt + OffloadImageExt + the leaf's image
+                                     //   (kNodeSize bytes) + OffloadSpareExt
+                                     //   resp: as OFFLOAD_SPLIT (slotted images), then OffloadSpareTail.
+                                     //   OFFLOAD_SPLIT_IMAGE for trees of slotted nodes; only to nodes whose
+                                     //   HELLO has kHelloOffloadBytesSplitImage
 };
 
 // What an offloaded operation does at the leaf covering `key`.
@@ -253,6 +259,10 @@ constexpr uint32_t kHelloOffloadBytesBatchSplit = 1u << 10;
 // (a dirty write-back slotted leaf's split). A capability bit for the same
 // reason; still needs kHelloCpuAtomics.
 constexpr uint32_t kHelloOffloadBytesDirtySplit = 1u << 11;
+// kHelloOffloadBytesSplitImage: the node executes OFFLOAD_BYTES_SPLIT_IMAGE
+// (a write-back slotted leaf's split from the compute server's image). A
+// capability bit for the same reason; still needs kHelloCpuAtomics.
+constexpr uint32_t kHelloOffloadBytesSplitImage = 1u << 12;
 // Whether a node whose HELLO said `flags` takes batched offloaded writes.
 inline bool offload_batch_usable(uint32_t flags) {
     return (flags & kHelloCpuAtomics) != 0 && (flags & kHelloOffloadBatch) != 0;
@@ -287,6 +297,10 @@ inline bool offload_batch_split_usable(uint32_t flags) {
 // Whether a node whose HELLO said `flags` takes OFFLOAD_BYTES_BATCH_SPLIT.
 inline bool offload_bytes_batch_split_usable(uint32_t flags) {
     return (flags & kHelloCpuAtomics) != 0 && (flags & kHelloOffloadBytesBatchSplit) != 0;
+}
+// Whether a node whose HELLO said `flags` takes OFFLOAD_BYTES_SPLIT_IMAGE.
+inline bool offload_bytes_split_image_usable(uint32_t flags) {
+    return (flags & kHelloCpuAtomics) != 0 && (flags & kHelloOffloadBytesSplitImage) != 0;
 }
 // Whether a node whose HELLO said `flags` takes OFFLOAD_BYTES_DIRTY_SPLIT.
 inline bool offload_bytes_dirty_split_usable(uint32_t flags) {

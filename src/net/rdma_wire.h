@@ -41,8 +41,11 @@ static_assert(sizeof(FrameHeader) + kOffloadDirtySplitRequest <= kRdmaMsgBytes &
 // And the largest OFFLOAD_BATCH_SPLIT (256 items; every one split: 256 tails, 64 parent images: 78 KiB).
 static_assert(sizeof(FrameHeader) + kMaxOffloadBatchSplitRequest <= kRdmaMsgBytes &&
               sizeof(FrameHeader) + kMaxOffloadBatchSplitReply <= kRdmaMsgBytes);
-// And the largest OFFLOAD_BYTES_DIRTY_SPLIT (its reply is an OFFLOAD_SPLIT reply).
-static_assert(sizeof(FrameHeader) + kMaxOffloadBytesDirtySplitRequest <= kRdmaMsgBytes);
+// And the largest OFFLOAD_BYTES_DIRTY_SPLIT and OFFLOAD_BYTES_SPLIT_IMAGE (their replies are OFFLOAD_SPLIT replies).
+static_assert(sizeof(FrameHeader) + kMaxOffloadBytesDirtySplitRequest <= kRdmaMsgBytes &&
+              sizeof(FrameHeader) + kMaxOffloadBytesPayload + sizeof(OffloadSplitExt) + sizeof(OffloadImageExt) +
+                      DEX_NODE_BYTES + sizeof(OffloadSpareExt) <=
+                  kRdmaMsgBytes);
 // And the largest OFFLOAD_BYTES_BATCH_SPLIT (256 longest items: 114 KiB; every one split: 110 KiB).
 static_assert(sizeof(FrameHeader) + kMaxOffloadBytesBatchSplitRequest <= kRdmaMsgBytes &&
               sizeof(FrameHeader) + kMaxOffloadBytesBatchSplitReply <= kRdmaMsgBytes);

@@ -322,6 +322,11 @@ bool TcpTransport::offload_bytes_dirty_split_allowed() {
     return net::offload_bytes_dirty_split_usable(impl_->hello_flags);
 }
 
+bool TcpTransport::offload_bytes_split_image_allowed() {
+    impl_->ensure_ready();
+    return net::offload_bytes_split_image_usable(impl_->hello_flags);
+}
+
 bool TcpTransport::offload_dirty_split_allowed() {
     impl_->ensure_ready();
     return net::offload_dirty_split_usable(impl_->hello_flags);

@@ -53,11 +53,11 @@ void BTreeT<FixedLayout>::offload_split_rpc(GAddr start, int level, KeyRef key, 
 }
 
 // A slotted tree's: the OFFLOAD_BYTES insert (its journal record first, as
-// offload_rpc_slotted's), the split extension and, always, the spare.
+// offload_rpc_slotted's), the split extension, the image's (write-back:
+// OFFLOAD_BYTES_SPLIT_IMAGE) and, always, the spare.
 template <>
 void BTreeT<SlottedLayout>::offload_split_rpc(GAddr start, int level, KeyRef key, GAddr parent, SplitReply& out,
                                               const Node* image) {
-    if (image) throw Error(ErrorCode::kInvalid, "OFFLOAD_BYTES_SPLIT: a slotted leaf is not split from an image");
     const uint32_t node = gaddr_node(start);
     net::OffloadBytesHeader h{};
     h.start = gaddr_offset(start);
@@ -78,7 +78,12 @@ void BTreeT<SlottedLayout>::offload_split_rpc(GAddr start, int level, KeyRef key
     }
     const net::OffloadSplitExt ext{part_ns_[node], parent ? gaddr_offset(parent) : 0};
     append_bytes(req, &ext, sizeof ext);
-    split_rpc(node, net::kOpOffloadBytesSplit, req, out);
+    if (image) {
+        const net::OffloadImageExt ie{image->body_version};
+        append_bytes(req, &ie, sizeof ie);
+        append_bytes(req, image, kNodeSize);
+    }
+    split_rpc(node, image ? net::kOpOffloadBytesSplitImage : net::kOpOffloadBytesSplit, req, out);
 }
 
 template <class L>
@@ -350,35 +355,37 @@ bool BTreeT<L>::offload_cached_split(const Descent& d, KeyRef key, Path& path, c
 template <class L>
 bool BTreeT<L>::wb_split_at_memnode(GAddr a, WbGuard& guard, KeyRef key, Path& path, const Deadline& dl,
                                     bool* inserted) {
-    if constexpr (L::kSlotted) {
-        return false;  // slotted leaves are split here
-    } else {
-        const uint32_t node = gaddr_node(a);
-        if (guard.frame == cache::kNoFrame || (opts_.offload && opts_.offload->mode() == OffloadMode::kOff) ||
-            node >= part_ns_.size() || !part_ns_[node] || !mem_.node(node).offload_split_image_allowed())
-            return false;
-        Node img;
-        cache_->region().copy_unswizzled(guard.frame, img);
-        if (!frame_holds_leaf(cache_->region().header(guard.frame), img, a) || !covers(img, key, false) ||
-            L::leaf_fits(img, key) || has_entry(img, L::lower_bound(img, key), key))
-            return false;  // not a split of this leaf: the one-sided path sorts it out
-        GAddr parent = path[1];
-        if (!parent || gaddr_is_swizzled(parent) || gaddr_node(parent) != node || place_level_ < 1) parent = 0;
-        SplitReply r;
-        offload_split_rpc(a, 0, key, parent, r, &img);  // no answer: the guard settles (wb_settle_lost_split)
-        if (r.status != net::kOffloadSplit && r.status != net::kOffloadDone) return false;  // nothing changed
-        if (r.leaf != a) throw Error(ErrorCode::kProtocol, "OFFLOAD_SPLIT_IMAGE: memory node answered for another leaf");
-        if (r.status == net::kOffloadDone) {  // (the image had room after all: not sent so)
-            log_changed(a);
-            guard.release(&r.leaf_img);
-            *inserted = true;
-            return true;
-        }
-        guard.release(&r.leaf_img);  // the lower half, clean: remote memory holds the frame's changes now
-        finish_memnode_split(r, nullptr, 0, path, dl);  // (its cache_update of the leaf finds it current)
+    const uint32_t node = gaddr_node(a);
+    if (guard.frame == cache::kNoFrame || (opts_.offload && opts_.offload->mode() == OffloadMode::kOff) ||
+        node >= part_ns_.size() || !part_ns_[node])
+        return false;
+    Transport& tr = mem_.node(node);
+    if (L::kSlotted ? !(tr.offload_bytes_split_image_allowed() && tr.split_spare_allowed())
+                    : !tr.offload_split_image_allowed())
+        return false;
+    Node img;
+    cache_->region().copy_unswizzled(guard.frame, img);
+    if (!frame_holds_leaf(cache_->region().header(guard.frame), img, a) || !covers(img, key, false) ||
+        L::leaf_fits(img, key) || has_entry(img, L::lower_bound(img, key), key))
+        return false;  // not a split of this leaf: the one-sided path sorts it out
+    GAddr parent = path[1];
+    if (!parent || gaddr_is_swizzled(parent) || gaddr_node(parent) != node || place_level_ < 1) parent = 0;
+    SplitReply r;
+    offload_split_rpc(a, 0, key, parent, r, &img);  // no answer: the guard settles (wb_settle_lost_split)
+    if (r.status != net::kOffloadSplit && r.status != net::kOffloadDone) return false;  // nothing changed
+    if (r.leaf != a)
+        throw Error(ErrorCode::kProtocol, std::string(L::kSlotted ? "OFFLOAD_BYTES_SPLIT_IMAGE" : "OFFLOAD_SPLIT_IMAGE") +
+                                              ": memory node answered for another leaf");
+    if (r.status == net::kOffloadDone) {  // (the image had room after all: not sent so)
+        log_changed(a);
+        guard.release(&r.leaf_img);
         *inserted = true;
         return true;
     }
+    guard.release(&r.leaf_img);  // the lower half, clean: remote memory holds the frame's changes now
+    finish_memnode_split(r, nullptr, 0, path, dl);  // (its cache_update of the leaf finds it current)
+    *inserted = true;
+    return true;
 }
 
 // No answer to OFFLOAD_SPLIT_IMAGE or to a one-sided split's publish batch
