@@ -9,6 +9,8 @@
 #include "engine/engine.h"
 #include "engine/extent_allocator.h"
 #include "engine/offload.h"
+#include "engine/offload_requests.h"
+#include "engine/request_fail.h"
 #include "tree/node_layout.h"
 
 #include <sys/mman.h>
@@ -55,19 +57,6 @@ struct Cursor {
         n -= k;
         return true;
     }
-};
-
-template <class T>
-void put(std::vector<uint8_t>& out, const T& v) {
-    size_t o = out.size();
-    out.resize(o + sizeof(T));
-    std::memcpy(out.data() + o, &v, sizeof(T));
-}
-
-// Request failure: status + message.
-struct Fail {
-    uint16_t status;
-    std::string msg;
 };
 
 std::string hex(uint64_t v) {
@@ -134,6 +123,12 @@ struct Engine::Impl {
 
     std::atomic<uint64_t> requests{0};
     std::atomic<uint64_t> offloads{0};  // OFFLOAD requests executed
+    // The OFFLOAD* requests (engine/offload_requests.cpp), over this pool.
+    OffloadRequests offload_rq{OffloadRequests::Env{
+        pool, pool_bytes, opts, cpu_atomics, offloads,
+        [this](const std::string& what) { return no_cpu_atomics(what); },
+        [this](uint64_t ns) { return split_alloc(ns); },
+        [this](uint64_t ns, uint64_t off) { return ns_owns_block(ns, off); }}};
 
     // ---- pool -----------------------------------------------------------
     void map_pool() {
@@ -196,6 +191,29 @@ struct Engine::Impl {
         auto it = nss.find(id);
         if (it == nss.end()) throw Fail{kStatusNoNamespace, "namespace " + std::to_string(id) + " does not exist"};
         return it->second;
+    }
+
+    // Whether `off` is a node-sized block namespace `ns` took from the pool
+    // and has not FREEd (a spare a split may write).
+    bool ns_owns_block(uint64_t ns, uint64_t off) {
+        std::lock_guard<std::mutex> g(mu);
+        auto n = nss.find(ns);
+        if (n == nss.end() || off < kPoolReservedBytes || off % kGranule != 0 || off > pool_bytes - kNodeSize)
+            return false;
+        auto it = n->second.extents.upper_bound(off);
+        if (it == n->second.extents.begin()) return false;
+        --it;
+        return off + kNodeSize <= it->first + it->second && !n->second.free_blocks.count(off);
+    }
+
+    // One node-sized block of namespace `ns` for a memory-node split, as an
+    // ALLOC of one node would hand out; 0: no such namespace or no space (the
+    // insert then answers kOffloadNeedsSmo, nothing changed).
+    uint64_t split_alloc(uint64_t ns) {
+        std::lock_guard<std::mutex> g(mu);
+        auto it = nss.find(ns);
+        uint64_t off = 0;
+        return it != nss.end() && ns_alloc(it->second, kNodeSize, off) ? off : 0;
     }
 
     // ---- verbs -----------------------------------------------------------
@@ -512,319 +530,9 @@ struct Engine::Impl {
                 put(resp, alive);
                 return;
             }
-            case kOpOffload: {
-                exact(hdr, sizeof(net::OffloadRequest));
-                net::OffloadRequest req;
-                std::memcpy(&req, payload, sizeof req);
-                // A write takes the leaf's lock word with a CPU compare-and-swap.
-                if ((req.kind == net::kOffloadInsert || req.kind == net::kOffloadDelete) &&
-                    !cpu_atomics.load(std::memory_order_relaxed))
-                    throw no_cpu_atomics(req.kind == net::kOffloadInsert ? "OFFLOAD insert" : "OFFLOAD delete");
-                try {
-                    execute_offload(pool, pool_bytes, client, req, resp);
-                } catch (const std::invalid_argument& e) {
-                    throw Fail{kStatusProtocol, e.what()};
-                }
-                offload_work();
-                offloads.fetch_add(1, std::memory_order_relaxed);
-                return;
-            }
-            case kOpOffloadBatch: do_offload_batch(hdr, payload, resp, client); return;
-            case kOpOffloadBytesBatch: do_offload_bytes_batch(hdr, payload, resp, client); return;
-            case kOpOffloadSplit: do_offload_split(hdr, payload, resp, client); return;
-            case kOpOffloadBatchSplit: do_offload_batch_split(hdr, payload, resp, client); return;
-            case kOpOffloadSplitImage: do_offload_split_image(hdr, payload, resp, client); return;
-            case kOpOffloadDirtySplit: do_offload_dirty_split(hdr, payload, resp, client); return;
-            case kOpOffloadBytesSplit: do_offload_bytes_split(hdr, payload, resp, client); return;
-            case kOpOffloadBytesBatchSplit: do_offload_bytes_batch_split(hdr, payload, resp, client); return;
-            case kOpOffloadBytesDirtySplit: do_offload_bytes_dirty_split(hdr, payload, resp, client); return;
-            case kOpOffloadBytesSplitImage: do_offload_bytes_split_image(hdr, payload, resp, client); return;
-            case kOpOffloadBytes: {
-                try {
-                    // A malformed payload is a protocol error even where writes are refused.
-                    const net::OffloadBytesView v = check_offload_bytes(pool_bytes, payload, hdr.payload_len);
-                    if ((v.h.kind == net::kOffloadInsert || v.h.kind == net::kOffloadDelete) &&
-                        !cpu_atomics.load(std::memory_order_relaxed))
-                        throw no_cpu_atomics(v.h.kind == net::kOffloadInsert ? "OFFLOAD_BYTES insert"
-                                                                              : "OFFLOAD_BYTES delete");
-                    execute_offload_bytes(pool, pool_bytes, client, v, resp);
-                } catch (const std::invalid_argument& e) {
-                    throw Fail{kStatusProtocol, e.what()};
-                }
-                offload_work();
-                offloads.fetch_add(1, std::memory_order_relaxed);
-                return;
-            }
             default:
+                if (OffloadRequests::handles(hdr.op)) return offload_rq.handle(hdr, payload, resp, client);
                 throw Fail{kStatusProtocol, "unknown op " + std::to_string(hdr.op)};
-        }
-    }
-
-    // --offload-work-us per offloaded operation: busy, not asleep, so the
-    // worker thread stays occupied.
-    void offload_work() const {
-        if (!opts.offload_work_us) return;
-        auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(opts.offload_work_us);
-        while (std::chrono::steady_clock::now() < until) {
-        }
-    }
-
-    // OFFLOAD_SPLIT: an offloaded insert that splits a full leaf here
-    // (engine/offload_split.cpp); the sibling comes from the tree's namespace
-    // as an ALLOC of one node would. A namespace that does not exist (or a
-    // full pool) only means "no split here": kOffloadNeedsSmo, nothing changed.
-    void do_offload_split(const FrameHeader& hdr, const uint8_t* payload, std::vector<uint8_t>& resp,
-                          uint64_t client) {
-        net::OffloadRequest req{};
-        net::OffloadSplitExt ext{};  // (split_request checks the length before either is used)
-        std::memcpy(&req, payload, std::min<size_t>(sizeof req, hdr.payload_len));
-        if (hdr.payload_len >= sizeof req + sizeof ext) std::memcpy(&ext, payload + sizeof req, sizeof ext);
-        split_request(hdr, sizeof req + sizeof ext, ext, payload, resp, "OFFLOAD_SPLIT", [&](const SplitContext& s) {
-            if (req.kind != net::kOffloadInsert)
-                throw Fail{kStatusProtocol, "OFFLOAD_SPLIT carries inserts only (kind " + std::to_string(req.kind) + ")"};
-            execute_offload(pool, pool_bytes, client, req, resp, true, &s);
-        });
-    }
-
-    // OFFLOAD_SPLIT_IMAGE: a write-back leaf's split from the compute
-    // server's image (engine/offload.cpp), the sibling from the tree's
-    // namespace as for OFFLOAD_SPLIT.
-    void do_offload_split_image(const FrameHeader& hdr, const uint8_t* payload, std::vector<uint8_t>& resp,
-                                uint64_t client) {
-        net::OffloadSplitExt ext{};
-        if (hdr.payload_len >= net::kOffloadSplitImageRequest)
-            std::memcpy(&ext, payload + sizeof(net::OffloadRequest), sizeof ext);
-        split_request(hdr, net::kOffloadSplitImageRequest, ext, payload, resp, "OFFLOAD_SPLIT_IMAGE",
-                      [&](const SplitContext& s) { execute_offload_split_image(pool, pool_bytes, client, payload, s, resp); });
-    }
-
-    // OFFLOAD_BYTES_SPLIT: OFFLOAD_SPLIT for a slotted tree -- an
-    // OFFLOAD_BYTES insert, its split extension and spare at the end.
-    void do_offload_bytes_split(const FrameHeader& hdr, const uint8_t* payload, std::vector<uint8_t>& resp,
-                                uint64_t client) {
-        constexpr size_t kTail = sizeof(net::OffloadSplitExt) + sizeof(net::OffloadSpareExt);
-        if (hdr.payload_len <= kTail)
-            throw Fail{kStatusProtocol, "OFFLOAD_BYTES_SPLIT: payload of " + std::to_string(hdr.payload_len) + " bytes"};
-        const size_t bytes = hdr.payload_len - kTail;
-        net::OffloadSplitExt ext{};
-        std::memcpy(&ext, payload + bytes, sizeof ext);
-        split_request(hdr, bytes + sizeof ext, ext, payload, resp, "OFFLOAD_BYTES_SPLIT", [&](const SplitContext& s) {
-            const net::OffloadBytesView v = check_offload_bytes(pool_bytes, payload, bytes);
-            if (v.h.kind != net::kOffloadInsert)
-                throw Fail{kStatusProtocol, "OFFLOAD_BYTES_SPLIT carries inserts only (kind " + std::to_string(v.h.kind) + ")"};
-            execute_offload_bytes(pool, pool_bytes, client, v, resp, true, &s);
-        });
-    }
-
-    // OFFLOAD_BYTES_SPLIT_IMAGE: OFFLOAD_SPLIT_IMAGE for a slotted tree -- an
-    // OFFLOAD_BYTES insert, then the split extension, the image's and the spare.
-    void do_offload_bytes_split_image(const FrameHeader& hdr, const uint8_t* payload, std::vector<uint8_t>& resp,
-                                      uint64_t client) {
-        constexpr size_t kTail = sizeof(net::OffloadSplitExt) + sizeof(net::OffloadImageExt) + kNodeSize +
-                                 sizeof(net::OffloadSpareExt);
-        if (hdr.payload_len <= kTail)
-            throw Fail{kStatusProtocol,
-                       "OFFLOAD_BYTES_SPLIT_IMAGE: payload of " + std::to_string(hdr.payload_len) + " bytes"};
-        const size_t bytes = hdr.payload_len - kTail;
-        net::OffloadSplitExt ext{};
-        std::memcpy(&ext, payload + bytes, sizeof ext);
-        split_request(hdr, hdr.payload_len - sizeof(net::OffloadSpareExt), ext, payload, resp,
-                      "OFFLOAD_BYTES_SPLIT_IMAGE", [&](const SplitContext& s) {
-                          const net::OffloadBytesView v = check_offload_bytes(pool_bytes, payload, bytes);
-                          execute_offload_bytes_split_image(pool, pool_bytes, client, v, payload + bytes + sizeof ext,
-                                                            s, resp);
-                      });
-    }
-
-    // OFFLOAD_DIRTY_SPLIT: a dirty write-back leaf's split of what remote
-    // memory holds (engine/offload.cpp), the sibling the block the request
-    // names -- only if the tree's namespace owns it --, then the reply's
-    // OffloadSpareTail as for split_request's spares.
-    void do_offload_dirty_split(const FrameHeader& hdr, const uint8_t* payload, std::vector<uint8_t>& resp,
-                                uint64_t client) {
-        exact(hdr, net::kOffloadDirtySplitRequest);
-        if (!cpu_atomics.load(std::memory_order_relaxed)) throw no_cpu_atomics("OFFLOAD_DIRTY_SPLIT");
-        net::OffloadSplitExt ext{};
-        net::OffloadDirtySplitExt dx{};
-        std::memcpy(&ext, payload + sizeof(net::OffloadRequest), sizeof ext);
-        std::memcpy(&dx, payload + sizeof(net::OffloadRequest) + sizeof ext, sizeof dx);
-        dirty_split_request(ext.ns, dx.sibling, resp, [&](uint64_t sibling) {
-            execute_offload_dirty_split(pool, pool_bytes, client, payload, sibling, resp);
-        });
-    }
-
-    // OFFLOAD_BYTES_DIRTY_SPLIT: the same for a slotted leaf.
-    void do_offload_bytes_dirty_split(const FrameHeader& hdr, const uint8_t* payload, std::vector<uint8_t>& resp,
-                                      uint64_t client) {
-        net::OffloadBytesDirtySplitHeader h;
-        try {
-            h = check_offload_bytes_dirty_split(payload, hdr.payload_len);
-        } catch (const std::invalid_argument& e) {
-            throw Fail{kStatusProtocol, e.what()};
-        }
-        if (!cpu_atomics.load(std::memory_order_relaxed)) throw no_cpu_atomics("OFFLOAD_BYTES_DIRTY_SPLIT");
-        dirty_split_request(h.ns, h.sibling, resp, [&](uint64_t sibling) {
-            execute_offload_bytes_dirty_split(pool, pool_bytes, client, payload, sibling, resp);
-        });
-    }
-
-    // Both dirty splits: the sibling block the request names, only if the
-    // tree's namespace owns it, then the reply's OffloadSpareTail.
-    template <class Run>
-    void dirty_split_request(uint64_t ns, uint64_t sibling, std::vector<uint8_t>& resp, Run run) {
-        const bool owned = sibling && ns_owns_block(ns, sibling);
-        try {
-            run(owned ? sibling : 0);
-        } catch (const std::invalid_argument& e) {
-            throw Fail{kStatusProtocol, e.what()};
-        }
-        const bool taken = !resp.empty() && resp[0] == net::kOffloadSplit;
-        put(resp, net::OffloadSpareTail{owned && !taken ? sibling : split_alloc(ns)});
-        offload_work();
-        offloads.fetch_add(1, std::memory_order_relaxed);
-    }
-
-    // What both split requests share: the length (`base` bytes, or `base` +
-    // OffloadSpareExt: kHelloSplitSpare), the sibling's allocation -- the
-    // spare the request names if the namespace owns that block, else a new
-    // one --, and the reply's OffloadSpareTail: the spare the compute server
-    // holds from now on (the one it sent if no split took it, else a fresh
-    // block, allocated ahead so that its next split's sibling is known
-    // before the memory node publishes it).
-    template <class Run>
-    void split_request(const FrameHeader& hdr, size_t base, const net::OffloadSplitExt& ext, const uint8_t* payload,
-                       std::vector<uint8_t>& resp, const char* what, Run run) {
-        const bool with_spare = hdr.payload_len == base + sizeof(net::OffloadSpareExt);
-        if (!with_spare) exact(hdr, base);
-        if (!cpu_atomics.load(std::memory_order_relaxed)) throw no_cpu_atomics(what);
-        net::OffloadSpareExt spare{};
-        if (with_spare) std::memcpy(&spare, payload + base, sizeof spare);
-        if (spare.sibling && !ns_owns_block(ext.ns, spare.sibling)) spare.sibling = 0;
-        bool taken = false;
-        SplitContext split;
-        split.parent = ext.parent;
-        split.alloc = [&] {
-            if (!spare.sibling || taken) return split_alloc(ext.ns);
-            taken = true;
-            return spare.sibling;
-        };
-        try {
-            run(split);
-        } catch (const std::invalid_argument& e) {
-            throw Fail{kStatusProtocol, e.what()};
-        }
-        if (with_spare) put(resp, net::OffloadSpareTail{spare.sibling && !taken ? spare.sibling : split_alloc(ext.ns)});
-        offload_work();
-        offloads.fetch_add(1, std::memory_order_relaxed);
-    }
-
-    // Whether `off` is a node-sized block namespace `ns` took from the pool
-    // and has not FREEd (a spare a split may write).
-    bool ns_owns_block(uint64_t ns, uint64_t off) {
-        std::lock_guard<std::mutex> g(mu);
-        auto n = nss.find(ns);
-        if (n == nss.end() || off < kPoolReservedBytes || off % kGranule != 0 || off > pool_bytes - kNodeSize)
-            return false;
-        auto it = n->second.extents.upper_bound(off);
-        if (it == n->second.extents.begin()) return false;
-        --it;
-        return off + kNodeSize <= it->first + it->second && !n->second.free_blocks.count(off);
-    }
-
-    // One node-sized block of namespace `ns` for a memory-node split, as an
-    // ALLOC of one node would hand out; 0: no such namespace or no space (the
-    // insert then answers kOffloadNeedsSmo, nothing changed).
-    uint64_t split_alloc(uint64_t ns) {
-        std::lock_guard<std::mutex> g(mu);
-        auto it = nss.find(ns);
-        uint64_t off = 0;
-        return it != nss.end() && ns_alloc(it->second, kNodeSize, off) ? off : 0;
-    }
-
-    // OFFLOAD_BATCH_SPLIT (engine/offload_batch_split.cpp): OFFLOAD_BATCH whose
-    // full leaves are split here as OFFLOAD_SPLIT splits them.
-    void do_offload_batch_split(const FrameHeader& hdr, const uint8_t* payload, std::vector<uint8_t>& resp,
-                                uint64_t client) {
-        net::OffloadBatchSplitHeader h;
-        try {
-            h = check_offload_batch_split(pool_bytes, payload, hdr.payload_len);
-        } catch (const std::invalid_argument& e) {
-            throw Fail{kStatusProtocol, e.what()};
-        }
-        if (!cpu_atomics.load(std::memory_order_relaxed)) throw no_cpu_atomics("OFFLOAD_BATCH_SPLIT");
-        execute_offload_batch_split(pool, pool_bytes, client, payload,
-                                    [this](uint64_t ns) { return split_alloc(ns); }, resp);
-        for (uint32_t i = 0; i < h.count; i++) offload_work();
-        offloads.fetch_add(h.count, std::memory_order_relaxed);
-    }
-
-    // OFFLOAD_BYTES_BATCH_SPLIT: OFFLOAD_BATCH_SPLIT for slotted trees.
-    void do_offload_bytes_batch_split(const FrameHeader& hdr, const uint8_t* payload, std::vector<uint8_t>& resp,
-                                      uint64_t client) {
-        net::OffloadBatchSplitHeader h;
-        std::vector<net::OffloadBytesBatchSplitView> items;
-        try {
-            items = check_offload_bytes_batch_split(pool_bytes, payload, hdr.payload_len, h);
-        } catch (const std::invalid_argument& e) {
-            throw Fail{kStatusProtocol, e.what()};
-        }
-        if (!cpu_atomics.load(std::memory_order_relaxed)) throw no_cpu_atomics("OFFLOAD_BYTES_BATCH_SPLIT");
-        execute_offload_bytes_batch_split(pool, pool_bytes, client, h, items,
-                                          [this](uint64_t ns) { return split_alloc(ns); }, resp);
-        for (size_t i = 0; i < items.size(); i++) offload_work();
-        offloads.fetch_add(items.size(), std::memory_order_relaxed);
-    }
-
-    // OFFLOAD_BATCH: every sub-request is validated before the first one is
-    // executed (a malformed batch changes nothing), then each is executed
-    // exactly as its own OFFLOAD would be -- its journal record, the leaf's
-    // lock word taken with this connection's id, published, unlocked -- one
-    // after the other, so no lock is held across sub-requests. Replies carry
-    // no leaf image: the compute side drops its cached copies instead.
-    void do_offload_batch(const FrameHeader& hdr, const uint8_t* payload, std::vector<uint8_t>& resp,
-                          uint64_t client) {
-        const uint32_t n = hdr.payload_len / sizeof(net::OffloadRequest);
-        if (hdr.payload_len % sizeof(net::OffloadRequest) != 0 || n == 0 || n > kMaxOffloadBatch)
-            throw Fail{kStatusProtocol, "OFFLOAD_BATCH: payload of " + std::to_string(hdr.payload_len) +
-                                            " bytes is not 1.." + std::to_string(kMaxOffloadBatch) + " requests"};
-        std::vector<net::OffloadRequest> reqs(n);
-        std::memcpy(reqs.data(), payload, hdr.payload_len);
-        for (const net::OffloadRequest& r : reqs) {
-            if (r.kind != net::kOffloadInsert && r.kind != net::kOffloadDelete)
-                throw Fail{kStatusProtocol, "OFFLOAD_BATCH carries inserts and deletes only (kind " +
-                                                std::to_string(r.kind) + ")"};
-            try {
-                check_offload_request(pool_bytes, r);
-            } catch (const std::invalid_argument& e) {
-                throw Fail{kStatusProtocol, e.what()};
-            }
-        }
-        if (!cpu_atomics.load(std::memory_order_relaxed)) throw no_cpu_atomics("OFFLOAD_BATCH");
-        resp.reserve(n * sizeof(net::OffloadReply));
-        for (const net::OffloadRequest& r : reqs) {
-            execute_offload(pool, pool_bytes, client, r, resp, false);  // checked above: does not throw
-            offload_work();
-            offloads.fetch_add(1, std::memory_order_relaxed);
-        }
-    }
-
-    // OFFLOAD_BYTES_BATCH: as OFFLOAD_BATCH, for slotted trees -- all checked
-    // first, then each sub-request exactly as its own OFFLOAD_BYTES, no lock
-    // held across them, no leaf images in the replies.
-    void do_offload_bytes_batch(const FrameHeader& hdr, const uint8_t* payload, std::vector<uint8_t>& resp,
-                                uint64_t client) {
-        std::vector<net::OffloadBytesView> reqs;
-        try {
-            reqs = check_offload_bytes_batch(pool_bytes, payload, hdr.payload_len);
-        } catch (const std::invalid_argument& e) {
-            throw Fail{kStatusProtocol, e.what()};
-        }
-        if (!cpu_atomics.load(std::memory_order_relaxed)) throw no_cpu_atomics("OFFLOAD_BYTES_BATCH");
-        resp.reserve(reqs.size() * sizeof(net::OffloadReply));
-        for (const net::OffloadBytesView& r : reqs) {
-            execute_offload_bytes(pool, pool_bytes, client, r, resp, false);  // checked above: does not throw
-            offload_work();
-            offloads.fetch_add(1, std::memory_order_relaxed);
         }
     }
 
