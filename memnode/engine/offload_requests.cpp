@@ -13,25 +13,7 @@ namespace dex::memnode {
 
 using namespace dex::net;
 
-bool OffloadRequests::handles(uint16_t op) {
-    switch (op) {
-        case kOpOffload:
-        case kOpOffloadBatch:
-        case kOpOffloadBytes:
-        case kOpOffloadBytesBatch:
-        case kOpOffloadSplit:
-        case kOpOffloadBatchSplit:
-        case kOpOffloadSplitImage:
-        case kOpOffloadDirtySplit:
-        case kOpOffloadBytesSplit:
-        case kOpOffloadBytesBatchSplit:
-        case kOpOffloadBytesDirtySplit:
-        case kOpOffloadBytesSplitImage:
-            return true;
-        default:
-            return false;
-    }
-}
+bool OffloadRequests::handles(uint16_t op) { return is_offload_op(op); }
 
 void OffloadRequests::exact(const FrameHeader& hdr, uint32_t want) const {
     if (hdr.payload_len != want)
@@ -119,8 +101,6 @@ void OffloadRequests::do_offload_bytes(const FrameHeader& hdr, const uint8_t* pa
     return;
 }
 
-// --offload-work-us per offloaded operation: busy, not asleep, so the
-// worker thread stays occupied.
 void OffloadRequests::offload_work() const {
     if (!opts.offload_work_us) return;
     auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(opts.offload_work_us);
@@ -128,10 +108,6 @@ void OffloadRequests::offload_work() const {
     }
 }
 
-// OFFLOAD_SPLIT: an offloaded insert that splits a full leaf here
-// (engine/offload_split.cpp); the sibling comes from the tree's namespace
-// as an ALLOC of one node would. A namespace that does not exist (or a
-// full pool) only means "no split here": kOffloadNeedsSmo, nothing changed.
 void OffloadRequests::do_offload_split(const net::FrameHeader& hdr, const uint8_t* payload, std::vector<uint8_t>& resp,
                                        uint64_t client) {
     net::OffloadRequest req{};
@@ -145,9 +121,6 @@ void OffloadRequests::do_offload_split(const net::FrameHeader& hdr, const uint8_
     });
 }
 
-// OFFLOAD_SPLIT_IMAGE: a write-back leaf's split from the compute
-// server's image (engine/offload.cpp), the sibling from the tree's
-// namespace as for OFFLOAD_SPLIT.
 void OffloadRequests::do_offload_split_image(const net::FrameHeader& hdr, const uint8_t* payload,
                                              std::vector<uint8_t>& resp, uint64_t client) {
     net::OffloadSplitExt ext{};
@@ -158,8 +131,6 @@ void OffloadRequests::do_offload_split_image(const net::FrameHeader& hdr, const 
         [&](const SplitContext& s) { execute_offload_split_image(pool, pool_bytes, client, payload, s, resp); });
 }
 
-// OFFLOAD_BYTES_SPLIT: OFFLOAD_SPLIT for a slotted tree -- an
-// OFFLOAD_BYTES insert, its split extension and spare at the end.
 void OffloadRequests::do_offload_bytes_split(const net::FrameHeader& hdr, const uint8_t* payload,
                                              std::vector<uint8_t>& resp, uint64_t client) {
     constexpr size_t kTail = sizeof(net::OffloadSplitExt) + sizeof(net::OffloadSpareExt);
@@ -177,8 +148,6 @@ void OffloadRequests::do_offload_bytes_split(const net::FrameHeader& hdr, const 
     });
 }
 
-// OFFLOAD_BYTES_SPLIT_IMAGE: OFFLOAD_SPLIT_IMAGE for a slotted tree -- an
-// OFFLOAD_BYTES insert, then the split extension, the image's and the spare.
 void OffloadRequests::do_offload_bytes_split_image(const net::FrameHeader& hdr, const uint8_t* payload,
                                                    std::vector<uint8_t>& resp, uint64_t client) {
     constexpr size_t kTail =
@@ -197,10 +166,6 @@ void OffloadRequests::do_offload_bytes_split_image(const net::FrameHeader& hdr, 
                   });
 }
 
-// OFFLOAD_DIRTY_SPLIT: a dirty write-back leaf's split of what remote
-// memory holds (engine/offload.cpp), the sibling the block the request
-// names -- only if the tree's namespace owns it --, then the reply's
-// OffloadSpareTail as for split_request's spares.
 void OffloadRequests::do_offload_dirty_split(const net::FrameHeader& hdr, const uint8_t* payload,
                                              std::vector<uint8_t>& resp, uint64_t client) {
     exact(hdr, net::kOffloadDirtySplitRequest);
@@ -214,7 +179,6 @@ void OffloadRequests::do_offload_dirty_split(const net::FrameHeader& hdr, const 
     });
 }
 
-// OFFLOAD_BYTES_DIRTY_SPLIT: the same for a slotted leaf.
 void OffloadRequests::do_offload_bytes_dirty_split(const net::FrameHeader& hdr, const uint8_t* payload,
                                                    std::vector<uint8_t>& resp, uint64_t client) {
     net::OffloadBytesDirtySplitHeader h;
@@ -229,8 +193,6 @@ void OffloadRequests::do_offload_bytes_dirty_split(const net::FrameHeader& hdr, 
     });
 }
 
-// Both dirty splits: the sibling block the request names, only if the
-// tree's namespace owns it, then the reply's OffloadSpareTail.
 template <class Run>
 void OffloadRequests::dirty_split_request(uint64_t ns, uint64_t sibling, std::vector<uint8_t>& resp, Run run) {
     const bool owned = sibling && ns_owns_block(ns, sibling);
@@ -245,13 +207,6 @@ void OffloadRequests::dirty_split_request(uint64_t ns, uint64_t sibling, std::ve
     offloads.fetch_add(1, std::memory_order_relaxed);
 }
 
-// What both split requests share: the length (`base` bytes, or `base` +
-// OffloadSpareExt: kHelloSplitSpare), the sibling's allocation -- the
-// spare the request names if the namespace owns that block, else a new
-// one --, and the reply's OffloadSpareTail: the spare the compute server
-// holds from now on (the one it sent if no split took it, else a fresh
-// block, allocated ahead so that its next split's sibling is known
-// before the memory node publishes it).
 template <class Run>
 void OffloadRequests::split_request(const net::FrameHeader& hdr, size_t base, const net::OffloadSplitExt& ext,
                                     const uint8_t* payload, std::vector<uint8_t>& resp, const char* what, Run run) {
@@ -279,8 +234,6 @@ void OffloadRequests::split_request(const net::FrameHeader& hdr, size_t base, co
     offloads.fetch_add(1, std::memory_order_relaxed);
 }
 
-// OFFLOAD_BATCH_SPLIT (engine/offload_batch_split.cpp): OFFLOAD_BATCH whose
-// full leaves are split here as OFFLOAD_SPLIT splits them.
 void OffloadRequests::do_offload_batch_split(const net::FrameHeader& hdr, const uint8_t* payload,
                                              std::vector<uint8_t>& resp, uint64_t client) {
     net::OffloadBatchSplitHeader h;
@@ -296,7 +249,6 @@ void OffloadRequests::do_offload_batch_split(const net::FrameHeader& hdr, const 
     offloads.fetch_add(h.count, std::memory_order_relaxed);
 }
 
-// OFFLOAD_BYTES_BATCH_SPLIT: OFFLOAD_BATCH_SPLIT for slotted trees.
 void OffloadRequests::do_offload_bytes_batch_split(const net::FrameHeader& hdr, const uint8_t* payload,
                                                    std::vector<uint8_t>& resp, uint64_t client) {
     net::OffloadBatchSplitHeader h;
@@ -313,12 +265,6 @@ void OffloadRequests::do_offload_bytes_batch_split(const net::FrameHeader& hdr, 
     offloads.fetch_add(items.size(), std::memory_order_relaxed);
 }
 
-// OFFLOAD_BATCH: every sub-request is validated before the first one is
-// executed (a malformed batch changes nothing), then each is executed
-// exactly as its own OFFLOAD would be -- its journal record, the leaf's
-// lock word taken with this connection's id, published, unlocked -- one
-// after the other, so no lock is held across sub-requests. Replies carry
-// no leaf image: the compute side drops its cached copies instead.
 void OffloadRequests::do_offload_batch(const net::FrameHeader& hdr, const uint8_t* payload, std::vector<uint8_t>& resp,
                                        uint64_t client) {
     const uint32_t n = hdr.payload_len / sizeof(net::OffloadRequest);
@@ -346,9 +292,6 @@ void OffloadRequests::do_offload_batch(const net::FrameHeader& hdr, const uint8_
     }
 }
 
-// OFFLOAD_BYTES_BATCH: as OFFLOAD_BATCH, for slotted trees -- all checked
-// first, then each sub-request exactly as its own OFFLOAD_BYTES, no lock
-// held across them, no leaf images in the replies.
 void OffloadRequests::do_offload_bytes_batch(const net::FrameHeader& hdr, const uint8_t* payload,
                                              std::vector<uint8_t>& resp, uint64_t client) {
     std::vector<net::OffloadBytesView> reqs;

@@ -44,8 +44,7 @@ std::string op_label(uint16_t op) {
     return n ? std::string(n) : "op " + std::to_string(op);
 }
 
-bool is_rpc_op(uint16_t op) {
-    if (op >= kOpAlloc && op <= kOpClientAlive) return true;
+bool is_offload_op(uint16_t op) {
     switch (op) {
         case kOpOffload:
         case kOpOffloadBatch:
@@ -62,6 +61,8 @@ bool is_rpc_op(uint16_t op) {
         default: return false;
     }
 }
+
+bool is_rpc_op(uint16_t op) { return (op >= kOpAlloc && op <= kOpClientAlive) || is_offload_op(op); }
 
 bool is_fatal_status(uint16_t status) {
     return status == kStatusProtocol || status == kStatusBounds || status == kStatusAlign ||

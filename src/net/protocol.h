@@ -611,6 +611,9 @@ std::string op_label(uint16_t op);
 // rather than a one-sided operation or HELLO: the one list every transport's
 // rpc() checks against.
 bool is_rpc_op(uint16_t op);
+// Whether `op` is one of the OFFLOAD* requests (the memory node's
+// OffloadRequests answers exactly these).
+bool is_offload_op(uint16_t op);
 // Statuses after which the memory node closes the connection.
 bool is_fatal_status(uint16_t status);
 // Why a node at `max_connections` refuses a connection: "too many connections
