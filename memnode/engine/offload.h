@@ -115,6 +115,14 @@ void execute_offload_bytes(uint8_t* pool, uint64_t pool_bytes, uint64_t client_i
 std::vector<net::OffloadBytesView> check_offload_bytes_batch(uint64_t pool_bytes, const uint8_t* payload,
                                                              size_t len);
 
+// OFFLOAD_KILL (offload_kill.cpp): check_offload_kill() throws
+// std::invalid_argument for a malformed request (net::parse_offload_kill) or
+// a leaf offset outside the pool; execute_offload_kill() takes only a checked
+// one and answers as net/protocol.h says.
+net::OffloadKillView check_offload_kill(uint64_t pool_bytes, const uint8_t* payload, size_t len);
+void execute_offload_kill(uint8_t* pool, uint64_t pool_bytes, uint64_t client_id, const net::OffloadKillView& v,
+                          std::vector<uint8_t>& resp);
+
 // OFFLOAD_BATCH_SPLIT (offload_batch_split.cpp): the whole payload checked
 // (framing, kinds, journal slots) before any item runs -- throws
 // std::invalid_argument for a malformed batch, which then changes nothing --,

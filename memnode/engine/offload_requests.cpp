@@ -24,42 +24,20 @@ void OffloadRequests::exact(const FrameHeader& hdr, uint32_t want) const {
 void OffloadRequests::handle(const FrameHeader& hdr, const uint8_t* payload, std::vector<uint8_t>& resp,
                              uint64_t client) {
     switch (hdr.op) {
-        case kOpOffload:
-            return do_offload(hdr, payload, resp, client);
-        case kOpOffloadBytes:
-            return do_offload_bytes(hdr, payload, resp, client);
-        case kOpOffloadBatch:
-            do_offload_batch(hdr, payload, resp, client);
-            return;
-        case kOpOffloadBytesBatch:
-            do_offload_bytes_batch(hdr, payload, resp, client);
-            return;
-        case kOpOffloadSplit:
-            do_offload_split(hdr, payload, resp, client);
-            return;
-        case kOpOffloadBatchSplit:
-            do_offload_batch_split(hdr, payload, resp, client);
-            return;
-        case kOpOffloadSplitImage:
-            do_offload_split_image(hdr, payload, resp, client);
-            return;
-        case kOpOffloadDirtySplit:
-            do_offload_dirty_split(hdr, payload, resp, client);
-            return;
-        case kOpOffloadBytesSplit:
-            do_offload_bytes_split(hdr, payload, resp, client);
-            return;
-        case kOpOffloadBytesBatchSplit:
-            do_offload_bytes_batch_split(hdr, payload, resp, client);
-            return;
-        case kOpOffloadBytesDirtySplit:
-            do_offload_bytes_dirty_split(hdr, payload, resp, client);
-            return;
-        case kOpOffloadBytesSplitImage:
-            do_offload_bytes_split_image(hdr, payload, resp, client);
-            return;
-        default:
-            throw Fail{kStatusProtocol, "unknown op " + std::to_string(hdr.op)};
+        case kOpOffload: return do_offload(hdr, payload, resp, client);
+        case kOpOffloadBytes: return do_offload_bytes(hdr, payload, resp, client);
+        case kOpOffloadKill: return do_offload_kill(hdr, payload, resp, client);
+        case kOpOffloadBatch: return do_offload_batch(hdr, payload, resp, client);
+        case kOpOffloadBytesBatch: return do_offload_bytes_batch(hdr, payload, resp, client);
+        case kOpOffloadSplit: return do_offload_split(hdr, payload, resp, client);
+        case kOpOffloadBatchSplit: return do_offload_batch_split(hdr, payload, resp, client);
+        case kOpOffloadSplitImage: return do_offload_split_image(hdr, payload, resp, client);
+        case kOpOffloadDirtySplit: return do_offload_dirty_split(hdr, payload, resp, client);
+        case kOpOffloadBytesSplit: return do_offload_bytes_split(hdr, payload, resp, client);
+        case kOpOffloadBytesBatchSplit: return do_offload_bytes_batch_split(hdr, payload, resp, client);
+        case kOpOffloadBytesDirtySplit: return do_offload_bytes_dirty_split(hdr, payload, resp, client);
+        case kOpOffloadBytesSplitImage: return do_offload_bytes_split_image(hdr, payload, resp, client);
+        default: throw Fail{kStatusProtocol, "unknown op " + std::to_string(hdr.op)};
     }
 }
 
@@ -81,6 +59,21 @@ void OffloadRequests::do_offload(const FrameHeader& hdr, const uint8_t* payload,
     offload_work();
     offloads.fetch_add(1, std::memory_order_relaxed);
     return;
+}
+
+// OFFLOAD_KILL: dead entries out of one leaf (engine/offload_kill.cpp).
+void OffloadRequests::do_offload_kill(const FrameHeader& hdr, const uint8_t* payload, std::vector<uint8_t>& resp,
+                                      uint64_t client) {
+    net::OffloadKillView v;
+    try {
+        v = check_offload_kill(pool_bytes, payload, hdr.payload_len);
+    } catch (const std::invalid_argument& e) {
+        throw Fail{kStatusProtocol, e.what()};
+    }
+    if (!cpu_atomics.load(std::memory_order_relaxed)) throw no_cpu_atomics("OFFLOAD_KILL");
+    execute_offload_kill(pool, pool_bytes, client, v, resp);
+    offload_work();
+    offloads.fetch_add(1, std::memory_order_relaxed);
 }
 
 // OFFLOAD_BYTES: the same on a slotted tree.

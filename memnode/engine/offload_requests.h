@@ -62,6 +62,8 @@ private:
     void do_offload(const net::FrameHeader& hdr, const uint8_t* payload, std::vector<uint8_t>& resp, uint64_t client);
     void do_offload_bytes(const net::FrameHeader& hdr, const uint8_t* payload, std::vector<uint8_t>& resp,
                           uint64_t client);
+    void do_offload_kill(const net::FrameHeader& hdr, const uint8_t* payload, std::vector<uint8_t>& resp,
+                         uint64_t client);
     // --offload-work-us per offloaded operation: busy, not asleep, so the
     // worker thread stays occupied.
     void offload_work() const;

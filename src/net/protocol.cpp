@@ -35,6 +35,7 @@ const char* op_name(uint16_t op) {
         case kOpOffloadBytesBatchSplit: return "OFFLOAD_BYTES_BATCH_SPLIT";
         case kOpOffloadBytesDirtySplit: return "OFFLOAD_BYTES_DIRTY_SPLIT";
         case kOpOffloadBytesSplitImage: return "OFFLOAD_BYTES_SPLIT_IMAGE";
+        case kOpOffloadKill: return "OFFLOAD_KILL";
         default: return nullptr;
     }
 }
@@ -57,7 +58,8 @@ bool is_offload_op(uint16_t op) {
         case kOpOffloadBytesSplit:
         case kOpOffloadBytesBatchSplit:
         case kOpOffloadBytesDirtySplit:
-        case kOpOffloadBytesSplitImage: return true;
+        case kOpOffloadBytesSplitImage:
+        case kOpOffloadKill: return true;
         default: return false;
     }
 }

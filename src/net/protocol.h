@@ -143,6 +143,11 @@ enum Op : uint16_t {
                                      //   resp: as OFFLOAD_SPLIT (slotted images), then OffloadSpareTail.
                                      //   OFFLOAD_SPLIT_IMAGE for trees of slotted nodes; only to nodes whose
                                      //   HELLO has kHelloOffloadBytesSplitImage
+    kOpOffloadKill = 42,  // req: OffloadKillHeader, count x (u16 length, entry bytes)
+                          //   resp: OffloadReply, OffloadKillTail [, the leaf image if it removed any]
+                          //   dead entries out of one leaf, only while it is at the version a scan
+                          //   judged (src/README.md "Dead-entry hints"); only to nodes whose HELLO has
+                          //   kHelloOffloadKill
 };
 
 // What an offloaded operation does at the leaf covering `key`.
@@ -263,6 +268,9 @@ constexpr uint32_t kHelloOffloadBytesDirtySplit = 1u << 11;
 // (a write-back slotted leaf's split from the compute server's image). A
 // capability bit for the same reason; still needs kHelloCpuAtomics.
 constexpr uint32_t kHelloOffloadBytesSplitImage = 1u << 12;
+// kHelloOffloadKill: the node executes OFFLOAD_KILL. A capability bit for the
+// same reason; still needs kHelloCpuAtomics.
+constexpr uint32_t kHelloOffloadKill = 1u << 13;
 // Whether a node whose HELLO said `flags` takes batched offloaded writes.
 inline bool offload_batch_usable(uint32_t flags) {
     return (flags & kHelloCpuAtomics) != 0 && (flags & kHelloOffloadBatch) != 0;
@@ -297,6 +305,10 @@ inline bool offload_batch_split_usable(uint32_t flags) {
 // Whether a node whose HELLO said `flags` takes OFFLOAD_BYTES_BATCH_SPLIT.
 inline bool offload_bytes_batch_split_usable(uint32_t flags) {
     return (flags & kHelloCpuAtomics) != 0 && (flags & kHelloOffloadBytesBatchSplit) != 0;
+}
+// Whether a node whose HELLO said `flags` takes OFFLOAD_KILL.
+inline bool offload_kill_usable(uint32_t flags) {
+    return (flags & kHelloCpuAtomics) != 0 && (flags & kHelloOffloadKill) != 0;
 }
 // Whether a node whose HELLO said `flags` takes OFFLOAD_BYTES_SPLIT_IMAGE.
 inline bool offload_bytes_split_image_usable(uint32_t flags) {
@@ -602,6 +614,46 @@ struct OffloadBytesDirtySplitHeader {
 };
 static_assert(sizeof(OffloadBytesDirtySplitHeader) == 64);
 constexpr size_t kMaxOffloadBytesDirtySplitRequest = sizeof(OffloadBytesDirtySplitHeader) + 3 * kMaxOffloadKeyBytes;
+
+// OFFLOAD_KILL: a write-through tree's removal of entries a scan judged dead
+// (remove_if_unchanged) in one round trip. The memory node removes those of
+// the entries the leaf holds, under its lock, only if the leaf is still at
+// `version` (0: at whatever version it has -- a kill deferred until the
+// standbys replayed its horizon, K9) and is a live leaf of the tree and
+// layout; the reply's status is kOffloadDone (removed: how many, the leaf
+// image follows when that is not 0), kOffloadNoop (the leaf changed, or is
+// not such a leaf: nothing removed) or kOffloadRestart (locked: nothing
+// changed). Entries are EntryKeys (16 bytes) for the fixed layout, the entry
+// bytes for a slotted one.
+struct OffloadKillHeader {
+    uint64_t leaf;         // pool offset
+    uint64_t version;      // body_version the scan judged; 0: any
+    uint32_t tree_id;
+    uint16_t node;         // this memory node's id in the compute side's GAddrs
+    uint8_t slotted;       // 1: a slotted leaf
+    uint8_t pad0;          // 0
+    uint16_t count;        // entries that follow, 1..kMaxOffloadBatch
+    uint16_t pad1[3];      // 0
+};
+static_assert(sizeof(OffloadKillHeader) == 32);
+struct OffloadKillTail {
+    uint32_t removed;
+    uint32_t pad;
+};
+static_assert(sizeof(OffloadKillTail) == 8);
+constexpr size_t kMaxOffloadKillRequest = sizeof(OffloadKillHeader) + kMaxOffloadBatch * (2 + kMaxOffloadKeyBytes);
+// A parsed OFFLOAD_KILL: the header and the entries (pointing into the payload).
+struct OffloadKillView {
+    OffloadKillHeader h;
+    std::vector<std::pair<const uint8_t*, uint16_t>> entries;
+};
+// Checks the framing above (count, lengths -- 16 for a fixed leaf, 1..
+// kMaxOffloadKeyBytes for a slotted one --, pads, nothing after the last
+// entry): nullptr and `out` if well formed, otherwise why not. Reads at most
+// `len` bytes.
+const char* parse_offload_kill(const uint8_t* payload, size_t len, OffloadKillView& out);
+// Appends one entry to an OFFLOAD_KILL payload (the header first, by the caller).
+void append_offload_kill_entry(std::vector<uint8_t>& payload, const void* entry, uint16_t len);
 
 // "READ", "ALLOC", ... or nullptr for an unknown op.
 const char* op_name(uint16_t op);

@@ -46,6 +46,8 @@ static_assert(sizeof(FrameHeader) + kMaxOffloadBytesDirtySplitRequest <= kRdmaMs
               sizeof(FrameHeader) + kMaxOffloadBytesPayload + sizeof(OffloadSplitExt) + sizeof(OffloadImageExt) +
                       DEX_NODE_BYTES + sizeof(OffloadSpareExt) <=
                   kRdmaMsgBytes);
+// And the largest OFFLOAD_KILL (its reply: a reply, a tail, a leaf).
+static_assert(sizeof(FrameHeader) + kMaxOffloadKillRequest <= kRdmaMsgBytes);
 // And the largest OFFLOAD_BYTES_BATCH_SPLIT (256 longest items: 114 KiB; every one split: 110 KiB).
 static_assert(sizeof(FrameHeader) + kMaxOffloadBytesBatchSplitRequest <= kRdmaMsgBytes &&
               sizeof(FrameHeader) + kMaxOffloadBytesBatchSplitReply <= kRdmaMsgBytes);

@@ -136,6 +136,12 @@ bool InProcTransport::offload_bytes_split_image_allowed() {
     return net::offload_bytes_split_image_usable(impl_->hello_flags);
 }
 
+bool InProcTransport::offload_kill_allowed() {
+    std::lock_guard<std::mutex> g(impl_->mu);
+    impl_->ensure_ready();
+    return net::offload_kill_usable(impl_->hello_flags);
+}
+
 bool InProcTransport::offload_dirty_split_allowed() {
     std::lock_guard<std::mutex> g(impl_->mu);
     impl_->ensure_ready();

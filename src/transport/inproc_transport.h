@@ -31,6 +31,7 @@ public:
     bool offload_bytes_batch_split_allowed() override;
     bool offload_bytes_dirty_split_allowed() override;
     bool offload_bytes_split_image_allowed() override;
+    bool offload_kill_allowed() override;
     bool split_spare_allowed() override;
     const std::string& address() const override { return address_; }
 

@@ -327,6 +327,11 @@ bool TcpTransport::offload_bytes_split_image_allowed() {
     return net::offload_bytes_split_image_usable(impl_->hello_flags);
 }
 
+bool TcpTransport::offload_kill_allowed() {
+    impl_->ensure_ready();
+    return net::offload_kill_usable(impl_->hello_flags);
+}
+
 bool TcpTransport::offload_dirty_split_allowed() {
     impl_->ensure_ready();
     return net::offload_dirty_split_usable(impl_->hello_flags);

@@ -106,6 +106,10 @@ public:
     // write-back slotted leaf that fills up is split there from its cached
     // image. Connects if needed.
     virtual bool offload_bytes_split_image_allowed() { return false; }
+    // Whether the memory node takes OFFLOAD_KILL (kHelloOffloadKill) and
+    // executes offloaded writes: a write-through tree's dead entries go in
+    // one round trip. Connects if needed.
+    virtual bool offload_kill_allowed() { return false; }
     // Whether OFFLOAD_SPLIT and OFFLOAD_SPLIT_IMAGE may carry a spare sibling
     // block (kHelloSplitSpare): the split's new sibling is then admitted to
     // the cache from the reply. Connects if needed.

@@ -608,6 +608,9 @@ uint64_t BTreeT<L>::remove_if_unchanged(GAddr leaf, uint64_t version, const Key*
         Stats::add(stats().kills_skipped, n);
         return 0;
     }
+    // One round trip where its memory node does it (OFFLOAD_KILL).
+    if (const int64_t r = offload_kill(leaf, present_only ? 0 : version, keys, n, bottom_up); r >= 0)
+        return static_cast<uint64_t>(r);
     Deadline dl = deadline();
     int attempt = 0;
     for (;;) {

@@ -778,6 +778,11 @@ private:
     // An offloaded write started at `start` (`level`) failed without an
     // answer: drop every cached copy it may have outdated (offload_path.cpp).
     void forget_unknown_write(GAddr start, int level);
+    // remove_if_unchanged's removal from a write-through leaf by its memory
+    // node (OFFLOAD_KILL; `version` 0: present_only): how many went, or -1 if
+    // the memory node does not do it or found the leaf locked (the caller's
+    // own way then). Throws when the answer is lost.
+    int64_t offload_kill(GAddr leaf, uint64_t version, const Key* keys, size_t n, bool bottom_up);
     // A cache miss at node `g` (expected at `level`; -1: the root) during a
     // descent to the leaf: should the memory node finish operation `kind`
     // from there (at or below the placement level; DEX 6.1 cost model)?
