@@ -464,6 +464,18 @@ dex_cluster_release_writer(void)
 
 static uint64 my_standby_beat = 0;
 
+/* The primary detached our slot (no lock held): stop answering now, say so. */
+static void
+dex_standby_detached(uint64 replay)
+{
+	SpinLockAcquire(&dex_cluster_shm->mutex);
+	dex_cluster_shm->standby_slot = -1;
+	dex_cluster_shm->standby_lease_until = 0;
+	dex_cluster_shm->standby_detached = true;
+	SpinLockRelease(&dex_cluster_shm->mutex);
+	dex_lag_log_detached(replay);
+}
+
 static void
 dex_standby_beat(uint64 addr, uint64 mine)
 {
@@ -498,12 +510,7 @@ dex_standby_beat(uint64 addr, uint64 mine)
 			(cur.slots[dex_cluster_shm->standby_slot].beat & DEX_SLOT_DETACHED))
 		{
 			/* lagged too far: stop answering now, claim again once replay keeps up */
-			SpinLockAcquire(&dex_cluster_shm->mutex);
-			dex_cluster_shm->standby_slot = -1;
-			dex_cluster_shm->standby_lease_until = 0;
-			dex_cluster_shm->standby_detached = true;
-			SpinLockRelease(&dex_cluster_shm->mutex);
-			dex_lag_log_detached(replay);
+			dex_standby_detached(replay);
 		}
 		if (dex_cluster_shm->standby_slot < 0 &&
 			!dex_lag_standby_keeps_up(replay, cur.removal_lsn, issued, dex_standby_wait_timeout_ms,
@@ -553,6 +560,26 @@ dex_standby_beat(uint64 addr, uint64 mine)
 	{
 		dex_cluster_set_problem(dex_cluster_shm->standby_problem, err.message);
 		return;
+	}
+	if (!ok)
+	{
+		/*
+		 * The renewal lost: a detach that landed between this beat's read and
+		 * its CAS is a detach all the same (the next beat, slot-less, would
+		 * never see the bit), anything else an expiry.
+		 */
+		DexRegistryState cur;
+		int			slot = dex_cluster_shm->standby_slot;
+
+		if (dex_registry_read(addr, &cur, &err) == DEX_OK && cur.slots[slot].owner == mine &&
+			(cur.slots[slot].beat & DEX_SLOT_DETACHED))
+		{
+			dex_standby_detached(replay);
+			if (!dex_lag_standby_keeps_up(replay, cur.removal_lsn, issued, dex_standby_wait_timeout_ms, why,
+										  sizeof(why)))
+				dex_cluster_set_problem(dex_cluster_shm->standby_problem, why);
+			return;
+		}
 	}
 	SpinLockAcquire(&dex_cluster_shm->mutex);
 	if (ok)
