@@ -74,7 +74,7 @@ struct Nodes {
     std::vector<Node0*> fronts;
     std::unique_ptr<RemoteMemory> mem;
     std::vector<uint64_t> ns;
-    std::unique_ptr<char[]> rmem;
+    Region reg{16384};  // every leaf admitted
     std::unique_ptr<cache::Cache> c;
     tree::OffloadPolicy pol;
     std::unique_ptr<SlottedTree> t;
@@ -90,11 +90,7 @@ struct Nodes {
         }
         mem = std::make_unique<RemoteMemory>(std::move(v));
         for (int i = 0; i < nodes; i++) ns.push_back(ns_create(mem->node(static_cast<uint32_t>(i))));
-        const size_t bytes = cache::CacheRegion::bytes_for(16384 * kNodeSize);
-        rmem.reset(new char[bytes]);
-        cache::AdmissionPolicy ap;
-        ap.leaf_admission = 1.0;
-        c = std::make_unique<cache::Cache>(*cache::CacheRegion::init(rmem.get(), bytes, ap), 7);
+        c = std::make_unique<cache::Cache>(*reg.region, 7);
         pol.set_mode(tree::OffloadMode::kOff);  // the warm-up reads one-sided (and admits)
         tree::TreeOptions o;
         o.cache = c.get();

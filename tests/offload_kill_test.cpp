@@ -37,7 +37,7 @@ struct KillSetup {
     std::unique_ptr<memnode::Engine> engine = make_engine(64 << 20);
     std::unique_ptr<RemoteMemory> mem;
     uint64_t ns = 0;
-    std::unique_ptr<char[]> rmem;
+    Region reg{1024};  // every leaf admitted
     std::unique_ptr<cache::Cache> c;
     tree::OffloadPolicy pol;
     std::unique_ptr<Tree> t;
@@ -50,11 +50,7 @@ struct KillSetup {
             v.push_back(std::make_unique<NoKill>(*engine));
         mem = std::make_unique<RemoteMemory>(std::move(v));
         ns = ns_create(mem->node(0));
-        const size_t bytes = cache::CacheRegion::bytes_for(1024 * kNodeSize);
-        rmem.reset(new char[bytes]);
-        cache::AdmissionPolicy ap;
-        ap.leaf_admission = 1.0;
-        c = std::make_unique<cache::Cache>(*cache::CacheRegion::init(rmem.get(), bytes, ap), 9);
+        c = std::make_unique<cache::Cache>(*reg.region, 9);
         pol.set_mode(tree::OffloadMode::kOn);
         tree::TreeOptions o;
         o.cache = c.get();
