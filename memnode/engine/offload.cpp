@@ -28,8 +28,6 @@ namespace sl = tree::slotted;
 constexpr int kMaxHops = 64;       // nodes visited (levels plus right moves)
 constexpr int kMaxAttempts = 2000; // torn / locked reads of one node before giving up
 
-uint64_t* lock_word(uint8_t* pool, uint64_t off) { return reinterpret_cast<uint64_t*>(pool + off); }
-
 }  // namespace
 
 // A validated snapshot of the node at `off` (reader protocol). False: still

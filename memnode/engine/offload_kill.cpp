@@ -18,8 +18,6 @@ namespace dex::memnode {
 
 namespace {
 
-uint64_t* kill_lock_word(uint8_t* pool, uint64_t off) { return reinterpret_cast<uint64_t*>(pool + off); }
-
 void kill_reply(std::vector<uint8_t>& resp, uint8_t status, GAddr leaf, uint32_t removed, const Node* image) {
     net::OffloadReply r{};
     r.status = status;
@@ -58,7 +56,7 @@ void kill(uint8_t* pool, uint64_t pool_bytes, uint64_t client_id, const net::Off
         return kill_reply(resp, net::kOffloadNoop, leaf, 0, nullptr);  // changed (or not such a leaf): judged stale
     const uint64_t ver = n.body_version;
     uint64_t expected = make_lock_word(ver, 0, false);
-    if (!__atomic_compare_exchange_n(kill_lock_word(pool, h.leaf), &expected, make_lock_word(ver, client_id, true),
+    if (!__atomic_compare_exchange_n(lock_word(pool, h.leaf), &expected, make_lock_word(ver, client_id, true),
                                      false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
         return kill_reply(resp, net::kOffloadRestart, leaf, 0, nullptr);  // locked or changed since the read
     uint32_t removed = 0;
@@ -71,7 +69,7 @@ void kill(uint8_t* pool, uint64_t pool_bytes, uint64_t client_id, const net::Off
         }
     }
     if (removed == 0) {
-        __atomic_store_n(kill_lock_word(pool, h.leaf), expected, __ATOMIC_RELEASE);  // unchanged
+        __atomic_store_n(lock_word(pool, h.leaf), expected, __ATOMIC_RELEASE);  // unchanged
         return kill_reply(resp, net::kOffloadDone, leaf, 0, nullptr);
     }
     tree::seal_node(n, ver + 1);

@@ -9,15 +9,9 @@
 
 namespace dex::memnode {
 
-namespace {
-
-uint64_t* word_at(uint8_t* pool, uint64_t off) { return reinterpret_cast<uint64_t*>(pool + off); }
-
-}  // namespace
-
 void publish_node(uint8_t* pool, uint64_t off, const Node& n) {
     std::memcpy(pool + off + 8, reinterpret_cast<const uint8_t*>(&n) + 8, tree::used_bytes(n) - 8);
-    __atomic_store_n(word_at(pool, off), n.lock, __ATOMIC_RELEASE);
+    __atomic_store_n(lock_word(pool, off), n.lock, __ATOMIC_RELEASE);
 }
 
 bool sibling_block_ok(uint64_t pool_bytes, uint64_t na) {
@@ -27,7 +21,7 @@ bool sibling_block_ok(uint64_t pool_bytes, uint64_t na) {
 void publish_sibling(uint8_t* pool, uint64_t na, Node& r) {
     // Above the block's previous life (no ABA, no cached copy looks newer):
     // the rule BTree::fresh_version applies to a block the compute side allocates.
-    const uint64_t prev_lock = __atomic_load_n(word_at(pool, na), __ATOMIC_ACQUIRE);
+    const uint64_t prev_lock = __atomic_load_n(lock_word(pool, na), __ATOMIC_ACQUIRE);
     uint64_t prev_body;
     std::memcpy(&prev_body, pool + na + 16, sizeof prev_body);
     tree::seal_node(r, fresh_version_after(prev_lock, prev_body));
@@ -77,7 +71,7 @@ bool link_in_parent(uint8_t* pool, uint64_t pool_bytes, uint64_t client_id, uint
         // child before parent holds trivially.
         const uint64_t v = p.body_version;
         uint64_t expected = make_lock_word(v, 0, false);
-        if (!__atomic_compare_exchange_n(word_at(pool, parent_off), &expected, make_lock_word(v, client_id, true),
+        if (!__atomic_compare_exchange_n(lock_word(pool, parent_off), &expected, make_lock_word(v, client_id, true),
                                          false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
             continue;  // changed or locked since the read: read it again
         tree::seal_node(q, v + 1);

@@ -16,6 +16,10 @@
 
 namespace dex::memnode {
 
+// The lock word of the node at pool offset `off` (its first 8 bytes), for
+// the __atomic builtins.
+inline uint64_t* lock_word(uint8_t* pool, uint64_t off) { return reinterpret_cast<uint64_t*>(pool + off); }
+
 // A validated snapshot of the node at `off` (reader protocol; offload.cpp).
 // False: still locked or torn after many attempts, or out of bounds.
 bool read_pool_node(uint8_t* pool, uint64_t pool_bytes, uint64_t off, Node& out);
