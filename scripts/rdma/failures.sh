@@ -40,9 +40,14 @@ grep -E "ERROR|error" "$DEX_WORK/pgbench.log" | head -3
 grep -qE "memory node rdma://$DEX_RDMA_IP:$RPORT" "$DEX_WORK/pgbench.log" || fail "the workload's error does not name the rdma:// memory node"
 # pgbench -T 8 started 3 s before the kill; op_timeout 5 s bounds any wait after it.
 [ $took -le 15 ] || fail "the workload hung ${took}s after the memory node died"
+# A query now either fails on the dead connection (op_timeout 5 s, connect_timeout
+# 2 s) or, once the writer lease lapsed, after dex_cluster_check's bounded wait
+# for the worker to claim it again (2 leases + margin + 1 s = 9 s, dexcluster.c):
+# a hang would exceed both by far. The guest is emulated (TCG, psql alone takes
+# seconds), hence the slack: this checks "bounded", not "fast".
 t0=$SECONDS
 expect_error "set enable_seqscan=off; select count(*) from t where k = 42" "memory node rdma://$DEX_RDMA_IP:$RPORT"
-[ $((SECONDS - t0)) -le 8 ] || fail "a query against the dead node took $((SECONDS - t0))s"
+[ $((SECONDS - t0)) -le 30 ] || fail "a query against the dead node took $((SECONDS - t0))s"
 
 echo "== memory node restarted"
 mem
