@@ -15,6 +15,21 @@ trap test_cleanup EXIT
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 q() { dpsql "$PPORT" -d postgres -At "$@"; }
+# After a backend's kill -9 the server still takes connections until the
+# postmaster notices and restarts every child: a "select 1" can succeed
+# before that, and the checks that follow then meet "the database system is
+# in recovery mode". A crash restart replaces the checkpointer: take its pid
+# before the kill, and wait for a new one after it.
+checkpointer_pid() { q -c "select pid from pg_stat_activity where backend_type = 'checkpointer'" 2>/dev/null || true; }
+wait_crash_restart() {
+    local before=$1 now=""
+    for _ in $(seq 1 300); do
+        now=$(checkpointer_pid)
+        [ -n "$now" ] && [ "$now" != "$before" ] && return 0
+        sleep 0.2
+    done
+    fail "no crash restart after the kill -9 (checkpointer still $before)"
+}
 # expect_error SQL PATTERN...: the statement must fail and stderr match every pattern
 expect_error() {
     local sql=$1; shift

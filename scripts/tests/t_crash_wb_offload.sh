@@ -57,7 +57,9 @@ for round in $(seq 1 "$ROUNDS"); do
             sleep 0.1
         done
         [ -n "$victim" ] || { tail -5 "$DEX_WORK/mix-$round.log"; fail "no pgbench backend to kill"; }
+        ckpt=$(checkpointer_pid)
         kill -9 "$victim"
+        wait_crash_restart "$ckpt"
     else
         as_user "$PG_BIN/pg_ctl" -D "$DEX_WORK/pg" -m immediate stop >/dev/null
         as_user "$PG_BIN/pg_ctl" -D "$DEX_WORK/pg" -l "$DEX_WORK/pg-server.log" -w start >/dev/null \

@@ -80,7 +80,9 @@ for round in $(seq 1 "$ROUNDS"); do
     if [ "$how" = kill9 ]; then
         victim=$(q -c "select pid from pg_stat_activity where application_name = 'pgbench' order by state = 'active' desc limit 1")
         [ -n "$victim" ] || fail "no pgbench backend to kill"
+        ckpt=$(checkpointer_pid)
         kill -9 "$victim"
+        wait_crash_restart "$ckpt"
     else
         as_user "$PG_BIN/pg_ctl" -D "$DEX_WORK/pg" -m immediate stop >/dev/null
         as_user "$PG_BIN/pg_ctl" -D "$DEX_WORK/pg" -l "$DEX_WORK/pg-server.log" -w start >/dev/null || fail "start"
