@@ -201,8 +201,9 @@ TEST(MemnodeSplit, OneRoundTripAndTheCachedParentShowsTheDownlink) {
 }
 
 // Full leaves under full parents (bulk-loaded at 100%): the memory node splits
-// the leaf and leaves the downlink to the compute side, which splits the
-// parent (insert_parent) as after its own leaf split.
+// the leaf and the parent too (kHelloSplitParent; what it leaves -- a parent
+// it cannot split, the grandparent's downlink -- the compute side finishes
+// with insert_parent; tests/offload_split_parent_test.cpp compares).
 TEST(MemnodeSplit, FullParentIsFinishedByTheComputeSide) {
     Fixture f;
     f.load(60000, 2, 1.0);

@@ -389,7 +389,7 @@ struct Engine::Impl {
                   kHelloOffloadBytes | kHelloOffloadBytesBatch | kHelloOffloadSplit |
                   kHelloOffloadBatchSplit | kHelloOffloadSplitImage | kHelloSplitSpare | kHelloOffloadDirtySplit |
                   kHelloOffloadBytesSplit | kHelloOffloadBytesBatchSplit | kHelloOffloadBytesDirtySplit |
-                  kHelloOffloadBytesSplitImage | kHelloOffloadKill;
+                  kHelloOffloadBytesSplitImage | kHelloOffloadKill | kHelloSplitParent;
         put(resp, r);
     }
 

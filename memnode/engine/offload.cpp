@@ -217,8 +217,17 @@ void reply_split(uint8_t* pool, uint64_t pool_bytes, uint64_t client_id, const T
                  uint64_t parent, GAddr leaf, const Node& n, GAddr sib, const Node& sib_img,
                  std::vector<uint8_t>& resp) {
     Node pimg;
-    const bool linked =
+    bool linked =
         parent && link_in_parent<TL>(pool, pool_bytes, client_id, t.tree_id, parent, TL::low(sib_img), sib, pimg);
+    // A full parent (kHelloSplitParent; never in a batch, whose tails have
+    // no room for it): split here too, as the compute side's insert_parent would.
+    ParentSplit ps;
+    if (!linked && parent && split.split_parent && !split.batch_tail && !split.bytes_tail &&
+        split_parent<TL>(pool, pool_bytes, client_id, t.tree_id, t.node, parent, split.grandparent, TL::low(sib_img),
+                         sib, split, ps)) {
+        linked = true;
+        pimg = ps.parent;
+    }
     if constexpr (std::is_same_v<TL, tree::FixedLayout>) {
         if (split.batch_tail) {  // OFFLOAD_BATCH_SPLIT: addresses and separator only
             reply(resp, net::kOffloadSplit, leaf);
@@ -245,6 +254,18 @@ void reply_split(uint8_t* pool, uint64_t pool_bytes, uint64_t client_id, const T
     resp.insert(resp.end(), q, q + kNodeSize);
     if (linked) {
         q = reinterpret_cast<const uint8_t*>(&pimg);
+        resp.insert(resp.end(), q, q + kNodeSize);
+    }
+    if (!split.split_parent) return;
+    const net::OffloadParentSplitTail pt{ps.psibling, ps.gp_linked ? make_gaddr(t.node, split.grandparent) : 0};
+    p = reinterpret_cast<const uint8_t*>(&pt);
+    resp.insert(resp.end(), p, p + sizeof pt);
+    if (ps.psibling) {
+        q = reinterpret_cast<const uint8_t*>(&ps.psib);
+        resp.insert(resp.end(), q, q + kNodeSize);
+    }
+    if (ps.gp_linked) {
+        q = reinterpret_cast<const uint8_t*>(&ps.gp);
         resp.insert(resp.end(), q, q + kNodeSize);
     }
 }

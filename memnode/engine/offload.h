@@ -39,9 +39,15 @@ void check_offload_request(uint64_t pool_bytes, const net::OffloadRequest& req);
 // compute side a one-sided parent insert, where a leaf sent back splits
 // after the compute side split the parent, and is linked here again.
 // `*used_parent` (if set) is told the parent a split tried.
+// `split_parent` (OffloadParentSplitExt, kHelloSplitParent; single splits
+// only): a parent too full for the downlink is split here as well, and its
+// new sibling linked into `grandparent` (pool offset, 0: unknown) when that
+// is simple; the reply then carries an OffloadParentSplitTail.
 struct SplitContext {
     std::function<uint64_t()> alloc;
     uint64_t parent = 0;
+    bool split_parent = false;
+    uint64_t grandparent = 0;
     net::OffloadBatchSplitTail* batch_tail = nullptr;
     net::OffloadBytesBatchSplitTail* bytes_tail = nullptr;
     std::function<bool(uint64_t parent)> may_split_under;

@@ -107,11 +107,15 @@ void OffloadRequests::do_offload_split(const net::FrameHeader& hdr, const uint8_
     net::OffloadSplitExt ext{};  // (split_request checks the length before either is used)
     std::memcpy(&req, payload, std::min<size_t>(sizeof req, hdr.payload_len));
     if (hdr.payload_len >= sizeof req + sizeof ext) std::memcpy(&ext, payload + sizeof req, sizeof ext);
-    split_request(hdr, sizeof req + sizeof ext, ext, payload, resp, "OFFLOAD_SPLIT", [&](const SplitContext& s) {
-        if (req.kind != net::kOffloadInsert)
-            throw Fail{kStatusProtocol, "OFFLOAD_SPLIT carries inserts only (kind " + std::to_string(req.kind) + ")"};
-        execute_offload(pool, pool_bytes, client, req, resp, true, &s);
-    });
+    split_request(
+        hdr, sizeof req + sizeof ext, ext, payload, resp, "OFFLOAD_SPLIT",
+        [&](const SplitContext& s) {
+            if (req.kind != net::kOffloadInsert)
+                throw Fail{kStatusProtocol,
+                           "OFFLOAD_SPLIT carries inserts only (kind " + std::to_string(req.kind) + ")"};
+            execute_offload(pool, pool_bytes, client, req, resp, true, &s);
+        },
+        true);
 }
 
 void OffloadRequests::do_offload_split_image(const net::FrameHeader& hdr, const uint8_t* payload,
@@ -129,16 +133,27 @@ void OffloadRequests::do_offload_bytes_split(const net::FrameHeader& hdr, const 
     constexpr size_t kTail = sizeof(net::OffloadSplitExt) + sizeof(net::OffloadSpareExt);
     if (hdr.payload_len <= kTail)
         throw Fail{kStatusProtocol, "OFFLOAD_BYTES_SPLIT: payload of " + std::to_string(hdr.payload_len) + " bytes"};
-    const size_t bytes = hdr.payload_len - kTail;
+    // The OFFLOAD_BYTES request's own length (its header says it) tells
+    // whether an OffloadParentSplitExt follows the spare's.
+    size_t bytes = hdr.payload_len - kTail;
+    if (hdr.payload_len >= sizeof(net::OffloadBytesHeader) + kTail + sizeof(net::OffloadParentSplitExt)) {
+        net::OffloadBytesHeader bh{};
+        std::memcpy(&bh, payload, sizeof bh);
+        const size_t own = sizeof bh + size_t(bh.key_len) + bh.record_len;
+        if (hdr.payload_len == own + kTail + sizeof(net::OffloadParentSplitExt)) bytes = own;
+    }
     net::OffloadSplitExt ext{};
     std::memcpy(&ext, payload + bytes, sizeof ext);
-    split_request(hdr, bytes + sizeof ext, ext, payload, resp, "OFFLOAD_BYTES_SPLIT", [&](const SplitContext& s) {
-        const net::OffloadBytesView v = check_offload_bytes(pool_bytes, payload, bytes);
-        if (v.h.kind != net::kOffloadInsert)
-            throw Fail{kStatusProtocol,
-                       "OFFLOAD_BYTES_SPLIT carries inserts only (kind " + std::to_string(v.h.kind) + ")"};
-        execute_offload_bytes(pool, pool_bytes, client, v, resp, true, &s);
-    });
+    split_request(
+        hdr, bytes + sizeof ext, ext, payload, resp, "OFFLOAD_BYTES_SPLIT",
+        [&](const SplitContext& s) {
+            const net::OffloadBytesView v = check_offload_bytes(pool_bytes, payload, bytes);
+            if (v.h.kind != net::kOffloadInsert)
+                throw Fail{kStatusProtocol,
+                           "OFFLOAD_BYTES_SPLIT carries inserts only (kind " + std::to_string(v.h.kind) + ")"};
+            execute_offload_bytes(pool, pool_bytes, client, v, resp, true, &s);
+        },
+        true);
 }
 
 void OffloadRequests::do_offload_bytes_split_image(const net::FrameHeader& hdr, const uint8_t* payload,
@@ -202,8 +217,11 @@ void OffloadRequests::dirty_split_request(uint64_t ns, uint64_t sibling, std::ve
 
 template <class Run>
 void OffloadRequests::split_request(const net::FrameHeader& hdr, size_t base, const net::OffloadSplitExt& ext,
-                                    const uint8_t* payload, std::vector<uint8_t>& resp, const char* what, Run run) {
-    const bool with_spare = hdr.payload_len == base + sizeof(net::OffloadSpareExt);
+                                    const uint8_t* payload, std::vector<uint8_t>& resp, const char* what, Run run,
+                                    bool parent_ext) {
+    const size_t with_both = base + sizeof(net::OffloadSpareExt) + sizeof(net::OffloadParentSplitExt);
+    const bool with_parent = parent_ext && hdr.payload_len == with_both;
+    const bool with_spare = with_parent || hdr.payload_len == base + sizeof(net::OffloadSpareExt);
     if (!with_spare) exact(hdr, base);
     if (!cpu_atomics.load(std::memory_order_relaxed)) throw no_cpu_atomics(what);
     net::OffloadSpareExt spare{};
@@ -212,6 +230,14 @@ void OffloadRequests::split_request(const net::FrameHeader& hdr, size_t base, co
     bool taken = false;
     SplitContext split;
     split.parent = ext.parent;
+    if (with_parent) {
+        net::OffloadParentSplitExt pe{};
+        std::memcpy(&pe, payload + base + sizeof spare, sizeof pe);
+        split.split_parent = true;
+        // (an offset that is no level-2 node of the tree takes nothing:
+        // link_in_parent checks bounds and what it reads there)
+        split.grandparent = pe.grandparent;
+    }
     split.alloc = [&] {
         if (!spare.sibling || taken) return split_alloc(ext.ns);
         taken = true;

@@ -113,10 +113,13 @@ private:
     // one --, and the reply's OffloadSpareTail: the spare the compute server
     // holds from now on (the one it sent if no split took it, else a fresh
     // block, allocated ahead so that its next split's sibling is known
-    // before the memory node publishes it).
+    // before the memory node publishes it). `parent_ext` (OFFLOAD_SPLIT,
+    // OFFLOAD_BYTES_SPLIT): the request may go on with an
+    // OffloadParentSplitExt after the spare's (kHelloSplitParent).
     template <class Run>
     void split_request(const net::FrameHeader& hdr, size_t base, const net::OffloadSplitExt& ext,
-                       const uint8_t* payload, std::vector<uint8_t>& resp, const char* what, Run run);
+                       const uint8_t* payload, std::vector<uint8_t>& resp, const char* what, Run run,
+                       bool parent_ext = false);
 
     // OFFLOAD_BATCH_SPLIT (engine/offload_batch_split.cpp): OFFLOAD_BATCH whose
     // full leaves are split here as OFFLOAD_SPLIT splits them.

@@ -55,8 +55,35 @@ void publish_sibling(uint8_t* pool, uint64_t na, Node& r);
 // parent. False: nothing changed (no such node, moved, full, locked, or the
 // separator is there already) -- the compute side inserts the downlink,
 // B-link readers reach the sibling through the leaf's right link meanwhile.
+// `level`: the same one level up (2: a split parent's sibling into the
+// grandparent).
 template <class TL>
 bool link_in_parent(uint8_t* pool, uint64_t pool_bytes, uint64_t client_id, uint32_t tree_id, uint64_t parent_off,
-                    typename TL::KeyRef sep, GAddr sibling, Node& pimg);
+                    typename TL::KeyRef sep, GAddr sibling, Node& pimg, int level = 1);
+
+// What split_parent did.
+struct ParentSplit {
+    Node parent;            // the parent as published: its lower half, right link = psibling
+    GAddr psibling = 0;     // its new right sibling (upper half)
+    Node psib;
+    bool gp_linked = false;  // psibling's downlink went into the grandparent
+    Node gp;                 // the grandparent as published (gp_linked)
+};
+
+// Step 3 with a full parent (kHelloSplitParent): the compute side's
+// split_inner + insert_parent, on this node. The level-1 node at
+// `parent_off`, if valid and covering `sep` but without room for (sep,
+// sibling), is locked (writer protocol), split by the layout's own split
+// taking the downlink, its upper half written to a block from ctx.alloc
+// (version above the block's previous life) before the lower half is
+// published with the new right link and unlocked; then, with no lock held,
+// the upper half's downlink goes into the level-2 node at `gp_off` when that
+// is simple (link_in_parent, level 2). True: the leaf's downlink is in, `out`
+// says the rest. False: nothing changed (moved, locked, room after all, out
+// of space, a slotted half that does not fit) -- the compute side inserts.
+template <class TL>
+bool split_parent(uint8_t* pool, uint64_t pool_bytes, uint64_t client_id, uint32_t tree_id, uint16_t node_id,
+                  uint64_t parent_off, uint64_t gp_off, typename TL::KeyRef sep, GAddr sibling,
+                  const SplitContext& ctx, ParentSplit& out);
 
 }  // namespace dex::memnode

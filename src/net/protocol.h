@@ -107,7 +107,10 @@ enum Op : uint16_t {
                                 //   (src/README.md "Write-back mode", splits); only to nodes whose HELLO
                                 //   has kHelloOffloadSplitImage
     // (OFFLOAD_SPLIT and OFFLOAD_SPLIT_IMAGE: + OffloadSpareExt at the end of the request, and
-    //  OffloadSpareTail at the end of the reply, with nodes whose HELLO has kHelloSplitSpare)
+    //  OffloadSpareTail at the end of the reply, with nodes whose HELLO has kHelloSplitSpare;
+    //  OFFLOAD_SPLIT and OFFLOAD_BYTES_SPLIT: + OffloadParentSplitExt after the OffloadSpareExt, and
+    //  OffloadParentSplitTail [+ images] before the OffloadSpareTail, with nodes whose HELLO has
+    //  kHelloSplitParent)
     kOpOffloadDirtySplit = 37,  // req: OffloadRequest (kind kOffloadInsert, start = the leaf, level 0,
                                 //   key = the separator, no journal record) + OffloadSplitExt +
                                 //   OffloadDirtySplitExt (kOffloadDirtySplitRequest bytes)
@@ -271,6 +274,13 @@ constexpr uint32_t kHelloOffloadBytesSplitImage = 1u << 12;
 // kHelloOffloadKill: the node executes OFFLOAD_KILL. A capability bit for the
 // same reason; still needs kHelloCpuAtomics.
 constexpr uint32_t kHelloOffloadKill = 1u << 13;
+// kHelloSplitParent: OFFLOAD_SPLIT and OFFLOAD_BYTES_SPLIT requests may end
+// in an OffloadParentSplitExt (after the OffloadSpareExt): the node may then
+// also split the leaf's parent when it is full, and link the parent's new
+// sibling into the grandparent the extension names; the reply then carries an
+// OffloadParentSplitTail (src/README.md "Memory-node splits", full parents).
+// Older nodes would close the connection on the longer request.
+constexpr uint32_t kHelloSplitParent = 1u << 14;
 // Whether a node whose HELLO said `flags` takes batched offloaded writes.
 inline bool offload_batch_usable(uint32_t flags) {
     return (flags & kHelloCpuAtomics) != 0 && (flags & kHelloOffloadBatch) != 0;
@@ -309,6 +319,12 @@ inline bool offload_bytes_batch_split_usable(uint32_t flags) {
 // Whether a node whose HELLO said `flags` takes OFFLOAD_KILL.
 inline bool offload_kill_usable(uint32_t flags) {
     return (flags & kHelloCpuAtomics) != 0 && (flags & kHelloOffloadKill) != 0;
+}
+// Whether a node whose HELLO said `flags` splits full parents in OFFLOAD_SPLIT
+// and OFFLOAD_BYTES_SPLIT (which need kHelloSplitSpare: the extension follows
+// the spare's).
+inline bool split_parent_usable(uint32_t flags) {
+    return (flags & kHelloSplitParent) != 0 && (flags & kHelloSplitSpare) != 0;
 }
 // Whether a node whose HELLO said `flags` takes OFFLOAD_BYTES_SPLIT_IMAGE.
 inline bool offload_bytes_split_image_usable(uint32_t flags) {
@@ -407,6 +423,29 @@ struct OffloadSpareTail {
     uint64_t spare;        // pool offset; 0: none
 };
 static_assert(sizeof(OffloadSpareTail) == 8);
+// kHelloSplitParent: appended to an OFFLOAD_SPLIT or OFFLOAD_BYTES_SPLIT
+// request after its OffloadSpareExt. Its presence allows the node to split the
+// level-1 parent (OffloadSplitExt::parent) when the leaf's downlink does not
+// fit: the compute server sends it only where it would split that parent on
+// the same memory node itself (no subtree migration there). `grandparent`:
+// the parent's level-2 parent on this node, which then takes the new parent
+// sibling's downlink when that is simple; 0: unknown (the compute server
+// inserts it).
+struct OffloadParentSplitExt {
+    uint64_t grandparent;  // pool offset; 0: unknown
+};
+static_assert(sizeof(OffloadParentSplitExt) == 8);
+// The reply to a request with OffloadParentSplitExt whose status is
+// kOffloadSplit: after the sibling's (and the parent's) image, before the
+// OffloadSpareTail. psibling != 0: the parent split (its image in the reply
+// is the lower half, right link = psibling), the new parent sibling's image
+// follows, then the grandparent's image if grandparent != 0 (it took the
+// downlink; 0: the compute server inserts the psibling's low fence at level 2).
+struct OffloadParentSplitTail {
+    uint64_t psibling;     // GAddr of the parent's new right sibling; 0: the parent did not split
+    uint64_t grandparent;  // GAddr of the level-2 node that took its downlink; 0: none
+};
+static_assert(sizeof(OffloadParentSplitTail) == 16);
 // OFFLOAD_DIRTY_SPLIT: after OffloadRequest and OffloadSplitExt. What the
 // compute server's frame says remote memory holds (the leaf's version,
 // fences and right link: structure changes are written through), and the
@@ -424,8 +463,10 @@ struct OffloadDirtySplitExt {
 static_assert(sizeof(OffloadDirtySplitExt) == 64);
 constexpr size_t kOffloadDirtySplitRequest =
     sizeof(OffloadRequest) + sizeof(OffloadSplitExt) + sizeof(OffloadDirtySplitExt);
-constexpr size_t kMaxOffloadSplitReply =
-    sizeof(OffloadReply) + sizeof(OffloadSplitTail) + 3 * DEX_NODE_BYTES + sizeof(OffloadSpareTail);
+// (leaf, sibling, parent; with a split parent its sibling and the grandparent)
+constexpr size_t kMaxOffloadSplitReply = sizeof(OffloadReply) + sizeof(OffloadSplitTail) +
+                                         sizeof(OffloadParentSplitTail) + 5 * DEX_NODE_BYTES +
+                                         sizeof(OffloadSpareTail);
 
 // OFFLOAD_BYTES: an offload on a tree of slotted nodes. The fixed
 // OffloadRequest stays as it is (its 16-byte key is an EntryKey); this form

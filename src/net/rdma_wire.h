@@ -28,7 +28,7 @@ static_assert(sizeof(FrameHeader) + kMaxOffloadBytesPayload <= kRdmaMsgBytes &&
 static_assert(sizeof(FrameHeader) + kMaxOffloadBytesBatchPayload <= kRdmaMsgBytes &&
               sizeof(FrameHeader) + kMaxOffloadBatch * sizeof(OffloadReply) <= kRdmaMsgBytes);
 
-// And the largest OFFLOAD_SPLIT reply (leaf, sibling and parent images).
+// And the largest OFFLOAD_SPLIT reply (leaf, sibling, parent, parent sibling and grandparent images).
 static_assert(sizeof(FrameHeader) + sizeof(OffloadRequest) + sizeof(OffloadSplitExt) <= kRdmaMsgBytes &&
               sizeof(FrameHeader) + kMaxOffloadSplitReply <= kRdmaMsgBytes);
 // And OFFLOAD_SPLIT_IMAGE's request (its reply is an OFFLOAD_SPLIT reply).

@@ -154,6 +154,12 @@ bool InProcTransport::split_spare_allowed() {
     return net::split_spare_usable(impl_->hello_flags);
 }
 
+bool InProcTransport::split_parent_allowed() {
+    std::lock_guard<std::mutex> g(impl_->mu);
+    impl_->ensure_ready();
+    return net::split_parent_usable(impl_->hello_flags);
+}
+
 bool InProcTransport::offload_batch_split_allowed() {
     std::lock_guard<std::mutex> g(impl_->mu);
     impl_->ensure_ready();

@@ -33,6 +33,7 @@ public:
     bool offload_bytes_split_image_allowed() override;
     bool offload_kill_allowed() override;
     bool split_spare_allowed() override;
+    bool split_parent_allowed() override;
     const std::string& address() const override { return address_; }
 
     void read(uint64_t offset, void* dst, uint32_t len) override;

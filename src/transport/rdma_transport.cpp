@@ -454,6 +454,11 @@ bool RdmaTransport::split_spare_allowed() {
     return net::split_spare_usable(impl_->hello_flags);
 }
 
+bool RdmaTransport::split_parent_allowed() {
+    impl_->ensure_ready();
+    return net::split_parent_usable(impl_->hello_flags);
+}
+
 bool RdmaTransport::offload_batch_split_allowed() {
     impl_->ensure_ready();
     return net::offload_batch_split_usable(impl_->hello_flags);

@@ -342,6 +342,11 @@ bool TcpTransport::split_spare_allowed() {
     return net::split_spare_usable(impl_->hello_flags);
 }
 
+bool TcpTransport::split_parent_allowed() {
+    impl_->ensure_ready();
+    return net::split_parent_usable(impl_->hello_flags);
+}
+
 bool TcpTransport::offload_batch_split_allowed() {
     impl_->ensure_ready();
     return net::offload_batch_split_usable(impl_->hello_flags);

@@ -33,6 +33,7 @@ public:
     bool offload_bytes_split_image_allowed() override;
     bool offload_kill_allowed() override;
     bool split_spare_allowed() override;
+    bool split_parent_allowed() override;
     bool one_sided_uses_node_cpu() const override { return true; }  // every op is a request to its workers
     const std::string& address() const override { return address_; }
 

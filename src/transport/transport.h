@@ -114,6 +114,10 @@ public:
     // block (kHelloSplitSpare): the split's new sibling is then admitted to
     // the cache from the reply. Connects if needed.
     virtual bool split_spare_allowed() { return false; }
+    // Whether OFFLOAD_SPLIT / OFFLOAD_BYTES_SPLIT may carry an
+    // OffloadParentSplitExt (kHelloSplitParent): the node then also splits a
+    // full parent.
+    virtual bool split_parent_allowed() { return false; }
     // Whether this transport's one-sided operations (read, write, CAS) are
     // served by the memory node's CPU too, as TCP's are (a request per op to
     // its worker threads), rather than bypassing it (RDMA verbs, in-process

@@ -687,6 +687,13 @@ private:
         uint8_t status = 0;
         GAddr leaf = 0, sibling = 0, parent = 0;
         Node leaf_img, sib_img, parent_img;
+        // The request allowed the memory node to split a full parent
+        // (OffloadParentSplitExt): if it did, `psibling` is the parent's new
+        // sibling (parent_img its lower half), and `gparent` the level-2 node
+        // that took psibling's downlink (0: ours to insert).
+        bool asked_parent = false;
+        GAddr psibling = 0, gparent = 0;
+        Node psib_img, gp_img;
         // `sibling`'s I/O marker (the named spare's, taken before the RPC):
         // finish_memnode_split admits sib_img under it, else ~SplitReply drops it.
         mutable cache::Cache* marker_cache = nullptr;
@@ -704,15 +711,28 @@ private:
     // The RPC: `parent` the leaf's parent if known and on the same node (else 0).
     // With `image` (write-back mode, at the leaf `start`): OFFLOAD_SPLIT_IMAGE,
     // the leaf replaced by that image (its body_version the one the frame holds).
+    // Without, the memory node may split a full parent too where
+    // node_splits_parents says so, and link its new sibling into
+    // `grandparent` (the descent's path[2]; 0: unknown).
     void offload_split_rpc(GAddr start, int level, KeyRef key, GAddr parent, SplitReply& out,
-                           const Node* image = nullptr);
+                           const Node* image = nullptr, GAddr grandparent = 0);
     // What both layouts' split RPCs share: the spare sibling (its marker
-    // taken, OffloadSpareExt appended to `req`), the round trip, the spare
-    // tail and the answer (take_split_reply).
-    void split_rpc(uint32_t node, net::Op op, std::vector<uint8_t>& req, SplitReply& out);
+    // taken, OffloadSpareExt appended to `req`), the OffloadParentSplitExt if
+    // given (after the spare's), the round trip, the spare tail and the
+    // answer (take_split_reply).
+    void split_rpc(uint32_t node, net::Op op, std::vector<uint8_t>& req, SplitReply& out,
+                   const net::OffloadParentSplitExt* pext = nullptr);
+    // The OffloadParentSplitExt for a split under `parent` on `node`, if
+    // node_splits_parents(node); else null (`pe` unused).
+    const net::OffloadParentSplitExt* parent_split_ext(uint32_t node, GAddr parent, GAddr grandparent,
+                                                       net::OffloadParentSplitExt& pe);
     // Whether memory node `node` splits this tree's full leaves itself
     // (OFFLOAD_SPLIT; a slotted tree's: OFFLOAD_BYTES_SPLIT).
     bool node_splits_leaves(uint32_t node);
+    // Whether it may also split their full level-1 parents
+    // (kHelloSplitParent): only where split_inner would split such a parent
+    // on the same memory node -- never where it may migrate the subtree.
+    bool node_splits_parents(uint32_t node);
     // OFFLOAD_DIRTY_SPLIT (OFFLOAD_BYTES_DIRTY_SPLIT) for wb_split_dirty: the memory node
     // splits what remote memory holds of the leaf `a` -- which the frame's
     // image `fimg` describes: version, fences, right link -- at `sep` into
@@ -888,10 +908,10 @@ template <>
 net::OffloadRequest BTreeT<FixedLayout>::fixed_offload_request(uint8_t kind, GAddr start, int level, KeyRef key);
 template <>
 void BTreeT<FixedLayout>::offload_split_rpc(GAddr start, int level, KeyRef key, GAddr parent, SplitReply& out,
-                                            const Node* image);
+                                            const Node* image, GAddr grandparent);
 template <>
 void BTreeT<SlottedLayout>::offload_split_rpc(GAddr start, int level, KeyRef key, GAddr parent, SplitReply& out,
-                                              const Node* image);
+                                              const Node* image, GAddr grandparent);
 template <>
 std::vector<uint8_t> BTreeT<FixedLayout>::dirty_split_request(GAddr a, const Node& fimg, KeyRef sep, GAddr na,
                                                               GAddr parent) const;

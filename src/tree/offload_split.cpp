@@ -36,7 +36,7 @@ void BTreeT<L>::SplitReply::drop_marker() const {
 
 template <>
 void BTreeT<FixedLayout>::offload_split_rpc(GAddr start, int level, KeyRef key, GAddr parent, SplitReply& out,
-                                            const Node* image) {
+                                            const Node* image, GAddr grandparent) {
     const uint32_t node = gaddr_node(start);
     const net::OffloadRequest r = fixed_offload_request(net::kOffloadInsert, start, level, key);
     const net::OffloadSplitExt ext{part_ns_[node], parent ? gaddr_offset(parent) : 0};
@@ -49,7 +49,9 @@ void BTreeT<FixedLayout>::offload_split_rpc(GAddr start, int level, KeyRef key, 
         append_bytes(req, &ie, sizeof ie);
         append_bytes(req, image, kNodeSize);
     }
-    split_rpc(node, image ? net::kOpOffloadSplitImage : net::kOpOffloadSplit, req, out);
+    net::OffloadParentSplitExt pe{};
+    split_rpc(node, image ? net::kOpOffloadSplitImage : net::kOpOffloadSplit, req, out,
+              image ? nullptr : parent_split_ext(node, parent, grandparent, pe));
 }
 
 // A slotted tree's: the OFFLOAD_BYTES insert (its journal record first, as
@@ -57,7 +59,7 @@ void BTreeT<FixedLayout>::offload_split_rpc(GAddr start, int level, KeyRef key, 
 // OFFLOAD_BYTES_SPLIT_IMAGE) and, always, the spare.
 template <>
 void BTreeT<SlottedLayout>::offload_split_rpc(GAddr start, int level, KeyRef key, GAddr parent, SplitReply& out,
-                                              const Node* image) {
+                                              const Node* image, GAddr grandparent) {
     const uint32_t node = gaddr_node(start);
     net::OffloadBytesHeader h{};
     h.start = gaddr_offset(start);
@@ -83,7 +85,9 @@ void BTreeT<SlottedLayout>::offload_split_rpc(GAddr start, int level, KeyRef key
         append_bytes(req, &ie, sizeof ie);
         append_bytes(req, image, kNodeSize);
     }
-    split_rpc(node, image ? net::kOpOffloadBytesSplitImage : net::kOpOffloadBytesSplit, req, out);
+    net::OffloadParentSplitExt pe{};
+    split_rpc(node, image ? net::kOpOffloadBytesSplitImage : net::kOpOffloadBytesSplit, req, out,
+              image ? nullptr : parent_split_ext(node, parent, grandparent, pe));
 }
 
 template <class L>
@@ -97,7 +101,31 @@ bool BTreeT<L>::node_splits_leaves(uint32_t node) {
 }
 
 template <class L>
-void BTreeT<L>::split_rpc(uint32_t node, net::Op op, std::vector<uint8_t>& req, SplitReply& out) {
+bool BTreeT<L>::node_splits_parents(uint32_t node) {
+    if (!mem_.node(node).split_parent_allowed()) return false;
+    if constexpr (L::kSlotted) {
+        return true;  // a slotted tree's subtrees stay where they are split
+    } else {
+        // split_inner migrates only at the placement level, and only with a
+        // second memory node to migrate to (migrate_split).
+        size_t nparts = 0;
+        for (uint64_t x : part_ns_) nparts += x != 0;
+        return place_level_ != 1 || nparts < 2;
+    }
+}
+
+template <class L>
+const net::OffloadParentSplitExt* BTreeT<L>::parent_split_ext(uint32_t node, GAddr parent, GAddr grandparent,
+                                                              net::OffloadParentSplitExt& pe) {
+    if (!parent || !node_splits_parents(node)) return nullptr;
+    const bool gp_here = grandparent && !gaddr_is_swizzled(grandparent) && gaddr_node(grandparent) == node;
+    pe.grandparent = gp_here ? gaddr_offset(grandparent) : 0;
+    return &pe;
+}
+
+template <class L>
+void BTreeT<L>::split_rpc(uint32_t node, net::Op op, std::vector<uint8_t>& req, SplitReply& out,
+                          const net::OffloadParentSplitExt* pext) {
     const char* what = net::op_name(op);
     // The spare sibling (kHelloSplitSpare): if it becomes the sibling, the
     // memory node publishes it and may link it into the parent before we
@@ -115,6 +143,10 @@ void BTreeT<L>::split_rpc(uint32_t node, net::Op op, std::vector<uint8_t>& req, 
         }
         const net::OffloadSpareExt se{spare ? gaddr_offset(spare) : 0};
         append_bytes(req, &se, sizeof se);
+        if (pext) {  // (split_parent_allowed implies the spare's bit: it follows that extension)
+            append_bytes(req, pext, sizeof *pext);
+            out.asked_parent = true;
+        }
     }
     // (No answer: the spare may be the sibling now or not; it is dropped.)
     const auto t0 = std::chrono::steady_clock::now();
@@ -179,6 +211,19 @@ void BTreeT<L>::take_split_reply(uint32_t node, const std::vector<uint8_t>& resp
         if (out.parent) take(&out.parent_img, kNodeSize);
         ok = ok && own(out.sibling) && image_ok(out.sib_img, tree_id_, 0) && out.leaf_img.right == out.sibling &&
              (!out.parent || (own(out.parent) && image_ok(out.parent_img, tree_id_, 1)));
+        if (out.asked_parent) {
+            net::OffloadParentSplitTail pt{};
+            take(&pt, sizeof pt);
+            out.psibling = pt.psibling;
+            out.gparent = pt.grandparent;
+            if (out.psibling) take(&out.psib_img, kNodeSize);
+            if (out.gparent) take(&out.gp_img, kNodeSize);
+            // A parent split comes with the parent (its lower half, pointing
+            // at the new sibling); a grandparent only with a parent split.
+            ok = ok && (!out.psibling || (out.parent && own(out.psibling) && image_ok(out.psib_img, tree_id_, 1) &&
+                                          out.parent_img.right == out.psibling)) &&
+                 (!out.gparent || (out.psibling && own(out.gparent) && image_ok(out.gp_img, tree_id_, 2)));
+        }
     }
     if (!ok) throw Error(ErrorCode::kProtocol, std::string(what) + ": memory node returned an invalid node image");
 }
@@ -306,7 +351,7 @@ bool BTreeT<L>::offload_cached_split(const Descent& d, KeyRef key, Path& path, c
     FrameHold hold(*this);  // unwinding: the held frame is made unreadable and dropped
     if (!marker) hold.hold(leaf);
     try {
-        offload_split_rpc(leaf, 0, key, parent, r);
+        offload_split_rpc(leaf, 0, key, parent, r, nullptr, parent ? path[2] : 0);
     } catch (...) {
         if (marker) {
             cache_->abort_io(leaf);
@@ -426,8 +471,12 @@ void BTreeT<L>::finish_memnode_split(const SplitReply& r, FrameHold* hold, GAddr
     Stats::add(stats().memnode_splits);
     // Standbys: every node the memory node changed, in one call (the entry's
     // transaction has not committed yet, so after the publish is early enough).
-    GAddr changed[3] = {r.leaf, r.sibling, r.parent};
-    if (opts_.log_changes) opts_.log_changes(changed, r.parent ? 3 : 2);
+    // (A split parent's two halves and the grandparent too.)
+    GAddr changed[5] = {r.leaf, r.sibling, r.parent, r.psibling, r.gparent};
+    size_t nchanged = 2;
+    for (size_t i = 2; i < 5; i++)
+        if (changed[i]) changed[nchanged++] = changed[i];
+    if (opts_.log_changes) opts_.log_changes(changed, nchanged);
     if (hold && r.leaf == held) {
         hold->install(held, r.leaf_img);
     } else {
@@ -448,12 +497,23 @@ void BTreeT<L>::finish_memnode_split(const SplitReply& r, FrameHold* hold, GAddr
     } else {
         cache_update(r.sibling, r.sib_img);  // only matters if its block's previous life is still cached
     }
-    if (r.parent) {
-        cache_update(r.parent, r.parent_img);  // gained a downlink: a stale copy was harmless meanwhile
+    if (!r.parent) {
+        // Step 3 left to us (parent full, moved, locked or unknown): as split_leaf.
+        insert_parent(1, L::low(r.sib_img), r.sibling, path, dl);
         return;
     }
-    // Step 3 left to us (parent full, moved, locked or unknown): as split_leaf.
-    insert_parent(1, L::low(r.sib_img), r.sibling, path, dl);
+    // Gained a downlink, or split taking it (lower half): a stale copy was
+    // harmless meanwhile -- its children are where it says, B-link readers
+    // move right past its new high fence -- as after any parent's publish.
+    cache_update(r.parent, r.parent_img);
+    if (!r.psibling) return;
+    cache_update(r.psibling, r.psib_img);  // only matters if its block's previous life is still cached
+    if (r.gparent) {
+        cache_update(r.gparent, r.gp_img);
+        return;
+    }
+    // The split parent's downlink left to us: as split_inner's step 3.
+    insert_parent(2, L::low(r.psib_img), r.psibling, path, dl);
 }
 
 template <class L>
