@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <random>
@@ -172,13 +173,11 @@ struct FixedSetup {
 };
 
 // Full leaves under full parents under a root with room: the memory node
-// splits the parents in the inserts' own round trips and links their new
-// siblings into the root. A parent's new sibling is not cached (nobody held
-// its block's marker, as for a leaf's spare sibling), so the first insert
-// into a full leaf under it misses there: it costs two round trips more (the
-// offload from level 1 answers "needs a split", the sibling is fetched, the
-// split offloaded). The same inserts against a memory node without the
-// capability -- the compute side splits the parents -- take more. Both
+// splits the parents in the inserts' own round trips, links their new
+// siblings into the root, and the new siblings are admitted from the reply
+// (the handle's parent spare, its marker held across the round trip): one
+// round trip per insert, where a memory node without the capability -- the
+// compute side splits the parents -- takes ten more per parent split. Both
 // trees are exact, the caches coherent, and every new level-1 node and the
 // root were named to standbys (log_changes).
 TEST(MemnodeParentSplit, FullParentsSplitInTheInsertsRoundTrip) {
@@ -202,10 +201,13 @@ TEST(MemnodeParentSplit, FullParentsSplitInTheInsertsRoundTrip) {
         EXPECT_TRUE(g_logged.count(s.root())) << "the root took downlinks: logged";
         s.expect_exact();
     }
+    std::printf("[ parent split ] %d inserts, %zu parent splits: %lu round trips on the memory node, %lu without\n", n,
+                psplits[0], static_cast<unsigned long>(trips[0]), static_cast<unsigned long>(trips[1]));
     EXPECT_GE(psplits[0], 10u) << "full parents did not split";
     EXPECT_EQ(psplits[0], psplits[1]) << "the same inserts split as many parents either way";
-    EXPECT_LE(trips[0], static_cast<uint64_t>(n) + 2 * psplits[0])
-        << "one round trip per insert, parent splits included (+2 per parent's new sibling, fetched once)";
+    // (+2: the handle's first parent split may come before it holds a
+    // parent spare; its new sibling is then fetched once, as before)
+    EXPECT_LE(trips[0], static_cast<uint64_t>(n) + 2) << "one round trip per insert, parent splits included";
     EXPECT_GT(trips[1], trips[0] + 2 * psplits[1]) << "the compute side's parent splits cost more round trips";
 }
 
@@ -302,7 +304,9 @@ TEST(MemnodeParentSplit, SlottedFullParentsSplitInTheInsertsRoundTrip) {
     const uint64_t trips = stats().round_trips.load() - rt0;
     const size_t psplits = nodes_at<tree::SlottedLayout>(*cl.mem, t.info().root, 1).size() - l1;
     EXPECT_GE(psplits, 2u) << "full parents did not split";
-    EXPECT_LE(trips, static_cast<uint64_t>(n) + 2 * psplits);
+    EXPECT_LE(trips, static_cast<uint64_t>(n) + 2);
+    std::printf("[ parent split ] slotted: %d inserts, %zu parent splits, %lu round trips\n", n, psplits,
+                static_cast<unsigned long>(trips));
     expect_slotted_tree_is(t, model, cl.c->region(), *cl.mem);
     EXPECT_EQ(t.check().missing_downlinks, 0u);
 }

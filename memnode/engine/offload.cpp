@@ -257,7 +257,8 @@ void reply_split(uint8_t* pool, uint64_t pool_bytes, uint64_t client_id, const T
         resp.insert(resp.end(), q, q + kNodeSize);
     }
     if (!split.split_parent) return;
-    const net::OffloadParentSplitTail pt{ps.psibling, ps.gp_linked ? make_gaddr(t.node, split.grandparent) : 0};
+    const net::OffloadParentSplitTail pt{ps.psibling, ps.gp_linked ? make_gaddr(t.node, split.grandparent) : 0,
+                                         split.next_parent_spare ? split.next_parent_spare() : 0};
     p = reinterpret_cast<const uint8_t*>(&pt);
     resp.insert(resp.end(), p, p + sizeof pt);
     if (ps.psibling) {

@@ -40,14 +40,18 @@ void check_offload_request(uint64_t pool_bytes, const net::OffloadRequest& req);
 // after the compute side split the parent, and is linked here again.
 // `*used_parent` (if set) is told the parent a split tried.
 // `split_parent` (OffloadParentSplitExt, kHelloSplitParent; single splits
-// only): a parent too full for the downlink is split here as well, and its
-// new sibling linked into `grandparent` (pool offset, 0: unknown) when that
-// is simple; the reply then carries an OffloadParentSplitTail.
+// only): a parent too full for the downlink is split here as well, its new
+// sibling allocated by `parent_alloc` (the request's parent spare first) and
+// linked into `grandparent` (pool offset, 0: unknown) when that is simple;
+// the reply then carries an OffloadParentSplitTail, whose spare
+// `next_parent_spare` says.
 struct SplitContext {
     std::function<uint64_t()> alloc;
     uint64_t parent = 0;
     bool split_parent = false;
     uint64_t grandparent = 0;
+    std::function<uint64_t()> parent_alloc;
+    std::function<uint64_t()> next_parent_spare;
     net::OffloadBatchSplitTail* batch_tail = nullptr;
     net::OffloadBytesBatchSplitTail* bytes_tail = nullptr;
     std::function<bool(uint64_t parent)> may_split_under;

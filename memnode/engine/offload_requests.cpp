@@ -230,13 +230,21 @@ void OffloadRequests::split_request(const net::FrameHeader& hdr, size_t base, co
     bool taken = false;
     SplitContext split;
     split.parent = ext.parent;
+    net::OffloadParentSplitExt pe{};
+    bool ptaken = false;
     if (with_parent) {
-        net::OffloadParentSplitExt pe{};
         std::memcpy(&pe, payload + base + sizeof spare, sizeof pe);
         split.split_parent = true;
         // (an offset that is no level-2 node of the tree takes nothing:
         // link_in_parent checks bounds and what it reads there)
         split.grandparent = pe.grandparent;
+        if (pe.sibling && (pe.sibling == spare.sibling || !ns_owns_block(ext.ns, pe.sibling))) pe.sibling = 0;
+        split.parent_alloc = [&] {
+            if (!pe.sibling || ptaken) return split_alloc(ext.ns);
+            ptaken = true;
+            return pe.sibling;
+        };
+        split.next_parent_spare = [&] { return pe.sibling && !ptaken ? pe.sibling : split_alloc(ext.ns); };
     }
     split.alloc = [&] {
         if (!spare.sibling || taken) return split_alloc(ext.ns);

@@ -118,7 +118,7 @@ bool split_parent(uint8_t* pool, uint64_t pool_bytes, uint64_t client_id, uint32
         if (!lock_at(pool, parent_off, p, client_id)) continue;
         // Allocated under the lock, so that a lost race leaks no block; out
         // of space changes nothing (the compute side's split reports it).
-        const uint64_t na = ctx.alloc ? ctx.alloc() : 0;
+        const uint64_t na = ctx.parent_alloc ? ctx.parent_alloc() : ctx.alloc ? ctx.alloc() : 0;
         if (!sibling_block_ok(pool_bytes, na)) {
             __atomic_store_n(lock_word(pool, parent_off), make_lock_word(p.body_version, 0, false), __ATOMIC_RELEASE);
             return false;

@@ -74,7 +74,7 @@ struct ParentSplit {
 // split_inner + insert_parent, on this node. The level-1 node at
 // `parent_off`, if valid and covering `sep` but without room for (sep,
 // sibling), is locked (writer protocol), split by the layout's own split
-// taking the downlink, its upper half written to a block from ctx.alloc
+// taking the downlink, its upper half written to a block from ctx.parent_alloc
 // (version above the block's previous life) before the lower half is
 // published with the new right link and unlocked; then, with no lock held,
 // the upper half's downlink goes into the level-2 node at `gp_off` when that

@@ -430,22 +430,29 @@ static_assert(sizeof(OffloadSpareTail) == 8);
 // the same memory node itself (no subtree migration there). `grandparent`:
 // the parent's level-2 parent on this node, which then takes the new parent
 // sibling's downlink when that is simple; 0: unknown (the compute server
-// inserts it).
+// inserts it). `sibling`: a spare block for the parent's new sibling, as
+// OffloadSpareExt's for the leaf's (the compute server holds its cache
+// marker, and admits the parent sibling from the reply); 0, the leaf's
+// spare, or a block the namespace does not own: the node allocates.
 struct OffloadParentSplitExt {
     uint64_t grandparent;  // pool offset; 0: unknown
+    uint64_t sibling;      // pool offset of a spare block; 0: none
 };
-static_assert(sizeof(OffloadParentSplitExt) == 8);
+static_assert(sizeof(OffloadParentSplitExt) == 16);
 // The reply to a request with OffloadParentSplitExt whose status is
 // kOffloadSplit: after the sibling's (and the parent's) image, before the
 // OffloadSpareTail. psibling != 0: the parent split (its image in the reply
 // is the lower half, right link = psibling), the new parent sibling's image
 // follows, then the grandparent's image if grandparent != 0 (it took the
 // downlink; 0: the compute server inserts the psibling's low fence at level 2).
+// `spare`: the parent spare the compute server holds from now on -- the one it
+// sent if the parent did not split into it, else a fresh block (0: none).
 struct OffloadParentSplitTail {
     uint64_t psibling;     // GAddr of the parent's new right sibling; 0: the parent did not split
     uint64_t grandparent;  // GAddr of the level-2 node that took its downlink; 0: none
+    uint64_t spare;        // pool offset; 0: none
 };
-static_assert(sizeof(OffloadParentSplitTail) == 16);
+static_assert(sizeof(OffloadParentSplitTail) == 24);
 // OFFLOAD_DIRTY_SPLIT: after OffloadRequest and OffloadSplitExt. What the
 // compute server's frame says remote memory holds (the leaf's version,
 // fences and right link: structure changes are written through), and the

@@ -76,9 +76,11 @@ public:
     // (spares_) back to their memory nodes, best effort (closing the handle;
     // only over connections open now).
     void release_spares();
-    GAddr held_spare(uint32_t node) {  // (tests)
+    GAddr held_spare(uint32_t node) {  // (tests: the first of the node's spares)
         std::lock_guard<std::mutex> g(spares_mu_);
-        return node < spares_.size() ? spares_[node] : 0;
+        for (size_t i = node * kSparesPerNode; i < (node + 1) * kSparesPerNode && i < spares_.size(); i++)
+            if (spares_[i]) return spares_[i];
+        return 0;
     }
     // Switch write-back mode (only effective with a cache). Switching it off
     // does not write dirty frames back: the caller flushes them first.
@@ -694,6 +696,10 @@ private:
         bool asked_parent = false;
         GAddr psibling = 0, gparent = 0;
         Node psib_img, gp_img;
+        GAddr psent = 0;       // the parent spare the request named (0: none)
+        uint64_t pspare = 0;   // the reply's OffloadParentSplitTail::spare
+        // The parent spare's I/O marker, as `marker` for the leaf's sibling.
+        mutable GAddr pmarker = 0;
         // `sibling`'s I/O marker (the named spare's, taken before the RPC):
         // finish_memnode_split admits sib_img under it, else ~SplitReply drops it.
         mutable cache::Cache* marker_cache = nullptr;
@@ -702,7 +708,8 @@ private:
         SplitReply(const SplitReply&) = delete;
         SplitReply& operator=(const SplitReply&) = delete;
         ~SplitReply();
-        void drop_marker() const;
+        void drop_marker() const;   // the leaf's spare's
+        void drop_pmarker() const;  // the parent spare's
     };
     // An insert into the cached full leaf d.addr done by its memory node,
     // split included (OFFLOAD_SPLIT). True (and *st set) if it finished the
@@ -854,7 +861,11 @@ private:
     uint32_t tree_id_;
     std::vector<uint64_t> part_ns_;  // namespace per memory node (0: none)
     std::mutex spares_mu_;
-    std::vector<GAddr> spares_;      // per memory node: a spare sibling block (0: none)
+    // Per memory node, kSparesPerNode slots (node * kSparesPerNode + i): spare
+    // sibling blocks (0: none) -- a leaf's split takes one, and one more for
+    // its parent's sibling where the memory node may split the parent.
+    static constexpr size_t kSparesPerNode = 2;
+    std::vector<GAddr> spares_;
     int place_level_ = kDefaultPlacementLevel;
     TreeOptions opts_;
     NodeIO io_;

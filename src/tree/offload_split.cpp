@@ -26,12 +26,19 @@ void append_bytes(std::vector<uint8_t>& v, const void* p, size_t n) {
 template <class L>
 BTreeT<L>::SplitReply::~SplitReply() {
     drop_marker();
+    drop_pmarker();
 }
 
 template <class L>
 void BTreeT<L>::SplitReply::drop_marker() const {
     if (marker_cache && marker) marker_cache->abort_io(marker);
     marker = 0;
+}
+
+template <class L>
+void BTreeT<L>::SplitReply::drop_pmarker() const {
+    if (marker_cache && pmarker) marker_cache->abort_io(pmarker);
+    pmarker = 0;
 }
 
 template <>
@@ -144,7 +151,17 @@ void BTreeT<L>::split_rpc(uint32_t node, net::Op op, std::vector<uint8_t>& req, 
         const net::OffloadSpareExt se{spare ? gaddr_offset(spare) : 0};
         append_bytes(req, &se, sizeof se);
         if (pext) {  // (split_parent_allowed implies the spare's bit: it follows that extension)
-            append_bytes(req, pext, sizeof *pext);
+            // A second spare for the parent's sibling, its marker taken for
+            // the same reason (inner nodes are always admitted).
+            net::OffloadParentSplitExt pe = *pext;
+            const GAddr ps = take_spare(node);
+            if (ps && cache_ && cache_->try_begin_io(ps) == cache::MappingTable::Begin::kOwner) {
+                out.marker_cache = cache_;
+                out.pmarker = ps;
+            }
+            pe.sibling = ps ? gaddr_offset(ps) : 0;
+            out.psent = ps;
+            append_bytes(req, &pe, sizeof pe);
             out.asked_parent = true;
         }
     }
@@ -171,6 +188,14 @@ void BTreeT<L>::split_rpc(uint32_t node, net::Op op, std::vector<uint8_t>& req, 
     // trips, and its latency would make plain offloads look dearer).
     if (opts_.offload && rep.status != net::kOffloadSplit) opts_.offload->record_offload(detail::micros_since(t0));
     take_split_reply(node, resp, out, what);
+    if (out.asked_parent) {  // the parent spare: the reply's, or (no tail) the one we sent
+        const bool tail = out.status == net::kOffloadSplit;
+        if (tail && out.pspare >= net::kPoolReservedBytes && out.pspare % kNodeSize == 0)
+            put_back_spare(make_gaddr(node, out.pspare));
+        else if (!tail && out.psent)
+            put_back_spare(out.psent);
+    }
+    if (out.status != net::kOffloadSplit || out.psibling != out.pmarker) out.drop_pmarker();
     if (out.status != net::kOffloadSplit || out.sibling != out.marker) out.drop_marker();
 }
 
@@ -216,6 +241,7 @@ void BTreeT<L>::take_split_reply(uint32_t node, const std::vector<uint8_t>& resp
             take(&pt, sizeof pt);
             out.psibling = pt.psibling;
             out.gparent = pt.grandparent;
+            out.pspare = pt.spare;
             if (out.psibling) take(&out.psib_img, kNodeSize);
             if (out.gparent) take(&out.gp_img, kNodeSize);
             // A parent split comes with the parent (its lower half, pointing
@@ -507,7 +533,14 @@ void BTreeT<L>::finish_memnode_split(const SplitReply& r, FrameHold* hold, GAddr
     // move right past its new high fence -- as after any parent's publish.
     cache_update(r.parent, r.parent_img);
     if (!r.psibling) return;
-    cache_update(r.psibling, r.psib_img);  // only matters if its block's previous life is still cached
+    if (r.pmarker == r.psibling) {
+        // The parent spare's marker was held since before the memory node
+        // published it: the reply's image is what remote memory holds.
+        cache_->admit(r.psibling, r.psib_img);  // (gives the marker up)
+        r.pmarker = 0;
+    } else {
+        cache_update(r.psibling, r.psib_img);  // only matters if its block's previous life is still cached
+    }
     if (r.gparent) {
         cache_update(r.gparent, r.gp_img);
         return;

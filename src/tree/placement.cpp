@@ -114,10 +114,13 @@ void BTreeT<L>::free_node(GAddr a) {
 template <class L>
 GAddr BTreeT<L>::take_spare(uint32_t node) {
     std::lock_guard<std::mutex> g(spares_mu_);
-    if (node >= spares_.size()) return 0;
-    const GAddr a = spares_[node];
-    spares_[node] = 0;
-    return a;
+    for (size_t i = node * kSparesPerNode; i < (node + 1) * kSparesPerNode && i < spares_.size(); i++) {
+        if (!spares_[i]) continue;
+        const GAddr a = spares_[i];
+        spares_[i] = 0;
+        return a;
+    }
+    return 0;
 }
 
 template <class L>
@@ -125,10 +128,13 @@ void BTreeT<L>::put_back_spare(GAddr a) {
     const uint32_t node = gaddr_node(a);
     {
         std::lock_guard<std::mutex> g(spares_mu_);
-        if (spares_.size() <= node) spares_.resize(node + 1, 0);
-        if (!spares_[node]) {
-            spares_[node] = a;
-            return;
+        if (spares_.size() < (node + 1) * kSparesPerNode) spares_.resize((node + 1) * kSparesPerNode, 0);
+        for (size_t i = node * kSparesPerNode; i < (node + 1) * kSparesPerNode; i++) {
+            if (spares_[i] == a) return;  // (never twice)
+            if (!spares_[i]) {
+                spares_[i] = a;
+                return;
+            }
         }
     }
     try {
