@@ -3,6 +3,7 @@
 // backend uses its own BTree and its own Transport), but any number of BTree
 // objects in any number of processes may work on the same remote tree.
 #pragma once
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <memory>
@@ -71,6 +72,11 @@ public:
     void set_placement(std::vector<uint64_t> ns_by_node, int level);
     int placement_level() const { return place_level_; }
     const std::vector<uint64_t>& namespaces() const { return part_ns_; }
+    // How many memory nodes hold a namespace of this tree (> 1: subtrees may
+    // be placed on, and migrate to, another one).
+    size_t partitions() const {
+        return static_cast<size_t>(std::count_if(part_ns_.begin(), part_ns_.end(), [](uint64_t ns) { return ns != 0; }));
+    }
     uint32_t tree_id() const { return tree_id_; }
     // Gives the blocks this handle holds for its next splits' siblings
     // (spares_) back to their memory nodes, best effort (closing the handle;

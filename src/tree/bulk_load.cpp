@@ -35,9 +35,7 @@ BTreeT<L>::BulkLoader::BulkLoader(BTreeT& t, double ff) : t_(t) {
     for (int i = 0; i < t_.place_level_ && seg_leaves_ < (uint64_t(1) << 40); i++) seg_leaves_ *= inner_fill_;
     ext_.resize(t_.part_ns_.size());
     free_.assign(t_.part_ns_.size(), -1);
-    size_t nparts = 0;
-    for (uint64_t ns : t_.part_ns_) nparts += ns != 0;
-    if (nparts > 1) {
+    if (t_.partitions() > 1) {
         for (auto& [free_bytes, i] : t_.nodes_by_free()) free_[i] = free_bytes;
     } else {
         free_[t_.node_id_] = INT64_MAX;  // one node: no choice to make

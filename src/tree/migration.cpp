@@ -112,9 +112,7 @@ template <>
 bool BTreeT<FixedLayout>::migrate_split(Locks& locks, LockedNode* ln, const InnerEntry* all, size_t total, size_t mid, Path& path,
                           const Deadline& dl) {
     if (mid == 0 || mid >= total) return false;
-    size_t nparts = 0;
-    for (uint64_t x : part_ns_) nparts += x != 0;
-    if (nparts < 2) return false;
+    if (partitions() < 2) return false;
     SubtreeMigration m(*this, locks, ln, all, total, mid);
     if (!m.pick_target() || !m.lock_chain(dl) || !m.allocate_copies()) return false;
     FrameHold hold(*this);

@@ -115,9 +115,7 @@ bool BTreeT<L>::node_splits_parents(uint32_t node) {
     } else {
         // split_inner migrates only at the placement level, and only with a
         // second memory node to migrate to (migrate_split).
-        size_t nparts = 0;
-        for (uint64_t x : part_ns_) nparts += x != 0;
-        return place_level_ != 1 || nparts < 2;
+        return place_level_ != 1 || partitions() < 2;
     }
 }
 
