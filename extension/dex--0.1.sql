@@ -381,7 +381,8 @@ CREATE FUNCTION dex_stats(
     OUT bottomup_passes bigint, OUT bottomup_removed bigint, OUT memnode_splits bigint,
     OUT kills_deferred bigint, OUT standby_wb_scans bigint, OUT standby_wb_waits bigint,
     OUT dirty_splits bigint,
-    OUT wb_offload_fallbacks bigint, OUT wb_paused_writes bigint)
+    OUT wb_offload_fallbacks bigint, OUT wb_paused_writes bigint,
+    OUT batch_rewarms bigint)
 RETURNS record
 AS 'MODULE_PATHNAME', 'dex_sql_stats'
 LANGUAGE C STRICT VOLATILE;

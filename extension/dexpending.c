@@ -84,6 +84,7 @@ typedef struct DexPendingIndex
 	uint8	   *arena;			/* byte-string entries' bytes (NULL: none yet) */
 	Size		arena_used;		/* of DEX_PENDING_ARENA_BYTES(cap) */
 	uint64		direct_stmt;	/* dex_stmt_seq when an entry was last written at once */
+	bool		unwarmed;		/* a full batch was written since the last read-back */
 } DexPendingIndex;
 
 static MemoryContext pending_cxt = NULL;
@@ -155,6 +156,7 @@ dex_pending_new(Oid indexoid)
 	p->ns = 0;
 	p->n = 0;
 	p->cap = 0;
+	p->unwarmed = false;
 	p->entries = NULL;
 	p->arena = NULL;
 	p->arena_used = 0;
@@ -267,13 +269,32 @@ dex_pending_write_bytes(Relation index, DexPendingIndex *p, int n)
 }
 
 /*
+ * The statement's last entries for the index are in: read back the cached
+ * leaves its batches dropped (dex_tree_rewarm). Not after each full batch:
+ * a bulk load changes the same leaves batch after batch. A failure only
+ * leaves leaves uncached, and the next use of the index meets its cause.
+ */
+static void
+dex_pending_rewarm(Relation index)
+{
+	DexError	err;
+
+	memset(&err, 0, sizeof(err));
+	if (dex_tree_rewarm(dex_open_tree(index), &err) != DEX_OK)
+		elog(DEBUG1, "dex: reading back the cached leaves of index \"%s\" failed: %s",
+			 RelationGetRelationName(index), err.message);
+}
+
+/*
  * Write one index's entries: sorted (the core groups them by leaf and memory
  * node), in calls of at most dex.insert_batch. The buffer is emptied before
  * any error is raised: an aborting transaction must not write it again (the
- * arena's bytes stay valid until the next entry is added).
+ * arena's bytes stay valid until the next entry is added). `last`: the
+ * statement's (or the transaction's) final write for the index, or one
+ * before another use of it: then the dropped cached leaves are read back.
  */
 static void
-dex_pending_write(Relation index, DexPendingIndex *p)
+dex_pending_write(Relation index, DexPendingIndex *p, bool last)
 {
 	int			n = p->n;
 	DexKey	   *keys;
@@ -281,11 +302,18 @@ dex_pending_write(Relation index, DexPendingIndex *p)
 	int			m = 0;
 
 	pending_clear(p);
+	p->unwarmed = !last;
 	if (n == 0)
+	{
+		if (last)
+			dex_pending_rewarm(index);
 		return;
+	}
 	if (p->arena)
 	{
 		dex_pending_write_bytes(index, p, n);
+		if (last)
+			dex_pending_rewarm(index);
 		return;
 	}
 	qsort(p->entries, n, sizeof(DexPendingEntry), dex_pending_cmp);
@@ -302,6 +330,8 @@ dex_pending_write(Relation index, DexPendingIndex *p)
 	dex_pending_send(index, keys, NULL, lsns, m);
 	pfree(keys);
 	pfree(lsns);
+	if (last)
+		dex_pending_rewarm(index);
 }
 
 /*
@@ -331,7 +361,7 @@ dex_pending_slot(Relation index, Relation heapRel, size_t len, DexPendingIndex *
 	/* dex.insert_batch may have changed since the buffer was made */
 	if (p->n >= dex_insert_batch ||
 		(p->arena && p->arena_used + len > DEX_PENDING_ARENA_BYTES(p->cap)))
-		dex_pending_write(index, p);
+		dex_pending_write(index, p, false);
 	if (p->cap < dex_insert_batch)
 	{
 		p->entries = p->entries == NULL ?
@@ -355,7 +385,7 @@ static void
 dex_pending_filled(Relation index, DexPendingIndex *p)
 {
 	if (p->n >= dex_insert_batch)
-		dex_pending_write(index, p);
+		dex_pending_write(index, p, false);
 }
 
 /*
@@ -403,14 +433,15 @@ dex_pending_flush_index(Relation index)
 	if (npending == 0)
 		return;
 	p = dex_pending_find(RelationGetRelid(index));
-	if (p == NULL || p->n == 0)
+	if (p == NULL || (p->n == 0 && !p->unwarmed))
 		return;
 	if (p->ns != dex_pending_tree_of(index))
 	{
 		pending_clear(p);				/* rule 4 */
+		p->unwarmed = false;
 		return;
 	}
-	dex_pending_write(index, p);
+	dex_pending_write(index, p, true);
 }
 
 /*
@@ -442,18 +473,20 @@ dex_pending_flush_all(void)
 		DexPendingIndex *p = &pending[i];
 		Relation	index;
 
-		if (p->n == 0)
+		if (p->n == 0 && !p->unwarmed)
 			continue;
 		/* the inserting statement holds RowExclusiveLock until commit */
 		index = try_relation_open(p->indexoid, RowExclusiveLock);
 		if (index == NULL)
 		{
 			pending_clear(p);			/* dropped in this transaction (rule 4) */
+			p->unwarmed = false;
 			continue;
 		}
 		if (p->ns == dex_pending_tree_of(index))
-			dex_pending_write(index, p);
+			dex_pending_write(index, p, true);
 		pending_clear(p);
+		p->unwarmed = false;
 		relation_close(index, RowExclusiveLock);
 	}
 }

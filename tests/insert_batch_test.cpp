@@ -237,9 +237,10 @@ TEST(InsertBatch, ThreeMemoryNodesWithPlacement) {
 }
 
 // Every leaf cached, then a batch changes many of them: the batch drops
-// their cached copies (the reply carries no image), so cached lookups see
-// the new entries, and what stays cached equals remote memory. The change log
-// hears of every changed leaf, in one call.
+// their cached copies (the reply carries no image), and the statement's end
+// (rewarm_batched) reads them back in one more round trip, so cached lookups
+// see the new entries without a miss, and what is cached equals remote
+// memory. The change log hears of every changed leaf, in one call.
 TEST(InsertBatch, CachedLeavesChangedByABatchAreNotServedStale) {
     Nodes n(1, 2, 10000, 0.5);
     Client cl(n, 4096, 1.0, tree::OffloadMode::kOff);
@@ -249,16 +250,115 @@ TEST(InsertBatch, CachedLeavesChangedByABatchAreNotServedStale) {
     for (int64_t k = 1; k < 20000; k += 80) keys.push_back(K(k, 1, 1));  // 250 leaves' worth, no split
     g_logged.clear();
     g_log_calls = 0;
-    const uint64_t b0 = stats().batched_inserts.load();
+    const uint64_t b0 = stats().batched_inserts.load(), rt0 = stats().round_trips.load();
     cl.batch(keys);
+    EXPECT_EQ(stats().round_trips.load() - rt0, 1u) << "the batch";
+    const uint64_t w0 = stats().batch_rewarms.load();
+    cl.t->rewarm_batched();
     EXPECT_EQ(stats().batched_inserts.load() - b0, keys.size());
+    EXPECT_EQ(stats().round_trips.load() - rt0, 2u) << "the batch, then one READ of the leaves it changed";
+    EXPECT_GE(stats().batch_rewarms.load() - w0, keys.size() / 2);
     EXPECT_EQ(g_log_calls, 1u);
     EXPECT_GE(g_logged.size(), keys.size() / 2);  // distinct leaves (a leaf holds ~29 of 59 keys)
+    const uint64_t miss0 = stats().cache_misses.load(), reads0 = stats().remote_reads.load();
     for (const EntryKey& k : keys) EXPECT_TRUE(cl.t->contains(k)) << key_to_int64(k.value);
+    EXPECT_EQ(stats().cache_misses.load() - miss0, 0u) << "the changed leaves are cached again";
+    EXPECT_EQ(stats().remote_reads.load() - reads0, 0u);
     for (int64_t k = 3; k < 20000; k += 80) EXPECT_FALSE(cl.t->contains(K(k, 1, 1)));
     expect_cache_coherent(cl.c->region(), *cl.mem);
     std::set<EntryKey> model = loaded(10000);
     model.insert(keys.begin(), keys.end());
+    expect_tree_is(*cl.t, model);
+}
+
+// A statement of several batches into the same cached leaves (a bulk load
+// into a cached index): nothing is read back between its batches, and at
+// its end each dropped leaf is read back once, in one READ per 256 leaves.
+TEST(InsertBatch, AStatementReadsEachDroppedLeafBackOnceAtItsEnd) {
+    Nodes n(1, 2, 10000, 0.3);
+    Client cl(n, 4096, 1.0, tree::OffloadMode::kOff);
+    for (int64_t k = 0; k < 20000; k += 2) ASSERT_TRUE(cl.t->contains(K(k, 1, 1)));
+    cl.pol.set_mode(tree::OffloadMode::kOn);
+    const uint64_t rt0 = stats().round_trips.load(), w0 = stats().batch_rewarms.load();
+    std::set<EntryKey> model = loaded(10000);
+    for (int b = 0; b < 4; b++) {  // 4 x 200 entries into the same 200 leaves' worth of keys
+        std::vector<EntryKey> keys;
+        for (int64_t k = 1 + 2 * b; k < 20000; k += 100) keys.push_back(K(k, 1, 1));
+        model.insert(keys.begin(), keys.end());
+        cl.batch(keys);
+    }
+    EXPECT_EQ(stats().round_trips.load() - rt0, 4u) << "one round trip per batch, nothing read back yet";
+    EXPECT_EQ(stats().batch_rewarms.load(), w0);
+    const uint64_t rt1 = stats().round_trips.load();
+    cl.t->rewarm_batched();
+    const uint64_t back = stats().batch_rewarms.load() - w0;
+    // 800 entries, four per ~200 leaves (a few straddle two): each leaf read once
+    EXPECT_GE(back, 150u);
+    EXPECT_LT(back, 400u) << "each leaf once, not once per batch";
+    EXPECT_EQ(stats().round_trips.load() - rt1, (back + 255) / 256);
+    EXPECT_LE(back, cl.t->info().leaves);
+    const uint64_t miss0 = stats().cache_misses.load();
+    for (const EntryKey& k : model) ASSERT_TRUE(cl.t->contains(k));
+    EXPECT_EQ(stats().cache_misses.load() - miss0, 0u);
+    expect_cache_coherent(cl.c->region(), *cl.mem);
+    expect_tree_is(*cl.t, model);
+}
+
+// A batch that changes only a few cached leaves (a small multi-row VALUES)
+// does not pay a round trip to read them back: they are dropped, and the
+// next read of one fetches it.
+TEST(InsertBatch, AFewChangedLeavesAreNotReadBack) {
+    Nodes n(1, 2, 10000, 0.5);
+    Client cl(n, 4096, 1.0, tree::OffloadMode::kOff);
+    for (int64_t k = 0; k < 20000; k += 2) ASSERT_TRUE(cl.t->contains(K(k, 1, 1)));
+    cl.pol.set_mode(tree::OffloadMode::kOn);
+    std::vector<EntryKey> keys{K(1001, 1, 1), K(9001, 1, 1), K(15001, 1, 1)};  // three leaves
+    const uint64_t rt0 = stats().round_trips.load();
+    cl.batch(keys);
+    cl.t->rewarm_batched();
+    EXPECT_EQ(stats().round_trips.load() - rt0, 1u);
+    const uint64_t miss0 = stats().cache_misses.load();
+    for (const EntryKey& k : keys) EXPECT_TRUE(cl.t->contains(k));
+    EXPECT_GE(stats().cache_misses.load() - miss0, 3u);
+    expect_cache_coherent(cl.c->region(), *cl.mem);
+}
+
+// The read-back races with another backend of the same compute server
+// (one cache region) inserting into the same leaves one at a time (its
+// offloaded inserts refresh cached frames, or admit uncached leaves): an
+// image read before such a change must never be admitted (the marker goes
+// stale). Afterwards the cache equals remote memory and the set is exact.
+TEST(InsertBatch, ReadBackRacesWithAnotherBackendsInserts) {
+    Nodes n(1, 2, 10000, 0.4);
+    Client cl(n, 4096, 1.0, tree::OffloadMode::kOff);
+    for (int64_t k = 0; k < 20000; k += 2) ASSERT_TRUE(cl.t->contains(K(k, 1, 1)));
+    cl.pol.set_mode(tree::OffloadMode::kOn);
+    cache::Cache second(cl.c->region(), 17);
+    tree::OffloadPolicy pol2;
+    pol2.set_mode(tree::OffloadMode::kOn);
+    tree::TreeOptions o;
+    o.cache = &second;
+    o.offload = &pol2;  // (no change log: record_changes is the first backend's)
+    std::unique_ptr<RemoteMemory> own;
+    auto plain = n.plain(&own);  // (only for its connections)
+    tree::BTree t2(*own, 0, n.ns[0], o);
+    t2.set_placement(n.ns, 2);
+    std::set<EntryKey> model = loaded(10000);
+    std::thread other([&] {  // keys 4 mod 8 + 1 ... one at a time
+        for (int64_t k = 5; k < 20000; k += 8) EXPECT_TRUE(t2.insert(K(k, 2, 1)));
+    });
+    std::mt19937_64 rng(11);
+    for (int round = 0; round < 30; round++) {
+        std::vector<EntryKey> keys;
+        for (const EntryKey& k : random_keys(rng, 400, 20000))
+            if (key_to_int64(k.value) % 2 == 1 && keys.size() < 200) keys.push_back(k);
+        model.insert(keys.begin(), keys.end());
+        cl.batch(keys);
+        if (round % 3 == 2) cl.t->rewarm_batched();  // a statement of three batches ends
+    }
+    other.join();
+    for (int64_t k = 5; k < 20000; k += 8) model.insert(K(k, 2, 1));
+    expect_cache_coherent(cl.c->region(), *cl.mem);
     expect_tree_is(*cl.t, model);
 }
 

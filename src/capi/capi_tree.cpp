@@ -319,6 +319,13 @@ int dex_tree_insert_batch(DexTree* tree, const DexKey* keys, const uint64_t* lsn
     return rc;
 }
 
+int dex_tree_rewarm(DexTree* tree, DexError* err) {
+    return guarded(err, [&] {
+        if (!tree) throw Error(ErrorCode::kInvalid, "dex_tree_rewarm: NULL argument");
+        tree->run_any([&](auto& b) { b.rewarm_batched(); });
+    });
+}
+
 int dex_tree_replay_leaf_image(DexTree* tree, const uint8_t* image, uint32_t len, uint64_t* changed, DexError* err) {
     if (changed) *changed = 0;
     return guarded(err, [&] {

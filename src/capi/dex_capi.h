@@ -288,6 +288,13 @@ int			dex_tree_insert(DexTree *tree, const DexKey *key, uint64_t lsn,
 int			dex_tree_insert_batch(DexTree *tree, const DexKey *keys, const uint64_t *lsns, int n,
 								  uint64_t durable, int *done, DexError *err);
 /*
+ * The end of a multi-row statement (after its last dex_tree_insert_batch*):
+ * read back into the node cache the leaves its batches changed that were
+ * cached before (a batch drops them: src/README.md "Batched offloaded
+ * inserts"). Best effort: an error only means some stay uncached.
+ */
+int			dex_tree_rewarm(DexTree *tree, DexError *err);
+/*
  * Bottom-up deletion (src/README.md "Dead-entry hints"). dex_tree_insert_nosplit
  * is dex_tree_insert, except that where the entry's leaf is full and would
  * split it answers DEX_LEAF_FULL instead, with *full = that leaf and the body

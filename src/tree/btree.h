@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "transport/remote_memory.h"
@@ -147,6 +148,11 @@ public:
     // flushed before entry *done can be journaled: nothing of keys[*done..n)
     // was changed then. Any other exception: *done is a lower bound.
     void insert_batch(const Key* keys, const uint64_t* lsns, size_t n, uint64_t durable, size_t* done);
+    // The end of a multi-row statement: read back the leaves its batches
+    // dropped from the cache that were cached before (and the siblings
+    // memory nodes split off those), in batched READs, and admit them
+    // (insert_batch.cpp). Best effort: what it cannot read stays uncached.
+    void rewarm_batched();
     // Exact-entry lookup.
     bool contains(KeyRef key);
     // Deletes exact entries; `keys` sorted ascending. Returns how many existed.
@@ -678,6 +684,18 @@ private:
     // (a prefix) it inserted. One call = one InsertBatch.
     size_t insert_chunk(const Key* keys, const uint64_t* lsns, size_t n, uint64_t durable);
     class InsertBatch;
+    // For rewarm_batched(), across the calls of one statement: leaves that
+    // were cached when a batch planned them, with the siblings memory nodes
+    // split off them (at most kRewarmMaxLeaves), and which of them a batch
+    // dropped from the cache.
+    static constexpr size_t kRewarmMaxLeaves = 16384;
+    std::unordered_set<GAddr> rewarm_hot_;
+    std::unordered_set<GAddr> rewarm_dropped_;
+    void rewarm_note_hot(GAddr a) {
+        if (rewarm_hot_.size() < kRewarmMaxLeaves) rewarm_hot_.insert(a);
+    }
+    bool rewarm_is_hot(GAddr a) const { return rewarm_hot_.count(a) != 0; }
+    void rewarm_node(uint32_t node, const std::vector<GAddr>& leaves);
 
     // ---- offloading (offload_path.cpp) ----
     // A single-entry write whose leaf the descent found in the cache: done

@@ -202,6 +202,7 @@ private:
             e.one_by_one = false;
             e.start = d.addr;
             e.level = d.level;
+            if (d.level == 0 && d.cached && d.addr && !gaddr_is_swizzled(d.addr)) t_.rewarm_note_hot(d.addr);
             // A cached leaf's parent, if its memory node can link a sibling
             // there (same node, at or below the placement level); a start
             // higher up passes the parent on the memory node itself.
@@ -490,6 +491,8 @@ private:
         }
         changed_.push_back(leaf);
         changed_.push_back(tail.sibling);
+        // a cached leaf's new sibling holds half of its keys: as hot
+        if (t_.rewarm_is_hot(leaf)) t_.rewarm_note_hot(tail.sibling);
         if (tail.parent) linked_.push_back(tail.parent);
         Stats::add(stats().batched_inserts);
         Stats::add(stats().memnode_splits);
@@ -546,6 +549,7 @@ private:
         for (GAddr a : changed_) {
             try {
                 t_.cache_drop(a);
+                if (t_.rewarm_is_hot(a)) t_.rewarm_dropped_.insert(a);
             } catch (...) {
                 try {
                     t_.forget_unknown_write(a, 1);  // could not drop it: drop every cached leaf
@@ -575,6 +579,74 @@ private:
     std::vector<std::pair<GAddr, Node>> refreshed_;   // ... and their images, for settle()
     std::vector<Unlinked> unlinked_;
 };
+
+// ---- reading back what a multi-row statement dropped ----------------------
+//
+// A batch drops the cached leaves it changed (settle(): their new images do
+// not come back), so a multi-row statement into a cached index -- INSERT ...
+// SELECT, COPY, a batch UPDATE -- left every leaf it touched cold, and the
+// reads after it paid a round trip per leaf. At the statement's end (the
+// glue calls rewarm_batched() after its last flush, not per batch: a bulk
+// load touches the same leaves batch after batch) the leaves that were
+// cached before the statement changed them, and the siblings memory nodes
+// split off those, are read back: one batched READ per memory node per 256
+// leaves, each under its own I/O marker taken before the read and admitted
+// as a descent's miss is (a change by another backend of this server
+// meanwhile marks the marker stale and admit() refuses the image). Where
+// fewer than kRewarmMinLeaves are on a node (a small multi-row VALUES) they
+// stay dropped: the READ's round trip may never be repaid (their next insert
+// is offloaded and admits them anyway, their next read fetches them).
+// Best effort: a locked or torn image, or any failure, leaves the leaf
+// uncached, as before.
+
+template <class L>
+void BTreeT<L>::rewarm_batched() {
+    constexpr size_t kRewarmMinLeaves = 4;
+    std::vector<GAddr> dropped(rewarm_dropped_.begin(), rewarm_dropped_.end());
+    rewarm_dropped_.clear();
+    rewarm_hot_.clear();
+    if (!cache_ || dropped.empty()) return;
+    std::sort(dropped.begin(), dropped.end());  // (each node's leaves in address order)
+    std::map<uint32_t, std::vector<GAddr>> by_node;
+    for (GAddr a : dropped) by_node[gaddr_node(a)].push_back(a);
+    for (auto& [node, leaves] : by_node)
+        if (leaves.size() >= kRewarmMinLeaves) rewarm_node(node, leaves);
+}
+
+template <class L>
+void BTreeT<L>::rewarm_node(uint32_t node, const std::vector<GAddr>& leaves) {
+    std::vector<Node> imgs(std::min<size_t>(leaves.size(), net::kMaxBatch));
+    std::vector<RemoteOp> ops;
+    std::vector<GAddr> marked;
+    for (size_t from = 0; from < leaves.size(); from += net::kMaxBatch) {
+        const size_t to = std::min(leaves.size(), from + net::kMaxBatch);
+        marked.clear();
+        for (size_t i = from; i < to; i++)
+            if (cache_->try_begin_io(leaves[i]) == cache::MappingTable::Begin::kOwner) marked.push_back(leaves[i]);
+        if (marked.empty()) continue;
+        ops.assign(marked.size(), RemoteOp{});
+        for (size_t i = 0; i < marked.size(); i++) {
+            ops[i].kind = RemoteOp::kRead;
+            ops[i].offset = gaddr_offset(marked[i]);
+            ops[i].buf = &imgs[i];
+            ops[i].len = kNodeSize;
+        }
+        try {
+            mem_.batch(node, ops.data(), ops.size());
+        } catch (...) {
+            for (GAddr a : marked) cache_->abort_io(a);
+            throw;
+        }
+        for (size_t i = 0; i < marked.size(); i++) {
+            const Node& img = imgs[i];
+            if (!lock_held(img.lock) && snapshot_valid(img) && valid_node(img, 0) && !img.is_deleted()) {
+                if (cache_->admit(marked[i], img) != cache::kNoFrame) Stats::add(stats().batch_rewarms);
+            } else {
+                cache_->abort_io(marked[i]);
+            }
+        }
+    }
+}
 
 template <class L>
 size_t BTreeT<L>::insert_chunk(const Key* keys, const uint64_t* lsns, size_t n, uint64_t durable) {
