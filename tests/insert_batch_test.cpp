@@ -118,6 +118,14 @@ struct Client {
         t = std::make_unique<BTree>(*mem, 0, n.ns[0], o);
         if (n.level_) t->set_placement(n.ns, n.level_);
     }
+    // Every node of a tree loaded with `count` keys into the cache: lookups
+    // with offloading off (an offloaded one would not admit the leaf), then
+    // offloading on.
+    void warm(int64_t count) {
+        pol.set_mode(tree::OffloadMode::kOff);
+        for (int64_t k = 0; k < 2 * count; k += 2) ASSERT_TRUE(t->contains(K(k, 1, 1)));
+        pol.set_mode(tree::OffloadMode::kOn);
+    }
     // Inserts `keys` (sorted here) in one call; every one must be done.
     size_t batch(std::vector<EntryKey> keys, uint64_t lsn = 0, uint64_t durable = UINT64_MAX) {
         std::sort(keys.begin(), keys.end());
@@ -243,9 +251,8 @@ TEST(InsertBatch, ThreeMemoryNodesWithPlacement) {
 // memory. The change log hears of every changed leaf, in one call.
 TEST(InsertBatch, CachedLeavesChangedByABatchAreNotServedStale) {
     Nodes n(1, 2, 10000, 0.5);
-    Client cl(n, 4096, 1.0, tree::OffloadMode::kOff);
-    for (int64_t k = 0; k < 20000; k += 2) ASSERT_TRUE(cl.t->contains(K(k, 1, 1)));  // caches every leaf
-    cl.pol.set_mode(tree::OffloadMode::kOn);
+    Client cl(n, 4096, 1.0);
+    cl.warm(10000);
     std::vector<EntryKey> keys;
     for (int64_t k = 1; k < 20000; k += 80) keys.push_back(K(k, 1, 1));  // 250 leaves' worth, no split
     g_logged.clear();
@@ -276,9 +283,8 @@ TEST(InsertBatch, CachedLeavesChangedByABatchAreNotServedStale) {
 // its end each dropped leaf is read back once, in one READ per 256 leaves.
 TEST(InsertBatch, AStatementReadsEachDroppedLeafBackOnceAtItsEnd) {
     Nodes n(1, 2, 10000, 0.3);
-    Client cl(n, 4096, 1.0, tree::OffloadMode::kOff);
-    for (int64_t k = 0; k < 20000; k += 2) ASSERT_TRUE(cl.t->contains(K(k, 1, 1)));
-    cl.pol.set_mode(tree::OffloadMode::kOn);
+    Client cl(n, 4096, 1.0);
+    cl.warm(10000);
     const uint64_t rt0 = stats().round_trips.load(), w0 = stats().batch_rewarms.load();
     std::set<EntryKey> model = loaded(10000);
     for (int b = 0; b < 4; b++) {  // 4 x 200 entries into the same 200 leaves' worth of keys
@@ -309,9 +315,8 @@ TEST(InsertBatch, AStatementReadsEachDroppedLeafBackOnceAtItsEnd) {
 // next read of one fetches it.
 TEST(InsertBatch, AFewChangedLeavesAreNotReadBack) {
     Nodes n(1, 2, 10000, 0.5);
-    Client cl(n, 4096, 1.0, tree::OffloadMode::kOff);
-    for (int64_t k = 0; k < 20000; k += 2) ASSERT_TRUE(cl.t->contains(K(k, 1, 1)));
-    cl.pol.set_mode(tree::OffloadMode::kOn);
+    Client cl(n, 4096, 1.0);
+    cl.warm(10000);
     std::vector<EntryKey> keys{K(1001, 1, 1), K(9001, 1, 1), K(15001, 1, 1)};  // three leaves
     const uint64_t rt0 = stats().round_trips.load();
     cl.batch(keys);
@@ -330,9 +335,8 @@ TEST(InsertBatch, AFewChangedLeavesAreNotReadBack) {
 // stale). Afterwards the cache equals remote memory and the set is exact.
 TEST(InsertBatch, ReadBackRacesWithAnotherBackendsInserts) {
     Nodes n(1, 2, 10000, 0.4);
-    Client cl(n, 4096, 1.0, tree::OffloadMode::kOff);
-    for (int64_t k = 0; k < 20000; k += 2) ASSERT_TRUE(cl.t->contains(K(k, 1, 1)));
-    cl.pol.set_mode(tree::OffloadMode::kOn);
+    Client cl(n, 4096, 1.0);
+    cl.warm(10000);
     cache::Cache second(cl.c->region(), 17);
     tree::OffloadPolicy pol2;
     pol2.set_mode(tree::OffloadMode::kOn);
