@@ -11,6 +11,9 @@
 #
 # OUTDIR (default /tmp/dex-bulk-profile) gets perf.data, report-*.txt, stats.txt.
 # Needs perf (linux-perf) and the rights to record system-wide (root).
+# PERF=0: no profile, only the statement's time and counters (a quick probe
+# for A/B runs of two checkouts: alternate them, in both orders -- on a
+# shared 2-core machine one statement's time moves by +-40%).
 set -euo pipefail
 CO=$(cd "${1:-$(dirname "$0")/..}" && pwd); ROWS=${2:-1000000}; WHAT=${3:-copy}
 OUT=${4:-/tmp/dex-bulk-profile}; mkdir -p "$OUT"
@@ -34,19 +37,25 @@ P -q -c "CREATE TABLE b (k int8, pad text)" -c "CREATE INDEX ON b USING dex (k)"
     -c "CREATE TABLE src (k int8, pad text)" -c "COPY src FROM '$data'" -c "CHECKPOINT"
 P -q -c "SELECT dex_stats_reset(), pg_stat_reset_shared('wal')" >/dev/null
 if [ "$WHAT" = copy ]; then stmt="COPY b FROM '$data'"; else stmt="INSERT INTO b SELECT * FROM src"; fi
-perf record -a -g -o "$OUT/perf.data" 2>"$OUT/perf-record.log" &
-perf_pid=$!
-sleep 1
+PERF=${PERF:-1}
+if [ "$PERF" = 1 ]; then
+    perf record -a -g -o "$OUT/perf.data" 2>"$OUT/perf-record.log" &
+    perf_pid=$!
+    sleep 1
+fi
 t0=$(date +%s.%N); P -q -c "SELECT pg_backend_pid()" -c "$stmt" >"$OUT/backend.pid"; t1=$(date +%s.%N)
-kill -INT "$perf_pid"; wait "$perf_pid" || true
-echo "$WHAT of $ROWS rows: $(echo "$t1 - $t0" | bc) s (under perf)" | tee "$OUT/stats.txt"
+[ "$PERF" = 1 ] && { kill -INT "$perf_pid"; wait "$perf_pid" || true; }
+echo "$WHAT of $ROWS rows: $(echo "$t1 - $t0" | bc) s $([ "$PERF" = 1 ] && echo "(under perf)") ($(git -C "$CO" log --oneline -1 | cut -c1-7))" \
+    | tee "$OUT/stats.txt"
 P -x -c "SELECT * FROM dex_stats()" >>"$OUT/stats.txt"
+[ "$PERF" = 1 ] || grep -E "^(round_trips|remote_reads|admissions|evictions|batched_inserts|batch_rewarms)\|" "$OUT/stats.txt"
 P -x -c "SELECT wal_records, wal_bytes, wal_write, wal_sync FROM pg_stat_wal" >>"$OUT/stats.txt"
 P -q -c "SET enable_indexscan = off" -c "SET enable_bitmapscan = off" -c "SET enable_indexonlyscan = off" \
     -c "CREATE TEMP TABLE want AS SELECT k FROM b ORDER BY k" -c "RESET enable_indexscan" -c "RESET enable_bitmapscan" \
     -c "RESET enable_indexonlyscan" -c "SET enable_seqscan = off" \
     -c "SELECT 'rows differing from a seqscan: ' || count(*) FROM ((SELECT k FROM want EXCEPT ALL SELECT k FROM b WHERE k >= 0) UNION ALL (SELECT k FROM b WHERE k >= 0 EXCEPT ALL SELECT k FROM want)) d" \
     -c "SELECT 'dex_check: ' || count(*) FROM dex_check('b_k_idx')" | tee -a "$OUT/stats.txt" || true
+[ "$PERF" = 1 ] || exit 0
 perf report -i "$OUT/perf.data" --no-children --sort comm,dso -g none --percent-limit 0.5 --stdio >"$OUT/report-comm-dso.txt" 2>/dev/null
 perf report -i "$OUT/perf.data" --no-children --sort comm,dso,symbol -g none --percent-limit 0.3 --stdio >"$OUT/report-symbols.txt" 2>/dev/null
 perf report -i "$OUT/perf.data" --children --comm postgres --sort symbol -g none --percent-limit 1 --stdio >"$OUT/report-postgres-children.txt" 2>/dev/null

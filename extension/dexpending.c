@@ -103,6 +103,7 @@ pending_clear(DexPendingIndex *p)
 {
 	p->n = 0;
 	p->arena_used = 0;
+	p->unwarmed = false;
 }
 
 static DexPendingIndex *
@@ -285,6 +286,28 @@ dex_pending_rewarm(Relation index)
 			 RelationGetRelationName(index), err.message);
 }
 
+/* A 16-byte-key index's n entries, sorted and distinct, to dex_pending_send. */
+static void
+dex_pending_write_keys(Relation index, DexPendingIndex *p, int n)
+{
+	DexKey	   *keys = palloc(sizeof(DexKey) * n);
+	uint64_t   *lsns = palloc(sizeof(uint64_t) * n);
+	int			m = 0;
+
+	qsort(p->entries, n, sizeof(DexPendingEntry), dex_pending_cmp);
+	for (int i = 0; i < n; i++)
+	{
+		/* (key, TID) is unique: a repeat can only be the same entry */
+		if (m > 0 && dex_key_cmp(&keys[m - 1], &p->entries[i].key) == 0)
+			continue;
+		keys[m] = p->entries[i].key;
+		lsns[m++] = p->entries[i].lsn;
+	}
+	dex_pending_send(index, keys, NULL, lsns, m);
+	pfree(keys);
+	pfree(lsns);
+}
+
 /*
  * Write one index's entries: sorted (the core groups them by leaf and memory
  * node), in calls of at most dex.insert_batch. The buffer is emptied before
@@ -297,39 +320,13 @@ static void
 dex_pending_write(Relation index, DexPendingIndex *p, bool last)
 {
 	int			n = p->n;
-	DexKey	   *keys;
-	uint64_t   *lsns;
-	int			m = 0;
 
 	pending_clear(p);
 	p->unwarmed = !last;
-	if (n == 0)
-	{
-		if (last)
-			dex_pending_rewarm(index);
-		return;
-	}
-	if (p->arena)
-	{
+	if (n > 0 && p->arena)
 		dex_pending_write_bytes(index, p, n);
-		if (last)
-			dex_pending_rewarm(index);
-		return;
-	}
-	qsort(p->entries, n, sizeof(DexPendingEntry), dex_pending_cmp);
-	keys = palloc(sizeof(DexKey) * n);
-	lsns = palloc(sizeof(uint64_t) * n);
-	for (int i = 0; i < n; i++)
-	{
-		/* (key, TID) is unique: a repeat can only be the same entry */
-		if (m > 0 && dex_key_cmp(&keys[m - 1], &p->entries[i].key) == 0)
-			continue;
-		keys[m] = p->entries[i].key;
-		lsns[m++] = p->entries[i].lsn;
-	}
-	dex_pending_send(index, keys, NULL, lsns, m);
-	pfree(keys);
-	pfree(lsns);
+	else if (n > 0)
+		dex_pending_write_keys(index, p, n);
 	if (last)
 		dex_pending_rewarm(index);
 }
@@ -438,7 +435,6 @@ dex_pending_flush_index(Relation index)
 	if (p->ns != dex_pending_tree_of(index))
 	{
 		pending_clear(p);				/* rule 4 */
-		p->unwarmed = false;
 		return;
 	}
 	dex_pending_write(index, p, true);
@@ -480,13 +476,11 @@ dex_pending_flush_all(void)
 		if (index == NULL)
 		{
 			pending_clear(p);			/* dropped in this transaction (rule 4) */
-			p->unwarmed = false;
-			continue;
+				continue;
 		}
 		if (p->ns == dex_pending_tree_of(index))
 			dex_pending_write(index, p, true);
 		pending_clear(p);
-		p->unwarmed = false;
 		relation_close(index, RowExclusiveLock);
 	}
 }
