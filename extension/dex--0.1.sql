@@ -487,7 +487,8 @@ LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 -- of writer_hwm and removal_lsn; removal_lsn: what a standby replays before it
 -- answers) ... write_back_paused: this primary's write-back indexes write
 -- through now, because no dex worker holds checkpoints for their dirty
--- leaves (before its first beat, after it stopped) ...
+-- leaves (before its first beat, after it stopped), or because a hot standby
+-- is attached and dex.write_back_with_standbys is off ...
 CREATE FUNCTION dex_cluster(
     OUT this_life text, OUT writer_life text, OUT this_is_writer boolean,
     OUT writer_hwm pg_lsn, OUT removal_lsn pg_lsn, OUT writer_tli int,

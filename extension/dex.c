@@ -104,7 +104,7 @@ dex_shmem_startup(void)
 		}
 		/* no write-back until the dex worker's checkpoint fence is up (dexckptfence.c) */
 		if (!found)
-			dex_cache_pause_write_back(1);
+			dex_cache_pause_write_back(DEX_WB_PAUSE_NO_FENCE, 1);
 	}
 	else
 		dex_cache_attach(NULL, 0, 0, NULL);

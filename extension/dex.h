@@ -545,6 +545,7 @@ extern int	dex_kill_min_entries;
 /* dex.cache_size (kB) and dex.writeback_interval (ms), for the dex worker */
 extern int	dex_cache_size_kb;
 extern int	dex_writeback_interval_ms;
+extern bool dex_write_back_with_standbys;	/* dex.write_back_with_standbys */
 extern bool dex_worker_fail;	/* dex.worker_fail (testing) */
 
 /* ---- dexsession.c ----------------------------------------------------- */
@@ -654,6 +655,7 @@ extern void dex_cluster_require_writer(const char *what);
 extern bool dex_cluster_is_writer(void);
 extern uint64 dex_cluster_published_hwm(void);
 extern uint64 dex_cluster_flush_request(void);
+extern int	dex_cluster_live_standbys(void);
 extern void dex_cluster_request_flush(uint64 lsn);
 extern uint64 dex_cluster_registry_lookup(uint64 sysid, bool create, uint64 floor,
 										  DexError *err);
@@ -779,7 +781,9 @@ typedef struct DexWalEntries
 	uint32		count;
 	uint8		insert;			/* 1: insert, 0: delete, DEX_WAL_LEAF_IMAGE: a leaf logged whole */
 	uint8		layout;			/* DEX_LAYOUT_* + 1; 0: not told (records of dex before 2026-11-29) */
-	uint8		pad[6];
+	uint8		through;		/* 1: in remote memory before it was logged, no frame left dirty
+								 * (standbys' scans need not wait for it); 0: maybe not */
+	uint8		pad[5];
 } DexWalEntries;
 
 /*

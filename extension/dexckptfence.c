@@ -149,7 +149,7 @@ fence_hold(void)
 bool
 dex_ckpt_fence_stop(DexFlushRound flush, void (*beat) (void), int rounds)
 {
-	dex_cache_pause_write_back(1);
+	dex_cache_pause_write_back(DEX_WB_PAUSE_NO_FENCE, 1);
 	for (int round = 0; round < rounds; round++)
 	{
 		bool		failed = false;
@@ -259,7 +259,7 @@ dex_ckpt_fence_poll(bool has_cache, DexFlushRound flush, void (*beat) (void), vo
 		covered_redo = InvalidXLogRecPtr;	/* (after a promotion: cover the first R again) */
 		/* checkpoints that do not wait, asked for: write-back without the fence */
 		if (has_cache && dex_checkpoint_writeback_timeout_ms <= 0 && !RecoveryInProgress())
-			dex_cache_pause_write_back(0);
+			dex_cache_pause_write_back(DEX_WB_PAUSE_NO_FENCE, 0);
 		return;
 	}
 	if (!fence_held)
@@ -272,8 +272,8 @@ dex_ckpt_fence_poll(bool has_cache, DexFlushRound flush, void (*beat) (void), vo
 	 * checkpoint waits for the fence. One that began before the hold did not,
 	 * but nothing turned dirty while write-back was paused.
 	 */
-	if (dex_cache_write_back_paused())
-		dex_cache_pause_write_back(0);
+	if (dex_cache_write_back_paused() & DEX_WB_PAUSE_NO_FENCE)
+		dex_cache_pause_write_back(DEX_WB_PAUSE_NO_FENCE, 0);
 	if (!TimestampDifferenceExceeds(fence_flag_since, GetCurrentTimestamp(), FENCE_PHASE_MS))
 		return;
 	other = fence_flag == DEX_FENCE_START ? DEX_FENCE_COMPLETE : DEX_FENCE_START;

@@ -87,6 +87,23 @@ dex_cluster_hurry(void)
 }
 
 /*
+ * The primary: how many hot standbys held a live slot at its last beat
+ * (0 before the first, and on a standby).
+ */
+int
+dex_cluster_live_standbys(void)
+{
+	int			n;
+
+	if (dex_cluster_shm == NULL || RecoveryInProgress())
+		return 0;
+	SpinLockAcquire(&dex_cluster_shm->mutex);
+	n = dex_cluster_shm->writer_state == DEX_WRITER_CLAIMED ? dex_cluster_shm->live_standbys : 0;
+	SpinLockRelease(&dex_cluster_shm->mutex);
+	return n;
+}
+
+/*
  * The writer's dex worker between beats: the registry's flush request as it
  * is now (one remote read), also kept for dex_cluster_flush_request(). 0 if
  * the registry cannot be read (the next beat reports why).

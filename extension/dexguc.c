@@ -26,6 +26,7 @@ int			dex_cache_size_kb = 64 * 1024;
 static double dex_leaf_admission = 0.1;
 static bool dex_cache_leaves = true;
 int			dex_writeback_interval_ms = 1000;
+bool		dex_write_back_with_standbys = true;
 bool		dex_worker_fail = false;
 int			dex_kill_min_entries = 4;
 static int	dex_offload = DEX_OFFLOAD_AUTO;
@@ -247,6 +248,17 @@ dex_define_gucs(void)
 							 PGC_SIGHUP,
 							 GUC_NOT_IN_SAMPLE,
 							 NULL, NULL, NULL);
+	DefineCustomBoolVariable("dex.write_back_with_standbys",
+							 "Whether write-back indexes keep changes in the node cache while "
+							 "a hot standby is attached.",
+							 "off: while one is attached, they write through, and the standby's "
+							 "scans never wait for a write-back (writes cost a round trip).",
+							 &dex_write_back_with_standbys,
+							 true,
+							 PGC_SIGHUP,
+							 0,
+							 NULL, NULL, NULL);
+
 	DefineCustomIntVariable("dex.writeback_interval",
 							"Interval at which the dex write-back worker writes dirty cached "
 							"nodes of write-back indexes to remote memory (the checkpoint-like "

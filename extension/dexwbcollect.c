@@ -381,8 +381,13 @@ dex_wb_redo_entries(XLogReaderState *record)
 	if (len < sizeof(hdr))
 		elog(PANIC, "dex_redo: short entries record");
 	memcpy(&hdr, data, sizeof(hdr));
-	/* a hot standby's scans wait until the primary wrote this back (an image is no change) */
-	if (hdr.insert != DEX_WAL_LEAF_IMAGE)
+	/*
+	 * A hot standby's scans wait until the primary wrote this back -- not for
+	 * an image (no change) nor for a change written through (in remote memory
+	 * before it was logged, W11). Crash redo collects both kinds alike: a
+	 * change written through may follow one made in place.
+	 */
+	if (hdr.insert != DEX_WAL_LEAF_IMAGE && !hdr.through)
 		dex_wbs_redo_entries(hdr.node, hdr.ns, (int) hdr.layout - 1, data + sizeof(hdr), hdr.count,
 							 len - (uint32) sizeof(hdr), record->ReadRecPtr);
 	if (!collecting)

@@ -156,8 +156,8 @@ static size_t log_cap = 0;
  * a PANIC, as for any WAL insertion of a page change.
  */
 static void
-dex_wb_log_entries(uint32_t node, uint64_t ns, int layout, int insert, const uint8_t *const *entries,
-				   const uint32_t *lens, size_t n)
+dex_wb_log_entries(uint32_t node, uint64_t ns, int layout, int insert, int through,
+				   const uint8_t *const *entries, const uint32_t *lens, size_t n)
 {
 	DexWalEntries hdr;
 	size_t		size = sizeof(hdr);
@@ -184,6 +184,7 @@ dex_wb_log_entries(uint32_t node, uint64_t ns, int layout, int insert, const uin
 	hdr.count = (uint32) n;
 	hdr.insert = insert ? 1 : 0;
 	hdr.layout = (uint8) (layout + 1);
+	hdr.through = through ? 1 : 0;
 	memcpy(log_buf, &hdr, sizeof(hdr));
 	p = log_buf + sizeof(hdr);
 	for (size_t i = 0; i < n; i++)

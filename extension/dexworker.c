@@ -167,6 +167,39 @@ dex_worker_beat(void)
 }
 
 /*
+ * dex.write_back_with_standbys = off: write-back pauses while a hot standby
+ * holds a live slot (as of the last beat), for this reason only (a missing
+ * fence is the other). Every change is then written through and logged as
+ * such, so the standby's scans wait for no write-back of it (W11); what was
+ * dirty before goes out with the next write-back rounds, and the scans that
+ * meet it wait for those as before. A standby that claims its slot between
+ * two beats meets a primary still writing back: its scans wait as they would
+ * with the setting on, never answer without a change.
+ */
+static void
+dex_worker_standby_pause(void)
+{
+	bool		want;
+	bool		paused;
+
+	if (RecoveryInProgress() || dex_cache_size_kb <= 0)
+		return;
+	want = !dex_write_back_with_standbys && dex_cluster_live_standbys() > 0;
+	paused = (dex_cache_write_back_paused() & DEX_WB_PAUSE_STANDBY) != 0;
+	if (want == paused)
+		return;
+	dex_cache_pause_write_back(DEX_WB_PAUSE_STANDBY, want ? 1 : 0);
+	if (want)
+		ereport(LOG,
+				(errmsg("dex: write-back indexes write through while a hot standby is attached"),
+				 errdetail("dex.write_back_with_standbys is off: the standby's scans wait for no write-back.")));
+	else
+		ereport(LOG,
+				(errmsg("dex: write-back indexes keep changes in the node cache again"),
+				 errdetail("No hot standby is attached, or dex.write_back_with_standbys is on.")));
+}
+
+/*
  * Is the postmaster shutting down? It writes "stopping" into postmaster.pid
  * before it signals any process (pg_ctl reads the same line); a SIGTERM
  * without it is pg_terminate_backend(). Unreadable: no -- the safe side
@@ -295,6 +328,7 @@ dex_writeback_main(Datum arg)
 		if (dex_worker_fail)
 			ereport(ERROR,
 					(errmsg("dex worker: failing after a beat, as dex.worker_fail asks (testing)")));
+		dex_worker_standby_pause();
 		/* checkpoints wait for the write-back of what was dirty before them */
 		dex_ckpt_fence_poll(dex_cache_size_kb > 0, dex_worker_flush, dex_worker_beat, &dex_wb_stop);
 		if (!RecoveryInProgress() &&

@@ -516,7 +516,7 @@ TEST(SlottedTree, WriteBackLogReplaysOverWhatWasWrittenBack) {
     SlottedTree t(*mem, 0, ns, o);
     t.init_empty();
     t.set_write_back(true, [] { return true; },
-                     [&](bool ins, const uint8_t* const* e, const uint32_t* lens, size_t n) {
+                     [&](bool ins, bool, const uint8_t* const* e, const uint32_t* lens, size_t n) {
                          for (size_t i = 0; i < n; i++)
                              log.push_back({ins, Key(reinterpret_cast<const char*>(e[i]), lens[i]), ++position});
                      });

@@ -35,7 +35,7 @@ protected:
     void SetUp() override {
         t = x.write_back_tree();
         t->set_write_back(true, [] { return true; },
-                          [this](bool insert, const uint8_t* const* e, const uint32_t* lens, size_t n) {
+                          [this](bool insert, bool, const uint8_t* const* e, const uint32_t* lens, size_t n) {
                               for (size_t i = 0; i < n; i++) {
                                   ASSERT_EQ(lens[i], sizeof(EntryKey));
                                   EntryKey k;

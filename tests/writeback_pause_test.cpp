@@ -119,3 +119,33 @@ TEST(WriteBackPause, PauseWaitsForFrameLockHolders) {
 }
 
 }  // namespace
+
+// Two owners pause for their own reasons (no fence; a hot standby attached):
+// write-back resumes only when neither reason is left, whichever order they
+// go in, and resuming a reason that was not set changes nothing.
+namespace {
+TEST(WriteBackPause, ResumesOnlyWhenNoReasonIsLeft) {
+    WbFixture x;
+    cache::CacheRegion& R = *x.reg.region;
+    using CR = cache::CacheRegion;
+    R.resume_write_back(CR::kPauseNoFence | CR::kPauseStandby);
+    ASSERT_FALSE(R.write_back_paused());
+    R.pause_write_back(CR::kPauseNoFence);
+    R.pause_write_back(CR::kPauseStandby);
+    EXPECT_EQ(R.write_back_pause_reasons(), CR::kPauseNoFence | CR::kPauseStandby);
+    R.resume_write_back(CR::kPauseNoFence);
+    EXPECT_TRUE(R.write_back_paused()) << "resumed while a hot standby still paused it";
+    R.resume_write_back(CR::kPauseNoFence);
+    EXPECT_EQ(R.write_back_pause_reasons(), CR::kPauseStandby);
+    R.pause_write_back(CR::kPauseNoFence);
+    R.resume_write_back(CR::kPauseStandby);
+    EXPECT_TRUE(R.write_back_paused()) << "resumed while no fence was held";
+    R.resume_write_back(CR::kPauseNoFence);
+    EXPECT_FALSE(R.write_back_paused());
+    // and the tree writes in place again
+    std::unique_ptr<tree::BTree> t = x.write_back_tree();
+    const uint64_t in_place = stats().dirty_updates.load();
+    for (int i = 0; i < 20; i++) ASSERT_TRUE(t->insert(K(i, 1, 1)));
+    EXPECT_GT(stats().dirty_updates.load(), in_place);
+}
+}  // namespace

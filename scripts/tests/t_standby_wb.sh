@@ -13,6 +13,12 @@
 #    keeps changing, still gets written back (it drains, W14): checkpoints
 #    meanwhile do not time out in their fence, the standby's scans of the
 #    whole range equal its seqscans within their 5 s wait bound.
+# 1c. dex.write_back_with_standbys = off on the primary: while the standby is
+#    attached, write-back pauses (dex_cluster().write_back_paused); inserts
+#    and deletes at the hot end of a write-back index are all written through
+#    (dex_stats: none kept in the cache), and the standby's scans of that
+#    range and of points in it equal its seqscans and wait for nothing
+#    (standby_wb_waits unchanged). Back on: changes stay in the cache again.
 # 2. A primary with dex.writeback_interval = 1h: the standby's scan of the
 #    freshly inserted rows asks for a write-back (the registry's
 #    flush_request_lsn) and answers with them within its 2 s wait bound.
@@ -65,6 +71,17 @@ qp -c "create index t_k on t using dex (k) with (write_back = on)" -c "analyze t
 qp -c "create table ts(s text, v int) with (autovacuum_enabled = off)" \
    -c "insert into ts select md5(g::text), g from generate_series(1, 2000) g" \
    -c "create index ts_s on ts using dex (s) with (write_back = on)" -c "analyze ts"
+# two small write-back indexes (one leaf each, room to spare) for the keys
+# phase 2b leaves pending: an insert into a cached leaf with room stays in the
+# primary's cache for sure (a split, or a leaf the primary does not cache,
+# writes it through -- and a standby's scan does not wait for that, its WAL
+# record says so)
+qp -c "create table tp(k int, v int) with (autovacuum_enabled = off)" \
+   -c "insert into tp select g, g from generate_series(1, 5) g" \
+   -c "create index tp_k on tp using dex (k) with (write_back = on)" \
+   -c "create table tq(s text, v int) with (autovacuum_enabled = off)" \
+   -c "insert into tq select md5(g::text), g from generate_series(1, 5) g" \
+   -c "create index tq_s on tq using dex (s) with (write_back = on)" -c "analyze tp" -c "analyze tq"
 # (hot_standby_feedback: a scan that waits for a write-back must not be
 # cancelled by the replay of the VACUUMs meanwhile)
 make_standby sb1 "$SB1" "dex.cache_size = '1MB'" "dex.standby_wait_timeout = '30s'" "hot_standby_feedback = on"
@@ -162,6 +179,70 @@ echo "ascending inserts: $(sed -n 's/^number of transactions actually processed:
 qp -c "select dex_flush()" -c "drop table ta" -c "drop sequence ta_seq" >/dev/null
 qp -c "alter system reset dex.checkpoint_writeback_timeout" -c "select pg_reload_conf()" >/dev/null
 
+echo "== 1c. dex.write_back_with_standbys = off: the primary writes through, the standby's scans never wait"
+# paused_on_primary WANT: within 5 s dex_cluster().write_back_paused is WANT
+paused_on_primary() {
+    for _ in $(seq 1 50); do
+        [ "$(qp -c "select write_back_paused from dex_cluster()")" = "$1" ] && return 0
+        sleep 0.1
+    done
+    fail "dex_cluster().write_back_paused did not turn $1 on the primary"
+}
+qp -c "alter system set dex.write_back_with_standbys = off" -c "select pg_reload_conf()" >/dev/null
+paused_on_primary t
+# what was dirty when the standby attached goes out first (its scans wait for that, as before)
+qp -c "select dex_flush()" >/dev/null
+wait_replay "$SB1"
+qp -c "create table tc(k bigint, v int) with (autovacuum_enabled = off)" -c "create sequence tc_seq" \
+   -c "insert into tc select nextval('tc_seq'), 1 from generate_series(1, 2000)" \
+   -c "create index tc_k on tc using dex (k) with (write_back = on)" >/dev/null
+wait_replay "$SB1"
+stat_p() { qp -c "select $1 from dex_stats()"; }
+stat_s() { q1 -c "select $1 from dex_stats()"; }
+in_place0=$(stat_p dirty_updates); through0=$(stat_p wb_paused_writes)
+waits0=$(stat_s standby_wb_waits); scans0=$(stat_s standby_wb_scans)
+printf "INSERT INTO tc VALUES (nextval('tc_seq'), 1);\nDELETE FROM tc WHERE k = (SELECT max(k) - 7 FROM tc) AND v = 1;\n" \
+    >"$DEX_WORK/tc.sql"
+chmod a+r "$DEX_WORK/tc.sql"
+"$PG_BIN/pgbench" -n -h "$DEX_WORK" -p "$PPORT" -U postgres -c 2 -j 2 -T 6 -f "$DEX_WORK/tc.sql" postgres \
+    >"$DEX_WORK/tc.out" 2>&1 &
+pgc=$!
+hot=0
+while kill -0 $pgc 2>/dev/null; do
+    # the hot range and one point in it, index and seqscan in one snapshot (0.3 s wait bound: none expected)
+    r=$(q1 -c "set dex.standby_wait_timeout = '300ms'" -c "begin isolation level repeatable read" \
+           -c "set enable_seqscan = off" -c "set enable_bitmapscan = off" \
+           -c "select count(*), sum(k) from tc where k > (select max(k) - 300 from tc)" \
+           -c "select count(*) from tc where k = (select max(k) - 3 from tc)" \
+           -c "set enable_seqscan = on" -c "set enable_indexscan = off" \
+           -c "select count(*), sum(k) from tc where k > (select max(k) - 300 from tc)" \
+           -c "select count(*) from tc where k = (select max(k) - 3 from tc)" -c "commit" 2>&1) ||
+        fail "the standby's scan of the hot range failed: $r"
+    read -r a p b q <<<"$(tr '\n' ' ' <<<"$r")"
+    [ "$a" = "$b" ] && [ "$p" = "$q" ] || fail "the standby's index answers $a / $p, its seqscan $b / $q"
+    hot=$((hot + 1))
+done
+wait $pgc || { cat "$DEX_WORK/tc.out"; fail "pgbench (inserts and deletes at the hot end) failed"; }
+in_place=$(( $(stat_p dirty_updates) - in_place0 )); through=$(( $(stat_p wb_paused_writes) - through0 ))
+waits=$(( $(stat_s standby_wb_waits) - waits0 )); scans=$(( $(stat_s standby_wb_scans) - scans0 ))
+echo "paused for the standby: $through changes written through, $in_place kept in the cache;" \
+     "standby: $hot checks equal to its seqscans, $scans index scans, $waits waited"
+[ "$through" -gt 100 ] || fail "expected the primary's changes written through while the standby is attached"
+[ "$in_place" = 0 ] || fail "$in_place changes stayed in the primary's cache while write-back was paused for the standby"
+[ "$hot" -gt 0 ] && [ "$scans" -gt 0 ] || fail "no standby scan of the hot range ran"
+[ "$waits" = 0 ] || fail "$waits standby scans waited for a write-back while the primary wrote through"
+# on again: changes stay in the cache again (the counter this phase checks can move)
+qp -c "alter system reset dex.write_back_with_standbys" -c "select pg_reload_conf()" >/dev/null
+paused_on_primary f
+qp -c "insert into tc select nextval('tc_seq'), 2 from generate_series(1, 200) g" >/dev/null
+in_place=$(( $(stat_p dirty_updates) - in_place0 ))
+[ "$in_place" -gt 0 ] || fail "write-back did not resume with dex.write_back_with_standbys back on"
+wait_replay "$SB1"
+a=$(q1 -c "set enable_seqscan = off; set enable_bitmapscan = off; select count(*), sum(k) from tc where k > 0")
+b=$(qp -c "select count(*), sum(k) from tc")
+[ "$a" = "$b" ] || fail "standby index scan of tc after resuming: $a, primary $b"
+qp -c "select dex_flush()" -c "drop table tc" -c "drop sequence tc_seq" >/dev/null
+
 echo "== 2. a primary with dex.writeback_interval = 1h writes back when a standby's scan asks"
 qp -c "alter system set dex.writeback_interval = '1h'" -c "select pg_reload_conf()" >/dev/null
 qp -c "select dex_flush()" >/dev/null
@@ -182,8 +263,13 @@ echo "the standby's scan asked, the primary wrote back: 200 rows"
 echo "== 2b. a primary whose dex worker does not write back: the standby waits, then refuses"
 worker=$(qp -c "select pid from pg_stat_activity where backend_type = 'dex worker'")
 [ -n "$worker" ] || fail "no dex worker on the primary"
+# (tp's and tq's leaves cached on the primary first: the new keys stay in its cache)
+qp -c "set enable_seqscan = off" -c "set enable_bitmapscan = off" \
+   -c "select count(*) from tp where k > 0" -c "select count(*) from tq where s > ''" >/dev/null
 qp -c "insert into t select 5200 + g, g from generate_series(1, 200) g" \
-   -c "insert into ts select md5(g::text), g from generate_series(5201, 5400) g"
+   -c "insert into ts select md5(g::text), g from generate_series(5201, 5400) g" \
+   -c "insert into tp select g, g from generate_series(5298, 5302) g" \
+   -c "insert into tq select md5(g::text), g from generate_series(5298, 5302) g"
 wait_replay "$SB1"
 # standby_point SQL: run a select with a 0.3 s wait bound, index scans only
 standby_point() {
@@ -193,11 +279,11 @@ seqscan() { q1 -c "set enable_indexscan = off; set enable_bitmapscan = off; $1";
 quiet_sql=("select count(*), sum(v) from t where k = 7"
            "select count(*), sum(v) from ts where s = md5('7')"
            "select count(*), sum(v) from t where k between 0 and 999")
-pending_sql=("select count(*) from t where k = 5300"
-             "select count(*) from ts where s = md5('5300')"
-             "select count(*) from t where k = any(array[7, 5301])"
-             "select count(*) from t where k between 5250 and 5260"
-             "select count(*) from ts where s > md5('7')")
+pending_sql=("select count(*) from tp where k = 5300"
+             "select count(*) from tq where s = md5('5300')"
+             "select count(*) from tp where k = any(array[3, 5301])"
+             "select count(*) from tp where k between 5299 and 5301"
+             "select count(*) from tq where s > ''")
 seq_answers=(); for sql in "${quiet_sql[@]}"; do seq_answers+=("$(seqscan "$sql")"); done
 q1 -c "select dex_stats_reset()" >/dev/null
 # (stopped for under 2 s: its beats keep the primary's writer lease,
@@ -227,8 +313,8 @@ grep -q 'HINT:' <<<"$o1" || fail "no HINT: $o1"
 echo "refused: $(head -1 <<<"$o1")"
 # the worker, running again, flushes for the request (its interval is still 1 h)
 standby_counts_eventually 5201 5400 200 "after the worker went on"
-[ "$(standby_point "select count(*) from t where k = 5300")" = 1 ] || fail "k = 5300 after the write-back"
-[ "$(standby_point "select count(*) from ts where s = md5('5300')")" = 1 ] || fail "s = md5('5300') after the write-back"
+[ "$(standby_point "select count(*) from tp where k = 5300")" = 1 ] || fail "k = 5300 after the write-back"
+[ "$(standby_point "select count(*) from tq where s = md5('5300')")" = 1 ] || fail "s = md5('5300') after the write-back"
 echo "after the worker went on: 200 rows, the pending keys found"
 
 echo "== 3. the primary crashes with dirty frames"

@@ -259,8 +259,8 @@ void CacheRegion::for_each_frame(const std::function<void(const FrameInfo&)>& fn
 
 // ---- write-back mode: paused ---------------------------------------------------
 
-void CacheRegion::pause_write_back() {
-    wb_paused_.store(1, std::memory_order_seq_cst);
+void CacheRegion::pause_write_back(uint32_t why) {
+    wb_paused_.fetch_or(why, std::memory_order_seq_cst);
     // Every lock taken after the store sees it; a holder that read the flag
     // before it is waited for here (the lock's release/acquire carries its
     // dirty mark to whoever scans the frame next).

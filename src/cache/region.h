@@ -186,9 +186,14 @@ public:
     // the frame under; pause_write_back() sets it, then takes and releases
     // every frame lock once: when it returns, every change that read
     // "not paused" has finished, and a scan for dirty frames sees it.
+    // Paused for any of several reasons (bits: each is set and cleared by
+    // its own owner); resumed when none is left.
+    static constexpr uint32_t kPauseNoFence = 1;  // no checkpoint fence (W18)
+    static constexpr uint32_t kPauseStandby = 2;  // a hot standby is attached and its scans should not wait (W11)
     bool write_back_paused() const { return wb_paused_.load(std::memory_order_seq_cst) != 0; }
-    void pause_write_back();
-    void resume_write_back() { wb_paused_.store(0, std::memory_order_seq_cst); }
+    uint32_t write_back_pause_reasons() const { return wb_paused_.load(std::memory_order_seq_cst); }
+    void pause_write_back(uint32_t why = kPauseNoFence);
+    void resume_write_back(uint32_t why = kPauseNoFence) { wb_paused_.fetch_and(~why, std::memory_order_seq_cst); }
 
     // Frame f (locked or read under its version) is dirty and must drain.
     bool draining(uint32_t f) {

@@ -91,14 +91,18 @@ void dex_cache_drain_before(uint64_t lsn) {
     }
 }
 
-void dex_cache_pause_write_back(int paused) {
+static_assert(DEX_WB_PAUSE_NO_FENCE == dex::cache::CacheRegion::kPauseNoFence &&
+                  DEX_WB_PAUSE_STANDBY == dex::cache::CacheRegion::kPauseStandby,
+              "the C API's pause reasons are the region's bits");
+
+void dex_cache_pause_write_back(int why, int paused) {
     try {
         dex::cache::CacheRegion* r = proc().cache().region();
         if (!r) return;
         if (paused)
-            r->pause_write_back();
+            r->pause_write_back(static_cast<uint32_t>(why));
         else
-            r->resume_write_back();
+            r->resume_write_back(static_cast<uint32_t>(why));
     } catch (...) {
     }
 }
@@ -106,7 +110,7 @@ void dex_cache_pause_write_back(int paused) {
 int dex_cache_write_back_paused(void) {
     try {
         dex::cache::CacheRegion* r = proc().cache().region();
-        return r && r->write_back_paused() ? 1 : 0;
+        return r ? static_cast<int>(r->write_back_pause_reasons()) : 0;
     } catch (...) {
         return 0;
     }

@@ -512,9 +512,10 @@ int dex_tree_set_write_back(DexTree* tree, int on, uint64_t owner_word, DexError
                             return proc().register_dirty(&t->wb_slot, t->node, t->ns, t->owner_word, t->incarnation,
                                                          t->name);
                         },
-                        [node, ns, layout](bool insert, const uint8_t* const* e, const uint32_t* lens, size_t n) {
+                        [node, ns, layout](bool insert, bool through, const uint8_t* const* e,
+                                           const uint32_t* lens, size_t n) {
                             if (DexEntryLogFn fn = g_entry_log.load(std::memory_order_acquire))
-                                fn(node, ns, layout, insert ? 1 : 0, e, lens, n);
+                                fn(node, ns, layout, insert ? 1 : 0, through ? 1 : 0, e, lens, n);
                         });
                 } else {
                     b.set_write_back(false, {});

@@ -596,11 +596,14 @@ void		dex_set_log_position_fn(uint64_t (*fn) (void));
  * Told of every entry change of a write-back tree right after it was made
  * (insert != 0: added unless present; 0: removed if present): entries[i] has
  * lens[i] bytes (layout DEX_LAYOUT_FIXED: a DexKey image; DEX_LAYOUT_BYTES:
- * the entry). (node, ns) is the tree's home namespace. Runs inside dex's C++ frames: must
- * not longjmp (PostgreSQL: a critical section). Per process; NULL: nothing.
+ * the entry). (node, ns) is the tree's home namespace. through != 0: the
+ * change is in remote memory already and left no frame dirty (a hot standby
+ * need not wait for a write-back of it; 0 whenever unsure). Runs inside dex's
+ * C++ frames: must not longjmp (PostgreSQL: a critical section). Per
+ * process; NULL: nothing.
  */
-typedef void (*DexEntryLogFn) (uint32_t node, uint64_t ns, int layout, int insert, const uint8_t *const *entries,
-							   const uint32_t *lens, size_t n);
+typedef void (*DexEntryLogFn) (uint32_t node, uint64_t ns, int layout, int insert, int through,
+							   const uint8_t *const *entries, const uint32_t *lens, size_t n);
 void		dex_set_entry_log_fn(DexEntryLogFn fn);
 /*
  * Lowest log position at which a frame still dirty became dirty: every entry
@@ -631,13 +634,15 @@ int			dex_cache_log_dirty_images(DexImageLogFn fn, uint64_t *logged, DexError *e
 void		dex_cache_drain_before(uint64_t lsn);
 /*
  * Pause (1) or resume (0) write-back mode for every tree of this compute
- * server (src/README.md W18): while paused no frame takes an in-place change,
- * every write goes through. Pausing returns once every change that began
- * before it has finished (its dirty frame is then seen by a flush). No cache:
- * no-op.
+ * server, for one reason (src/README.md W18): while paused for any reason no
+ * frame takes an in-place change, every write goes through. Pausing returns
+ * once every change that began before it has finished (its dirty frame is
+ * then seen by a flush). No cache: no-op.
  */
-void		dex_cache_pause_write_back(int paused);
-/* 1 if write-back mode is paused now (dex_cache_pause_write_back). */
+#define DEX_WB_PAUSE_NO_FENCE	1	/* no checkpoint fence is held (W18) */
+#define DEX_WB_PAUSE_STANDBY	2	/* a hot standby is attached (dex.write_back_with_standbys = off) */
+void		dex_cache_pause_write_back(int why, int paused);
+/* The reasons (DEX_WB_PAUSE_*) write-back mode is paused for now; 0: not paused. */
 int			dex_cache_write_back_paused(void);
 /* The tree's dirty-owner word as it is in remote memory now. */
 int			dex_tree_owner_word_read(DexTree *tree, uint64_t owner_word, uint64_t *value, DexError *err);

@@ -217,8 +217,11 @@ bool BTreeT<L>::insert(KeyRef key, uint64_t lsn, uint64_t durable, LeafFull* ful
     // Write-back mode journals only what it writes through; its in-place
     // changes keep the LSN in their frame instead (wb_modify).
     if (full) *full = LeafFull{};
+    const uint64_t in_place_before = in_place_changes_;
     const bool r = insert_reserved(key, lsn, journal_ != nullptr && journal_->reserve(lsn, durable), true, full);
-    if (wb_ && !(full && full->leaf)) log_entry_change(true, key);
+    // (told through only if it made the change: an entry already there may be
+    // only in a dirty frame)
+    if (wb_ && !(full && full->leaf)) log_entry_change(true, r && in_place_changes_ == in_place_before, key);
     return r;
 }
 
@@ -228,7 +231,7 @@ bool BTreeT<L>::insert(KeyRef key, uint64_t lsn, uint64_t durable, LeafFull* ful
 // dirty frames. Insert and delete are idempotent per entry, so replaying them
 // in log order over any mix of written-back frames gives the final state.
 template <class L>
-void BTreeT<L>::log_entry_change(bool insert, KeyRef key) {
+void BTreeT<L>::log_entry_change(bool insert, bool through, KeyRef key) {
     if (!opts_.log_entries) return;
     const uint8_t* p;
     uint32_t len;
@@ -239,11 +242,11 @@ void BTreeT<L>::log_entry_change(bool insert, KeyRef key) {
         p = reinterpret_cast<const uint8_t*>(&key);
         len = sizeof(Key);
     }
-    opts_.log_entries(insert, &p, &len, 1);
+    opts_.log_entries(insert, through, &p, &len, 1);
 }
 
 template <class L>
-void BTreeT<L>::log_entry_changes(bool insert, const Key* keys, size_t n) {
+void BTreeT<L>::log_entry_changes(bool insert, bool through, const Key* keys, size_t n) {
     if (!opts_.log_entries || n == 0) return;
     std::vector<const uint8_t*> ps(n);
     std::vector<uint32_t> lens(n);
@@ -256,7 +259,7 @@ void BTreeT<L>::log_entry_changes(bool insert, const Key* keys, size_t n) {
             lens[i] = sizeof(Key);
         }
     }
-    opts_.log_entries(insert, ps.data(), lens.data(), n);
+    opts_.log_entries(insert, through, ps.data(), lens.data(), n);
 }
 
 template <class L>
@@ -423,12 +426,13 @@ uint64_t BTreeT<L>::remove(const Key* keys, size_t n) {
     if (!wb_) return remove_entries(keys, n);
     // Write-back: logged even when it fails part way (some deletes may be in
     // frames already); deleting an absent entry at replay changes nothing.
+    const uint64_t in_place_before = in_place_changes_;
     try {
         const uint64_t d = remove_entries(keys, n);
-        log_entry_changes(false, keys, n);
+        log_entry_changes(false, d == n && in_place_changes_ == in_place_before, keys, n);
         return d;
     } catch (...) {
-        log_entry_changes(false, keys, n);
+        log_entry_changes(false, false, keys, n);
         throw;
     }
 }

@@ -669,10 +669,16 @@ private:
     // whole insert on the compute side (a batched attempt already asked the
     // memory node and got "needs a split").
     bool insert_reserved(KeyRef key, uint64_t lsn, bool journal, bool may_offload, LeafFull* full = nullptr);
-    // Write-back mode: tell TreeOptions::log_entries of entry changes made.
-    void log_entry_changes(bool insert, const Key* keys, size_t n);
+    // Write-back mode: tell TreeOptions::log_entries of entry changes made;
+    // `through` as there (callers compare in_place_changes_ before and after).
+    void log_entry_changes(bool insert, bool through, const Key* keys, size_t n);
     uint64_t remove_entries(const Key* keys, size_t n);  // remove() without the write-back log
-    void log_entry_change(bool insert, KeyRef key);
+    void log_entry_change(bool insert, bool through, KeyRef key);
+    // Write-back mode: changes this handle made in a frame that stays dirty
+    // (an in-place insert or delete, a kill, a dirty split's halves) -- raised
+    // before the change can be seen, so an operation that finds it unmoved
+    // wrote everything through.
+    uint64_t in_place_changes_ = 0;
 
     // ---- batched inserts (insert_batch.cpp) ----
     // Whether insert_batch() may send OFFLOAD_BATCHes at all (a node cache, an

@@ -55,8 +55,16 @@ struct TreeOptions {
     // (removed if present) of entries[0..n), entries[i] being lens[i] bytes
     // (a fixed tree: an EntryKey image; a slotted one: the entry's bytes).
     // The compute server logs them so that a crash that loses dirty frames
-    // can replay them. Must not throw or call back into dex.
-    std::function<void(bool insert, const uint8_t* const* entries, const uint32_t* lens, size_t n)> log_entries;
+    // can replay them. `through`: every listed change was made and written
+    // through -- remote memory held it, and the publish had named its leaves
+    // to log_changes, before this call -- and the operation left no frame
+    // dirty (a hot standby need not wait for a write-back of it, src/README.md
+    // "Write-back mode", W11). False whenever unsure, and for an insert of an
+    // entry already there or a delete of one that is not (either may be so
+    // only in a dirty frame).
+    // Must not throw or call back into dex.
+    std::function<void(bool insert, bool through, const uint8_t* const* entries, const uint32_t* lens, size_t n)>
+        log_entries;
     // Offloading (src/README.md "Offloading"): this process's decision model;
     // nullptr = never offload. Used by lookups and forward scans on a cache miss.
     OffloadPolicy* offload = nullptr;

@@ -186,6 +186,7 @@ int BTreeT<L>::wb_modify(GAddr a, const Key* keys, size_t n, bool insert, size_t
         }
         if (used) *used = j;
     }
+    in_place_changes_++;  // (before the frame shows the change: this backend logs it next)
     R.mark_dirty(f);
     h.unlock();
     Stats::add(stats().dirty_updates);
@@ -274,7 +275,7 @@ uint64_t BTreeT<L>::wb_kill(GAddr a, uint32_t f, uint64_t fv, const Key* keys, s
     }
     // Logged after the frame lock is released, as every in-place change
     // (W10: dirty_since was taken before the change).
-    log_entry_changes(false, gone.data(), gone.size());
+    log_entry_changes(false, false, gone.data(), gone.size());  // (in place, or nothing)
     Stats::add(bottom_up ? stats().bottomup_removed : stats().kills, removed);
     if (removed < n) Stats::add(stats().kills_skipped, n - removed);
     return removed;

@@ -84,6 +84,7 @@ int BTreeT<L>::wb_split_dirty(GAddr a, WbGuard& guard, KeyRef key, Path& path, c
     const GAddr na = spare.addr;
     SiblingFrame sib(*cache_);
     if (!sib.take(na)) return 0;  // no frame to be had, or an old life of na still cached
+    in_place_changes_++;  // the key goes into a dirty frame half, not to remote memory (W13)
     sib.dirty = cache::Cache::DirtyState{std::max(guard.uncovered, intent_.lsn),
                                          h.dirty_since.load(std::memory_order_relaxed),
                                          h.imaged_at.load(std::memory_order_relaxed)};
