@@ -8,7 +8,10 @@
 # selects through a btree index of the same table; and ranges where the
 # primary inserts, whose dex scans all wait (the latency of that wait).
 #
-#   bash bench/standby_wb_reads.sh [CHECKOUT] [SECONDS] [ROUNDS]
+#   [WB_WITH_STANDBYS=off] bash bench/standby_wb_reads.sh [CHECKOUT] [SECONDS] [ROUNDS]
+#
+# WB_WITH_STANDBYS sets the primary's dex.write_back_with_standbys (default
+# on): off, the primary writes through while the standby is attached.
 #
 # CHECKOUT (default: this one, built) is installed into a private copy of the
 # system PostgreSQL tree (scripts/lib.sh private_pg_install). The primary's
@@ -25,6 +28,7 @@ P -q -c "CREATE EXTENSION dex" \
    -c "INSERT INTO kv SELECT g, g, g FROM generate_series(1, 200000) g" \
    -c "CREATE INDEX kv_dex ON kv USING dex (k) WITH (write_back = on)" \
    -c "CREATE INDEX kv_bt ON kv (k2)" -c "VACUUM ANALYZE kv"
+P -q -c "ALTER SYSTEM SET dex.write_back_with_standbys = ${WB_WITH_STANDBYS:-on}" -c "SELECT pg_reload_conf()"
 start_standby sb "$pport" "$sport" "hot_standby_feedback = on" || die "the standby did not start"
 printf '\\set k random(200001, 2000000000)\nINSERT INTO kv VALUES (:k, :k, 1);\n' >"$DEX_WORK/ins.sql"
 printf '\\set k random(1, 200000)\nSELECT v FROM kv WHERE k = :k;\n' >"$DEX_WORK/sel_dex.sql"
@@ -68,9 +72,9 @@ a=$(S -c "BEGIN ISOLATION LEVEL REPEATABLE READ" -c "SET LOCAL enable_seqscan = 
       -c "SELECT count(*), sum(k) FROM kv WHERE k > 0" -c "SET LOCAL enable_indexscan = off" -c "SET LOCAL enable_seqscan = on" \
       -c "SELECT count(*), sum(k) FROM kv WHERE k > 0" -c "COMMIT" | grep '|')
 [ "$(sed -n 1p <<<"$a")" = "$(sed -n 2p <<<"$a")" ] || die "standby index scan and seqscan differ: $a"
-out="$CO/bench/results/$(date +%Y-%m-%d)-$(hostname)-standby-wb-reads.md"
+out="$CO/bench/results/$(date +%Y-%m-%d)-$(hostname)-standby-wb-reads$([ "${WB_WITH_STANDBYS:-on}" = off ] && printf %s -wb-with-standbys-off || true).md"
 python3 - "$raw" "$out" "bash bench/standby_wb_reads.sh $CO $SECS $ROUNDS" \
-    "$(nproc --all) cores, $(uname -r), PostgreSQL $(pg_config --version | awk '{print $2}'), tcp loopback memory node, checkout $(git -C "$CO" rev-parse --short HEAD), primary dex.writeback_interval 1s (default)" <<'PY'
+    "$(nproc --all) cores, $(uname -r), PostgreSQL $(pg_config --version | awk '{print $2}'), tcp loopback memory node, checkout $(git -C "$CO" rev-parse --short HEAD), primary dex.writeback_interval 1s (default), dex.write_back_with_standbys ${WB_WITH_STANDBYS:-on}" <<'PY'
 import sys, statistics as st, collections
 raw, out, cmd, machine = sys.argv[1:]
 d = collections.defaultdict(list); lines = []
@@ -92,7 +96,7 @@ for t, name in (("dex", "dex (write_back = on), k = :k"), ("bt", "btree, k = :k"
     if t in med:
         L.append(f"| {name} | {med[t][0]:.0f} | {med[t][1]:.3f} | {med[t][2]:.0f} | {med[t][3]:.4f} |")
 for d, b, what in (("dex", "bt", "point selects"), ("dexr", "btr", "range selects"),
-                   ("dexh", "bth", "range selects where the primary inserts (each dex scan waits)")):
+                   ("dexh", "bth", "range selects where the primary inserts")):
     if d in med and b in med:
         L.append(f"\nstandby tps dex / btree, {what}: {med[d][0] / med[b][0]:.2f}x")
 L.append("")
