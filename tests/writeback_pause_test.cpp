@@ -118,12 +118,10 @@ TEST(WriteBackPause, PauseWaitsForFrameLockHolders) {
     EXPECT_TRUE(returned.load());
 }
 
-}  // namespace
 
 // Two owners pause for their own reasons (no fence; a hot standby attached):
 // write-back resumes only when neither reason is left, whichever order they
 // go in, and resuming a reason that was not set changes nothing.
-namespace {
 TEST(WriteBackPause, ResumesOnlyWhenNoReasonIsLeft) {
     WbFixture x;
     cache::CacheRegion& R = *x.reg.region;
