@@ -1,7 +1,6 @@
 /*
  * dex.c — the module: _PG_init (GUCs, reloptions, the dex worker, shared
- * memory, hooks and callbacks), the access method handler and its
- * reloptions.
+ * memory, hooks and callbacks) and the access method handler.
  *
  * Every other file of the extension but dexfuncs.c (which asks
  * dex_check_index_relation) lies below this one. The files call each other
@@ -10,7 +9,6 @@
  */
 #include "dex.h"
 
-#include "access/reloptions.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "storage/ipc.h"
@@ -23,10 +21,6 @@ PG_MODULE_MAGIC;
 void		_PG_init(void);
 
 PG_FUNCTION_INFO_V1(dexhandler);
-
-static relopt_kind dex_relopt_kind;
-
-static void dex_init_reloptions(void);
 
 /* ---------------------------------------------------------------------
  * shared memory: the core's counters, the cluster state, the node cache
@@ -212,42 +206,6 @@ dexhandler(PG_FUNCTION_ARGS)
 
 	PG_RETURN_POINTER(amroutine);
 }
-
-/* ---------------------------------------------------------------------
- * reloptions
- * ---------------------------------------------------------------------
- */
-static void
-dex_init_reloptions(void)
-{
-	dex_relopt_kind = add_reloption_kind();
-	add_int_reloption(dex_relopt_kind, "fillfactor",
-					  "Packs dex leaf nodes only this full during CREATE INDEX",
-					  DEX_DEFAULT_FILLFACTOR, DEX_MIN_FILLFACTOR, 100,
-					  AccessExclusiveLock);
-	add_bool_reloption(dex_relopt_kind, "write_back",
-					   "Keeps in-place leaf changes in the node cache and writes them back "
-					   "later (requires that no other compute server writes the index)",
-					   false, AccessExclusiveLock);
-	add_int_reloption(dex_relopt_kind, "placement_level",
-					  "Every subtree rooted at this tree level lies on one memory node "
-					  "(takes effect at the next build: CREATE INDEX / REINDEX)",
-					  2, 1, 8, AccessExclusiveLock);
-}
-
-bytea *
-dexoptions(Datum reloptions, bool validate)
-{
-	static const relopt_parse_elt tab[] = {
-		{"fillfactor", RELOPT_TYPE_INT, offsetof(DexOptions, fillfactor)},
-		{"write_back", RELOPT_TYPE_BOOL, offsetof(DexOptions, write_back)},
-		{"placement_level", RELOPT_TYPE_INT, offsetof(DexOptions, placement_level)},
-	};
-
-	return (bytea *) build_reloptions(reloptions, validate, dex_relopt_kind,
-									  sizeof(DexOptions), tab, lengthof(tab));
-}
-
 
 /* Is this relation an index of the dex access method? */
 void

@@ -8,7 +8,7 @@
  * after it here (scripts/tests/t_layers.sh checks it):
  *
  *   dexfuncs.c dexclusterfuncs.c  SQL-callable functions
- *   dex.c          _PG_init, shared memory hooks, AM handler, reloptions
+ *   dex.c          _PG_init, shared memory hooks, AM handler
  *   dexbuild.c dexinsert.c dexscan.c dexvacuum.c dexvalidate.c dexcost.c
  *                  access method entry points
  *   dexscanbytes.c  index scans of byte-string indexes
@@ -68,6 +68,7 @@
  *                  key columns
  *   dexkeybytes.c  datums as order-preserving byte strings (src/tree/key_bytes.h)
  *   dexkeys.c      datums as key images: every type, cross-type scan keys
+ *   dexreloptions.c  index options and their defaults
  *   dexutils.c     keys, metapage, namespace tags, WAL positions, preloading
  *   dexerror.c     DexError -> ereport
  */
@@ -239,18 +240,23 @@ typedef struct DexNsTag
 
 StaticAssertDecl(sizeof(DexNsTag) == DEX_NS_TAG_LEN, "DexNsTag must be 64 bytes");
 
-/* ---- reloptions ------------------------------------------------------- */
+/* ---- reloptions (dexreloptions.c) ------------------------------------- */
 
 typedef struct DexOptions
 {
 	int32		vl_len_;		/* varlena header (do not touch directly!) */
 	int			fillfactor;
-	bool		write_back;		/* opt-in write-back mode (default off) */
+	bool		write_back;		/* write-back mode (DEX_DEFAULT_WRITE_BACK) */
 	int			placement_level;	/* subtrees rooted at this level lie on one memory node */
 } DexOptions;
 
 #define DEX_DEFAULT_FILLFACTOR 90
 #define DEX_MIN_FILLFACTOR 10
+#define DEX_DEFAULT_WRITE_BACK true
+
+extern void dex_init_reloptions(void);
+extern bytea *dexoptions(Datum reloptions, bool validate);
+extern bool dex_index_write_back(Relation index);
 
 /* ---- build phases (progress reporting) ------------------------------- */
 
@@ -953,7 +959,6 @@ extern void dexcostestimate(PlannerInfo *root, IndexPath *path,
 							double loop_count, Cost *indexStartupCost,
 							Cost *indexTotalCost, Selectivity *indexSelectivity,
 							double *indexCorrelation, double *indexPages);
-extern bytea *dexoptions(Datum reloptions, bool validate);
 extern bool dexvalidate(Oid opclassoid);
 extern IndexScanDesc dexbeginscan(Relation r, int nkeys, int norderbys);
 extern void dexrescan(IndexScanDesc scan, ScanKey scankey, int nscankeys,

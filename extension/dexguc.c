@@ -26,7 +26,7 @@ int			dex_cache_size_kb = 64 * 1024;
 static double dex_leaf_admission = 0.1;
 static bool dex_cache_leaves = true;
 int			dex_writeback_interval_ms = 1000;
-bool		dex_write_back_with_standbys = true;
+bool		dex_write_back_with_standbys = false;
 bool		dex_worker_fail = false;
 int			dex_kill_min_entries = 4;
 static int	dex_offload = DEX_OFFLOAD_AUTO;
@@ -254,7 +254,7 @@ dex_define_gucs(void)
 							 "off: while one is attached, they write through, and the standby's "
 							 "scans never wait for a write-back (writes cost a round trip).",
 							 &dex_write_back_with_standbys,
-							 true,
+							 false,
 							 PGC_SIGHUP,
 							 0,
 							 NULL, NULL, NULL);

@@ -214,10 +214,9 @@ kill_defer(IndexScanDesc scan, int n)
 	ItemPointerData *tids;
 	TransactionId horizon;
 	uint64		record = 0;
-	DexOptions *opts = (DexOptions *) scan->indexRelation->rd_options;
 
 	/* (a write-back leaf not read from a frame: its kill waits for VACUUM) */
-	if ((opts && opts->write_back) || so->kill_epoch == 0 || so->stamp.leaf == 0 || RecoveryInProgress() ||
+	if (dex_index_write_back(scan->indexRelation) || so->kill_epoch == 0 || so->stamp.leaf == 0 || RecoveryInProgress() ||
 		dex_cluster_registry() == 0)
 		return;
 	if (so->bytes)

@@ -531,8 +531,7 @@ dex_open_tree_ex(Relation index, bool scan)
 	 * this index -> "lost its remote memory"), then sets the mode.
 	 */
 	{
-		DexOptions *opts = (DexOptions *) index->rd_options;
-		bool		wb = opts ? opts->write_back : false;
+		bool		wb = dex_index_write_back(index);
 
 		e->wbs_scans_wait = false;
 		if (wb && RecoveryInProgress())

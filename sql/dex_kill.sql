@@ -8,8 +8,9 @@ SET client_min_messages = warning;  -- quiet whether or not an earlier suite cre
 CREATE EXTENSION IF NOT EXISTS dex;
 CREATE EXTENSION IF NOT EXISTS dblink;
 RESET client_min_messages;
--- These are the kills' tests: no bottom-up pass may remove the dead versions
--- first (sql/dex_bottomup.sql tests those).
+-- The indexes write through: a write-back index's kills are
+-- sql/dex_kill_wb.sql's. These are the kills' tests: no bottom-up pass may
+-- remove the dead versions first (sql/dex_bottomup.sql tests those).
 SET dex.bottom_up = off;
 -- Every dead entry a scan finds goes (by default a leaf's batch needs
 -- dex.kill_min_entries = 4 of them to pay the removal's round trip; section 6).
@@ -34,7 +35,7 @@ END $$;
 CREATE TABLE kill_t (k int, v int) WITH (autovacuum_enabled = off);
 CREATE INDEX kill_t_v ON kill_t (v);
 INSERT INTO kill_t SELECT g % 10, g FROM generate_series(1, 100) g;
-CREATE INDEX kill_t_k ON kill_t USING dex (k);
+CREATE INDEX kill_t_k ON kill_t USING dex (k) WITH (write_back = off);
 
 -- 30 updates of the 10 rows of the hot key 5, each its own transaction
 SELECT 'UPDATE kill_t SET v = v + 1000 WHERE k = 5' FROM generate_series(1, 30) \gexec
@@ -124,8 +125,8 @@ SELECT * FROM dex_check('kill_t_k');
 CREATE TABLE kill_b (s text COLLATE "C", k int, v int) WITH (autovacuum_enabled = off);
 CREATE INDEX kill_b_v ON kill_b (v);
 INSERT INTO kill_b SELECT 'key' || (g % 10), g % 10, g FROM generate_series(1, 100) g;
-CREATE INDEX kill_b_s ON kill_b USING dex (s) INCLUDE (k);
-CREATE INDEX kill_b_ks ON kill_b USING dex (k DESC, s);
+CREATE INDEX kill_b_s ON kill_b USING dex (s) INCLUDE (k) WITH (write_back = off);
+CREATE INDEX kill_b_ks ON kill_b USING dex (k DESC, s) WITH (write_back = off);
 SELECT 'UPDATE kill_b SET v = v + 1000 WHERE k = 5' FROM generate_series(1, 20) \gexec
 -- (the updates' own scans of kill_b_ks may already kill there)
 SELECT (dex_check('kill_b_s')).entries AS s_entries,

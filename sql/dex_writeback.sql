@@ -1,5 +1,5 @@
 --
--- dex_writeback: opt-in write-back mode (reloption write_back = on,
+-- dex_writeback: write-back mode (reloption write_back, on by default,
 -- src/README.md "Write-back mode"). In-place leaf changes stay in the node
 -- cache (dirty frames) and reach remote memory on eviction, dex_flush(), the
 -- write-back worker's periodic flush, or a clean shutdown.
@@ -14,8 +14,23 @@ INSERT INTO wb SELECT g, g FROM generate_series(1, 4000) g;
 CREATE INDEX wb_k ON wb USING dex (k) WITH (write_back = on);
 CREATE TABLE wt (k int, v int) WITH (autovacuum_enabled = off);
 INSERT INTO wt SELECT g, g FROM generate_series(1, 4000) g;
-CREATE INDEX wt_k ON wt USING dex (k);
+CREATE INDEX wt_k ON wt USING dex (k) WITH (write_back = off);
 SELECT relname, reloptions FROM pg_class WHERE relname IN ('wb_k', 'wt_k') ORDER BY relname;
+
+-- An index created without options is a write-back index: an insert into
+-- its cached leaf stays in the cache (a dirty frame).
+CREATE TABLE wd (k int) WITH (autovacuum_enabled = off);
+INSERT INTO wd SELECT g * 2 FROM generate_series(1, 1000) g;
+CREATE INDEX wd_k ON wd USING dex (k);
+SELECT reloptions IS NULL AS no_options FROM pg_class WHERE relname = 'wd_k';
+SET enable_seqscan = off; SET enable_bitmapscan = off;
+SELECT count(*) AS wd_warmed FROM wd WHERE k BETWEEN 1 AND 2000;
+RESET enable_seqscan; RESET enable_bitmapscan;
+SELECT dex_stats_reset();
+INSERT INTO wd VALUES (501);
+SELECT dirty_updates AS default_dirty_updates FROM dex_stats();
+SELECT sum(dirty) AS wd_dirty_frames FROM dex_cache_stats() WHERE index = 'wd_k'::regclass;
+DROP TABLE wd;
 SELECT dex_flush() >= 0 AS flushed_leftovers;
 
 -- Same in-place inserts (one per leaf: no split) into both indexes. Their

@@ -38,7 +38,7 @@ round() {
         start_memnode mem3 "$M3" 256MB --threads 1
         nodes="$MEMNODE_URL,tcp://127.0.0.1:$M2,tcp://127.0.0.1:$M3" opts="placement_level = 1, "
     fi
-    start_cluster pg "$PPORT" "$nodes" "autovacuum = off" "dex.writeback_interval = '10min'" \
+    start_cluster pg "$PPORT" "$nodes" "dex.write_back_with_standbys = on" "autovacuum = off" "dex.writeback_interval = '10min'" \
         "dex.checkpoint_writeback_timeout = '2s'" "dex.standby_wait_timeout = '1h'"
     q -c "create extension dex"
     for x in w ws; do

@@ -44,9 +44,9 @@ for x in $TABLES; do
     q -c "insert into $x select g * 10, g from generate_series(1, 20000) g; insert into b$x select * from $x"
     q -c "create index b${x}_k on b$x (k)"
 done
-q -c "create index t_k on t using dex (k) with (placement_level = 1)"
+q -c "create index t_k on t using dex (k) with (placement_level = 1, write_back = off)"
 q -c "create index w_k on w using dex (k) with (placement_level = 1, write_back = on)"
-q -c "create index ts_k on ts using dex (k, v)"
+q -c "create index ts_k on ts using dex (k, v) with (write_back = off)"
 q -c "create index ws_k on ws using dex (k, v) with (write_back = on)"
 
 wait_ready() {

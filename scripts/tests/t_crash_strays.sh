@@ -35,10 +35,10 @@ for t in $TABLES; do
     q -c "insert into $t(k, pad) select g % 1000, repeat('x', 20) from generate_series(1, 20000) g"
 done
 # s1, sw, so: one memory node (a prefix of the list keeps node numbers)
-q -c "set dex.memnodes = '$MEMNODE_URL'; create index s1_k on s1 using dex (k)"
-q -c "create index s3_k on s3 using dex (k) with (placement_level = 1)"
+q -c "set dex.memnodes = '$MEMNODE_URL'; create index s1_k on s1 using dex (k) with (write_back = off)"
+q -c "create index s3_k on s3 using dex (k) with (placement_level = 1, write_back = off)"
 q -c "set dex.memnodes = '$MEMNODE_URL'; create index sw_k on sw using dex (k) with (write_back = on)"
-q -c "set dex.memnodes = '$MEMNODE_URL'; create index so_k on so using dex (k)"
+q -c "set dex.memnodes = '$MEMNODE_URL'; create index so_k on so using dex (k) with (write_back = off)"
 [ "$(q -c "select count(*) from dex_placement('s3_k') where subtrees > 0")" = 3 ] || fail "s3_k not on three nodes"
 
 wait_ready() {

@@ -28,7 +28,7 @@ q -c "create table b(k int, v bigint); create table w(k int, v bigint); create t
 q -c "insert into b select g % 20000, g from generate_series(1, 40000) g; insert into w select * from b; insert into t select * from b"
 q -c "create index b_k on b (k)"
 q -c "create index w_k on w using dex (k) with (write_back = on, placement_level = 1)"
-q -c "create index t_k on t using dex (k) with (placement_level = 1)"
+q -c "create index t_k on t using dex (k) with (placement_level = 1, write_back = off)"
 write_mix_script "$DEX_WORK/mix.sql" w t b
 
 wait_ready() {

@@ -31,7 +31,7 @@ failover() {
     start_memnode mem "$MPORT" 256MB --threads 2
     start_memnode mem2 "$M2" 260MB --threads 1
     start_memnode mem3 "$M3" 280MB --threads 1
-    start_cluster pg "$PPORT" "$ALL3" "restart_after_crash = off" "autovacuum = off" \
+    start_cluster pg "$PPORT" "$ALL3" "dex.write_back_with_standbys = on" "restart_after_crash = off" "autovacuum = off" \
         "dex.writeback_interval = '10min'"
     q -c "create extension dex"
     for y in t w; do
@@ -44,7 +44,7 @@ failover() {
             "$y" "$y" >"$DEX_WORK/run-$y.sql"
     done
     chmod a+r "$DEX_WORK"/*.sql
-    q -c "create index t_k on t using dex (k) with (placement_level = 1)"
+    q -c "create index t_k on t using dex (k) with (placement_level = 1, write_back = off)"
     q -c "create index w_k on w using dex (k) with (placement_level = 1, write_back = on)"
     make_standby sb "$SPORT"
     # committed changes the standby has (dirty leaves of w among them)

@@ -199,7 +199,7 @@ echo "== 5c. dead-entry hints: none removed while a standby's snapshot sees the 
 qp -c "create table hk(k int, v int) with (autovacuum_enabled = off)"
 qp -c "create index hk_v on hk (v)"   # btree on v: every update of v is non-HOT
 qp -c "insert into hk select g % 10, g from generate_series(1, 50) g"
-qp -c "create index hk_k on hk using dex (k)"
+qp -c "create index hk_k on hk using dex (k) with (write_back = off)"
 wait_replay "$SB2"
 HK="select count(*), sum(v) from hk where k = 5"
 rm -f "$DEX_WORK/hk.in"; mkfifo "$DEX_WORK/hk.in"; chmod 666 "$DEX_WORK/hk.in"
@@ -270,7 +270,7 @@ q1 -c "select * from dex_check('t_k')" >/dev/null || fail "dex_check on the prom
 # former slot is its own. (Before K3 let expired slots through, every standby
 # that ever registered disabled kills for good.)
 q1 -c "create table hk(k int, v int) with (autovacuum_enabled = off)" -c "create index hk_v on hk (v)" \
-    -c "insert into hk select g % 10, g from generate_series(1, 50) g" -c "create index hk_k on hk using dex (k)"
+    -c "insert into hk select g % 10, g from generate_series(1, 50) g" -c "create index hk_k on hk using dex (k) with (write_back = off)"
 # (bottom-up passes off: they would remove the dead versions before the scan
 # that this counts the kills of)
 for _ in $(seq 1 10); do q1 -c "set dex.bottom_up = off" -c "update hk set v = v + 1000 where k = 5" >/dev/null; done

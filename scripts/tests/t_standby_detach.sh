@@ -69,7 +69,7 @@ write_unwaited() {
 }
 
 start_memnode mem "$MPORT" 256MB --threads 2
-start_cluster pg "$PPORT" "$MEMNODE_URL" "autovacuum = off" "dex.standby_wait_timeout = '3s'" \
+start_cluster pg "$PPORT" "$MEMNODE_URL" "dex.write_back_with_standbys = on" "autovacuum = off" "dex.standby_wait_timeout = '3s'" \
     "dex.writeback_interval = '10min'"
 q -c "create extension dex"
 for x in t w; do
@@ -77,7 +77,7 @@ for x in t w; do
     q -c "insert into $x select g * 7, g from generate_series(1, 20000) g; insert into b$x select * from $x"
     q -c "create index b${x}_k on b$x (k)"
 done
-q -c "create index t_k on t using dex (k)"
+q -c "create index t_k on t using dex (k) with (write_back = off)"
 q -c "create index w_k on w using dex (k) with (write_back = on)"
 make_standby sb "$SPORT" "dex.standby_wait_timeout = '3s'"
 wait_replay "$SPORT"

@@ -15,7 +15,7 @@
 #    standby answers exactly and the primary's frames are written back.
 # 3. Bottom-up deletion of a write-back index (single-row UPDATEs found by
 #    sequential scans) removes dead versions with the standby attached.
-# 4. A write-through index (the default) whose leaves are cached: its kills
+# 4. A write-through index (write_back = off) whose leaves are cached: its kills
 #    are remote at once, so with the standby attached a kill logs its
 #    conflict horizon and waits in the killing backend (K9) until the
 #    standby replayed it: nothing is removed at once, the standby REPEATABLE
@@ -36,7 +36,7 @@ source "$(dirname "$0")/common.sh"
 start_memnode mem "$MPORT" 512MB
 SB=$(free_port)
 trap 'test_cleanup; stop_cluster sbk' EXIT
-start_cluster pg "$PPORT" "$MEMNODE_URL" "wal_level = replica" "max_wal_senders = 4" "wal_keep_size = '256MB'" \
+start_cluster pg "$PPORT" "$MEMNODE_URL" "dex.write_back_with_standbys = on" "wal_level = replica" "max_wal_senders = 4" "wal_keep_size = '256MB'" \
     "dex.cache_size = '64MB'" "dex.writeback_interval = '250ms'" "dex.standby_wait_timeout = '30s'"
 qp() { dpsql "$PPORT" -d postgres -At "$@"; }
 qs() { dpsql "$SB" -d postgres -At "$@"; }
@@ -193,7 +193,7 @@ deferred_kill_phase() {
     qp -c "create table $w(k $type, v int, pad text) with (autovacuum_enabled = off)" \
        -c "alter table $w alter column pad set storage plain" \
        -c "insert into $w select g, g, repeat('x', 3000) from generate_series(1, 2000) g" \
-       -c "create index ${w}_k on $w using dex (k)" -c "analyze $w"
+       -c "create index ${w}_k on $w using dex (k) with (write_back = off)" -c "analyze $w"
     # (every leaf cached on the primary: the path K7 first took by mistake)
     qp -c "set dex.leaf_admission = 1" -c "$IDX select count(*) from $w where k > 0" >/dev/null
     wait_replay "$SB"

@@ -41,7 +41,7 @@ source "$(dirname "$0")/common.sh"
 start_memnode mem "$MPORT" 512MB
 SB1=$(free_port)
 trap 'test_cleanup; stop_cluster sb1' EXIT
-start_cluster pg "$PPORT" "$MEMNODE_URL" "wal_level = replica" "max_wal_senders = 4" "wal_keep_size = '512MB'" \
+start_cluster pg "$PPORT" "$MEMNODE_URL" "dex.write_back_with_standbys = on" "wal_level = replica" "max_wal_senders = 4" "wal_keep_size = '512MB'" \
     "dex.cache_size = '1MB'" "dex.writeback_interval = '250ms'" "dex.standby_wait_timeout = '30s'"
 qp() { dpsql "$PPORT" -d postgres -At "$@"; }
 q1() { dpsql "$SB1" -d postgres -At "$@"; }

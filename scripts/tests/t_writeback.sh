@@ -31,7 +31,7 @@ CLIENTS=${CLIENTS:-6}; SECONDS_RUN=${SECONDS_RUN:-10}
 q -c "create extension dex"
 q -c "create table d(k int, v bigint); create table b(k int, v bigint); create table w(k int, v bigint); create table s(k int, v bigint)"
 q -c "insert into d select g % 20000, g from generate_series(1, 40000) g; insert into b select * from d; insert into w select * from d; insert into s select * from d"
-q -c "create index d_k on d using dex (k) with (write_back = on); create index b_k on b (k); create index w_k on w using dex (k)"
+q -c "create index d_k on d using dex (k) with (write_back = on); create index b_k on b (k); create index w_k on w using dex (k) with (write_back = off)"
 q -c "create index s_kv on s using dex (k, v) with (write_back = on)"   # byte-string entries
 
 write_mix_script "$DEX_WORK/mix.sql" d b w s
