@@ -12,6 +12,7 @@
 # DEX_WITH="write_back = on" builds the dex index with those options.
 # BENCH_FSYNC=on runs the cluster with fsync on (a durable commit waits for
 # its WAL on disk, as on a production server); default off.
+# BENCH_CONF adds one postgresql.conf line (e.g. "dex.writeback_interval = '10s'").
 #
 # The UPDATE flips the low bit of a row's key (rows hold even keys 2g at
 # first): `SET k = k # 1 WHERE k BETWEEN 2r AND 2r + 1` finds exactly one row
@@ -34,7 +35,7 @@ trap 'stop_cluster pw; stop_memnode pw-mem' EXIT
 start_memnode pw-mem "$mport" 2GB --threads 2
 FSYNC=${BENCH_FSYNC:-off}
 start_cluster pw "$pport" "tcp://127.0.0.1:$mport" "dex.cache_size = '256MB'" "autovacuum = off" \
-    "max_connections = 40" "fsync = $FSYNC"
+    "max_connections = 40" "fsync = $FSYNC" ${BENCH_CONF:+"$BENCH_CONF"}
 P() { dpsql "$pport" -d postgres -At "$@"; }
 PB() { "$PG_BIN/pgbench" -n -h "$DEX_WORK" -p "$pport" -U postgres "$@" postgres; }
 P -q -c "CREATE EXTENSION dex"
@@ -74,9 +75,10 @@ done
 check_kv_answers "$pport"  # every answer: index scan = seqscan, dex_check
 suffix=$(tr -c 'a-z0-9\n' '-' <<<"${DEX_WITH:-}" | tr -s '-' | sed 's/^-//; s/-$//')
 [ "$FSYNC" = on ] && suffix="${suffix:+$suffix-}fsync-on"
+[ -n "${BENCH_CONF:-}" ] && suffix="${suffix:+$suffix-}$(tr -c 'a-z0-9\n' '-' <<<"$BENCH_CONF" | tr -s '-' | sed 's/^-//; s/-$//')"
 out="$CO/bench/results/$(date +%Y-%m-%d)-$(hostname)-pgbench-writes${suffix:+-$suffix}.md"
-python3 - "$raw" "$out" "${DEX_WITH:+DEX_WITH=\"$DEX_WITH\" }$([ "$FSYNC" = on ] && echo 'BENCH_FSYNC=on ')bash bench/pgbench_writes.sh $CO $ROWS $SECS $ROUNDS $CLIENTS" \
-    "dex index options: ${DEX_WITH:-none}; $(nproc --all) cores, $(free -g | awk '/Mem:/{print $2}') GiB, $(uname -r), PostgreSQL $(pg_config --version | awk '{print $2}'), tcp loopback, memnode --threads 2, fsync = $FSYNC, dex.cache_size 256MB (> index), $ROWS rows, checkout $(git -C "$CO" rev-parse --short HEAD)" <<'PY'
+python3 - "$raw" "$out" "${DEX_WITH:+DEX_WITH=\"$DEX_WITH\" }$([ "$FSYNC" = on ] && echo 'BENCH_FSYNC=on ')${BENCH_CONF:+BENCH_CONF=\"$BENCH_CONF\" }bash bench/pgbench_writes.sh $CO $ROWS $SECS $ROUNDS $CLIENTS" \
+    "dex index options: ${DEX_WITH:-none}; $(nproc --all) cores, $(free -g | awk '/Mem:/{print $2}') GiB, $(uname -r), PostgreSQL $(pg_config --version | awk '{print $2}'), tcp loopback, memnode --threads 2, fsync = $FSYNC${BENCH_CONF:+, $BENCH_CONF}, dex.cache_size 256MB (> index), $ROWS rows, checkout $(git -C "$CO" rev-parse --short HEAD)" <<'PY'
 import sys, statistics as st, collections
 raw, out, cmd, machine = sys.argv[1:]
 tps = collections.defaultdict(list); rts = collections.defaultdict(list); lines = []
