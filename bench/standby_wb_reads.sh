@@ -8,10 +8,11 @@
 # selects through a btree index of the same table; and ranges where the
 # primary inserts, whose dex scans all wait (the latency of that wait).
 #
-#   [WB_WITH_STANDBYS=off] bash bench/standby_wb_reads.sh [CHECKOUT] [SECONDS] [ROUNDS]
+#   [WB_WITH_STANDBYS=off|on] bash bench/standby_wb_reads.sh [CHECKOUT] [SECONDS] [ROUNDS]
 #
-# WB_WITH_STANDBYS sets the primary's dex.write_back_with_standbys (default
-# on): off, the primary writes through while the standby is attached.
+# WB_WITH_STANDBYS sets the primary's dex.write_back_with_standbys (here on
+# unless told, though the setting's default is off): off, the primary writes
+# through while the standby is attached.
 #
 # CHECKOUT (default: this one, built) is installed into a private copy of the
 # system PostgreSQL tree (scripts/lib.sh private_pg_install). The primary's
