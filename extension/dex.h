@@ -253,6 +253,7 @@ typedef struct DexOptions
 #define DEX_DEFAULT_FILLFACTOR 90
 #define DEX_MIN_FILLFACTOR 10
 #define DEX_DEFAULT_WRITE_BACK true
+#define DEX_DEFAULT_PLACEMENT_LEVEL 2
 
 extern void dex_init_reloptions(void);
 extern bytea *dexoptions(Datum reloptions, bool validate);

@@ -452,7 +452,7 @@ dexbuild(Relation heap, Relation index, IndexInfo *indexInfo)
 				 DEX_REL_SPC(index));
 	memset(&err, 0, sizeof(err));
 	opts = (DexOptions *) index->rd_options;
-	placement_level = opts ? opts->placement_level : 2;
+	placement_level = opts ? opts->placement_level : DEX_DEFAULT_PLACEMENT_LEVEL;
 
 	/*
 	 * One namespace per memory node (allocation accounting, freed on DROP);

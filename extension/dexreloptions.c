@@ -24,7 +24,7 @@ dex_init_reloptions(void)
 	add_int_reloption(dex_relopt_kind, "placement_level",
 					  "Every subtree rooted at this tree level lies on one memory node "
 					  "(takes effect at the next build: CREATE INDEX / REINDEX)",
-					  2, 1, 8, AccessExclusiveLock);
+					  DEX_DEFAULT_PLACEMENT_LEVEL, 1, 8, AccessExclusiveLock);
 }
 
 bytea *
@@ -52,4 +52,3 @@ dex_index_write_back(Relation index)
 
 	return opts ? opts->write_back : DEX_DEFAULT_WRITE_BACK;
 }
-
