@@ -17,7 +17,8 @@
  * horizon instead and waits for every standby to replay it before the frame
  * is written back (dexkillwal.c, K7). A write-through tree's kill while a
  * standby is attached logs the horizon too and is queued until every standby
- * replayed it (dexkilldefer.c, K9). Kills are hints: anything that goes
+ * replayed it (dexkilldefer.c, K9), as is a write-back tree's while its
+ * write-back is paused for the standby (W18). Kills are hints: anything that goes
  * wrong drops them (DEBUG1), never the query. No latch, frame or remote
  * lock is held when this runs; the C API returns with all of them released.
  */
@@ -132,11 +133,22 @@ dex_kill_gate(Relation index, int n)
 	return allowed != 0;
 }
 
+/*
+ * Can a removal at `stamp` change the write-back frame the batch came from?
+ * Not while write-back is paused (W18: the frame takes no in-place change;
+ * with a standby attached such a kill is deferred instead, K9).
+ */
+static bool
+kill_frame_usable(const DexLeafStamp *stamp)
+{
+	return stamp->frame_version != 0 && dex_cache_write_back_paused() == 0;
+}
+
 /* Does a removal at `stamp` go to a write-back frame on the writer? */
 static bool
 kill_in_frame(const DexLeafStamp *stamp)
 {
-	return stamp->frame_version != 0 && !RecoveryInProgress() && dex_cluster_registry() != 0;
+	return kill_frame_usable(stamp) && !RecoveryInProgress() && dex_cluster_registry() != 0;
 }
 
 /*
@@ -202,10 +214,13 @@ kill_standbys_attached(void)
 }
 
 /*
- * A write-through batch's kill that may not go now because a standby is
- * attached (K9): log its conflict horizon and queue it until every standby
- * replayed the record (dexkilldefer.c). Only with the batch's vacuum epoch
- * (the later removal is present-only) and on the writer.
+ * A kill that may not go now because a standby is attached (K9): log its
+ * conflict horizon and queue it until every standby replayed the record
+ * (dexkilldefer.c). A write-through batch's, or a write-back one's whose
+ * frame cannot hold it: write-back paused for the standby
+ * (dex.write_back_with_standbys off), or a leaf not read from a frame. Only
+ * with the batch's vacuum epoch (the later removal is present-only) and on
+ * the writer.
  */
 static void
 kill_defer(IndexScanDesc scan, int n)
@@ -215,9 +230,7 @@ kill_defer(IndexScanDesc scan, int n)
 	TransactionId horizon;
 	uint64		record = 0;
 
-	/* (a write-back leaf not read from a frame: its kill waits for VACUUM) */
-	if (dex_index_write_back(scan->indexRelation) || so->kill_epoch == 0 || so->stamp.leaf == 0 || RecoveryInProgress() ||
-		dex_cluster_registry() == 0)
+	if (so->kill_epoch == 0 || so->stamp.leaf == 0 || RecoveryInProgress() || dex_cluster_registry() == 0)
 		return;
 	if (so->bytes)
 		qsort(so->bkilled, n, sizeof(DexBytes), dex_bytes_cmp);
@@ -248,7 +261,7 @@ bool
 dex_kill_worth_it(DexScanOpaque so, int n)
 {
 	return n >= dex_kill_min_entries ||
-		(n > 0 && so->stamp.frame_version != 0 && so->stamp.nearly_full);
+		(n > 0 && so->stamp.nearly_full && kill_frame_usable(&so->stamp));
 }
 
 /*

@@ -1,9 +1,10 @@
 /*
- * dexkilldefer.c — a write-through index's kills while hot standbys are
- * attached (src/README.md "Dead-entry hints", K9).
+ * dexkilldefer.c — kills that must wait for the hot standbys (src/README.md
+ * "Dead-entry hints", K9): a write-through index's, and a write-back index's
+ * while its write-back is paused for a standby (W18; its frames then take no
+ * in-place change, so the K7 hold in the frame is not available).
  *
- * A write-through tree's removal is remote at once, where standbys read: it
- * may not happen before every standby has replayed the kill's conflict
+ * Such a removal is remote at once, where standbys read: it may not happen before every standby has replayed the kill's conflict
  * horizon (whose redo cancels the standby queries that could still see the
  * rows). So such a kill logs XLOG_DEX_KILL now (dexkillwal.c) and is queued
  * here, in this backend, with the record's end; a later scan of the same

@@ -271,6 +271,56 @@ TEST(WriteThroughKill, CachedLeafGivesNoFrameStampAndRefusesAHold) {
     EXPECT_EQ(scan_all(t, KMin(7), KMax(7), false).size(), 14u);
 }
 
+// K9 for a write-back tree whose write-back is paused for a standby (W18,
+// dex.write_back_with_standbys off): its frame takes no kill, so the
+// extension defers the kill until every standby replayed its record and
+// then passes it present-only, without a frame stamp or hold. The entries
+// the leaf's frame still holds go as VACUUM's deletes go: written through
+// with the frame's image while paused (remote memory, where standbys read,
+// loses them at once; no frame is left dirty), in place once resumed; logged
+// for redo either way. Entries the frame lacks cost no round trip.
+TEST_F(WbKillTest, DeferredKillWhilePausedGoesThroughThenInPlace) {
+    Stamp s = first_batch();
+    ASSERT_EQ(s.batch.size(), 20u);
+    x.reg.region->pause_write_back(cache::CacheRegion::kPauseStandby);
+    // The frame kill is skipped while paused (what made the deferral necessary).
+    EXPECT_EQ(kill(s, s.batch.data(), 4), 0u);
+    EXPECT_EQ(count7(), 20u);
+    stats().reset();
+    logged_deletes.clear();
+    auto deferred = [&](const EntryKey* k, size_t n) {
+        return t->remove_if_unchanged(s.leaf, 0, k, n, false, {}, cache::kNoFrame, 0, 0, true);
+    };
+    EntryKey gone[11];
+    std::copy(s.batch.begin(), s.batch.begin() + 10, gone);
+    gone[10] = K(7, 9, 9);  // (absent)
+    EXPECT_EQ(deferred(gone, 11), 10u);
+    EXPECT_EQ(stats().kills.load(), 10u);
+    EXPECT_EQ(stats().kills_skipped.load(), 1u);
+    EXPECT_EQ(count7(), 10u);
+    EXPECT_EQ(logged_deletes, std::vector<EntryKey>(s.batch.begin(), s.batch.begin() + 10));
+    EXPECT_TRUE(x.dirty_frames().empty()) << "a paused deferred kill left a dirty frame";
+    {  // remote memory lost them already (a handle without the cache reads it)
+        tree::TreeOptions o;
+        tree::BTree remote(*x.mem, 0, x.ns, o);
+        EXPECT_EQ(scan_all(remote, KMin(7), KMax(7), false).size(), 10u);
+    }
+    // The same again: the frame lacks them, nothing remote.
+    uint64_t trips = x.t->trips;
+    EXPECT_EQ(deferred(gone, 10), 0u);
+    EXPECT_EQ(x.t->trips, trips);
+    EXPECT_EQ(stats().kills_skipped.load(), 11u);
+    // Resumed: in place, no round trip, the frame dirty until written back.
+    x.reg.region->resume_write_back(cache::CacheRegion::kPauseStandby);
+    trips = x.t->trips;
+    EXPECT_EQ(deferred(s.batch.data() + 10, 5), 5u);
+    EXPECT_EQ(x.t->trips, trips);
+    EXPECT_EQ(count7(), 5u);
+    EXPECT_FALSE(x.dirty_frames().empty());
+    std::set<EntryKey> model(s.batch.begin() + 15, s.batch.end());
+    expect_flushed_remote_holds(x, model);
+}
+
 // K9: a write-through kill deferred until the standbys replayed its record
 // finds its leaf changed (here: an insert into it). present_only removes the
 // entries still there at the leaf's current version; without it the kill is

@@ -25,6 +25,11 @@
 #    (K7 as first landed sent a cached write-through
 #    leaf's kill down the write-back frame path, which removed the entries
 #    remotely at once: the standby counted 0.)
+# 5. The same for a write-back index while its write-back is paused for the
+#    standby (dex.write_back_with_standbys = off, the default; W18): its
+#    frames take no in-place change, so its kills are deferred as a
+#    write-through index's and then written through (before, they were
+#    skipped: the primary kept every dead entry until VACUUM).
 # 0. (before the standby exists) A backend that cannot wait for the worker's
 #    next beat raises the horizon itself (dex_flush(); a dirty leaf's
 #    write-back before a split does the same): with the dex worker stopped,
@@ -187,13 +192,14 @@ qp -c "set enable_indexscan = off" -c "set enable_bitmapscan = off" -c "set enab
 removed_without_refusal bottomup_removed 200 "dead versions removed by bottom-up passes"
 standby_matches u "k > 0"
 qp -c "select dex_check('u_k')" >/dev/null || fail "dex_check u_k"
-# deferred_kill_phase TABLE TYPE: phase 4 on a write-through index of a TYPE key
+# deferred_kill_phase TABLE TYPE [WRITE_BACK]: phase 4 (5) on a write-through
+# (write-back) index of a TYPE key
 deferred_kill_phase() {
-    local w=$1 type=$2 r at_once later out="$DEX_WORK/rr4-$1.out"
+    local w=$1 type=$2 wb=${3:-off} r at_once later out="$DEX_WORK/rr4-$1.out"
     qp -c "create table $w(k $type, v int, pad text) with (autovacuum_enabled = off)" \
        -c "alter table $w alter column pad set storage plain" \
        -c "insert into $w select g, g, repeat('x', 3000) from generate_series(1, 2000) g" \
-       -c "create index ${w}_k on $w using dex (k) with (write_back = off)" -c "analyze $w"
+       -c "create index ${w}_k on $w using dex (k) with (write_back = $wb)" -c "analyze $w"
     # (every leaf cached on the primary: the path K7 first took by mistake)
     qp -c "set dex.leaf_admission = 1" -c "$IDX select count(*) from $w where k > 0" >/dev/null
     wait_replay "$SB"
@@ -215,7 +221,7 @@ deferred_kill_phase() {
     echo "$r"
     grep -q '^scan|0$' <<<"$r" || fail "primary counts deleted rows of $w"
     at_once=$(sed -n 's/^at_once|//p' <<<"$r")
-    [ "${at_once%%|*}" = 0 ] || fail "$w: a write-through index killed at once with a standby attached: $at_once"
+    [ "${at_once%%|*}" = 0 ] || fail "$w: write_back = $wb, killed at once with a standby attached: $at_once"
     [ "${at_once#*|}" -ge 50 ] || fail "$w: the kill was not queued (kills|kills_deferred: $at_once)"
     later=$(sed -n 's/^later|//p' <<<"$r")
     [ "${later%%|*}" -ge 50 ] || fail "$w: the deferred kill never removed the entries (kills|refused: $later)"
@@ -228,4 +234,17 @@ echo "== 4. a write-through index's kills wait until the standby replayed their 
 deferred_kill_phase w int
 echo "-- the same with byte-string entries (numeric key)"
 deferred_kill_phase wn numeric
+
+echo "== 5. dex.write_back_with_standbys = off: a write-back index's kills wait as a write-through one's"
+qp -c "alter system set dex.write_back_with_standbys = off" -c "select pg_reload_conf()" >/dev/null
+for _ in $(seq 1 100); do
+    [ "$(qp -c "select write_back_paused from dex_cluster()")" = t ] && break
+    sleep 0.1
+done
+[ "$(qp -c "select write_back_paused from dex_cluster()")" = t ] ||
+    fail "write-back was not paused for the standby with dex.write_back_with_standbys off"
+# (before K9 covered them, such kills were skipped in the paused frame: 0 removed)
+deferred_kill_phase p int on
+echo "-- the same with byte-string entries (numeric key)"
+deferred_kill_phase pn numeric on
 echo "kills with a standby attached: ok"

@@ -598,6 +598,8 @@ uint64_t BTreeT<L>::remove_if_unchanged(GAddr leaf, uint64_t version, const Key*
     if (n == 0) return 0;
     if (wb_ && leaf != kNullGAddr && frame_version != 0)
         return wb_kill(leaf, frame, frame_version, keys, n, bottom_up, hold_lsn, present_only);
+    if (wb_ && leaf != kNullGAddr && present_only && hold_lsn == 0)
+        return wb_remove_present(leaf, keys, n, bottom_up);
     // A removal that must wait for a logged record (K7) only a write-back
     // frame can hold back: remote memory would lose the entries at once.
     // present_only (write-through): the leaf at whatever version it has now

@@ -178,7 +178,9 @@ public:
     // body_version, so the identity of the image is the cache frame it was
     // copied from at that frame's version word (`frame`, `frame_version`:
     // Scan::leaf_frame(), leaf_frame_version()); the entries go in place
-    // (wb_kill), and without a frame stamp nothing is removed.
+    // (wb_kill), and without a frame stamp nothing is removed -- except a
+    // deferred kill (K9, present_only without a frame stamp or hold), which
+    // goes wherever the leaf's newest image is (wb_remove_present).
     // `bottom_up`: a bottom-up deletion pass's removal (counted apart).
     // `seen_at`: a moment at which `version` was the leaf's current one
     // (Scan::leaf_seen_at(); default: unknown). Within a second of it the
@@ -558,6 +560,10 @@ private:
     // Returns how many were removed (logged like any delete).
     uint64_t wb_kill(GAddr a, uint32_t f, uint64_t fv, const Key* keys, size_t n, bool bottom_up,
                      uint64_t hold_lsn, bool present_only);
+    // A write-back tree's deferred kill (K9): keys[0..n) that the cached
+    // image of `leaf` still holds (all of them without one) go as VACUUM's
+    // deletes do -- in place, or written through while write-back is paused.
+    uint64_t wb_remove_present(GAddr leaf, const Key* keys, size_t n, bool bottom_up);
     // Under frame h's exclusive lock, before the first change of a clean
     // frame: register the tree dirty and note dirty_since. False: the tree
     // cannot be dirtied (registry full); the caller writes through or skips.
