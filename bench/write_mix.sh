@@ -4,8 +4,8 @@
 # dex index and a btree copy, side by side: dex and btree alternate within a
 # round, the order flips every round. Prints per run the tps, and for dex
 # per transaction: remote round trips, entries killed, kills skipped (the
-# leaf changed), kills refused (a standby), kills deferred (write-through,
-# a standby attached) -- counts, not times.
+# leaf changed), kills refused (a standby), kills deferred (a standby
+# attached: write-through, or write-back paused for it) -- counts, not times.
 #
 #   bash bench/write_mix.sh CHECKOUT [ROUNDS] [SECONDS] [CLIENTS] [wi|ii] [uniform|zipfian] [ROWS]
 #
