@@ -22,8 +22,9 @@
  *                  interlock, heap verification on a standby
  *   dexkill.c      dead-entry hints: entries kill_prior_tuple found dead, removed
  *                  when the scan leaves their batch
- *   dexkilldefer.c a write-through index's kills while standbys are attached:
- *                  queued until they replayed the kill's record
+ *   dexkilldefer.c kills and bottom-up removals that must wait for the standbys
+ *                  (write-through, or write-back paused): queued until they
+ *                  replayed the kill's record
  *   dexworker.c    the dex worker: registry beats, write-back rounds, the
  *                  checkpoint fence's beat, its stop
  *   dexguc.c       GUC definitions
@@ -365,6 +366,7 @@ extern int64 dex_bytes_getbitmap(IndexScanDesc scan, TIDBitmap *tbm);
 extern void dex_end_core_scan(DexScanOpaque so);
 extern bool dex_next_batch(IndexScanDesc scan);
 extern void dex_kill_leave_batch(IndexScanDesc scan);
+extern void dex_kill_apply_deferred(Relation index, DexTree *tree);
 extern bool dex_standby_block_exists(IndexScanDesc scan, BlockNumber block);
 
 /* ---- dexentry.c ------------------------------------------------------- */
@@ -926,12 +928,17 @@ extern bool dex_kill_frame_hold(Relation index, const DexLeafStamp *stamp, Trans
 extern void dex_kill_remember(IndexScanDesc scan);
 extern void dex_kill_flush(IndexScanDesc scan, bool present_only);
 extern bool dex_kill_worth_it(DexScanOpaque so, int n);
+extern bool dex_kill_standbys_attached(void);
+extern bool dex_kill_may_defer(uint64 leaf, uint64 epoch);
+extern void dex_kill_defer_logged(Relation index, uint64 leaf, bool bytes, const DexKey *keys,
+								  const DexBytes *entries, int n, TransactionId horizon, uint64 epoch,
+								  bool bottom_up);
 
 /* ---- dexkilldefer.c --------------------------------------------------- */
 
 typedef struct DexDeferredKill DexDeferredKill;
 extern void dex_kill_defer(Relation index, uint64 leaf, bool bytes, const DexKey *keys,
-						   const DexBytes *entries, int n, uint64 record, uint64 epoch);
+						   const DexBytes *entries, int n, uint64 record, uint64 epoch, bool bottom_up);
 extern bool dex_kill_deferred_queued(Relation index, uint64 leaf, bool bytes, const DexKey *keys,
 									 const DexBytes *entries, int n);
 extern bool dex_kill_deferred_any(void);

@@ -15,7 +15,11 @@
  * flushed, no live standby slot held), or in a write-back tree's frame with
  * the heap's conflict horizon logged first (dexkillwal.c, K7), and only if
  * the leaf is still at the version that was read (dex_tree_kill). The caller then inserts as usual,
- * splitting only if that freed nothing. A pass is a hint: anything of
+ * splitting only if that freed nothing. While a standby is attached and the
+ * frame cannot hold the removal (write-through, or write-back paused for the
+ * standby), the removal is deferred as a scan's kill is (K9): the leaf
+ * splits now, and the dead entries go once the standbys replayed the
+ * horizon (a later scan or insert of the index in this backend). A pass is a hint: anything of
  * dex's that goes wrong drops it (DEBUG1); only the heap access itself may
  * ereport, as any heap access may.
  */
@@ -114,19 +118,33 @@ bottomup_skipped(Relation index, const DexError *err)
 			 RelationGetRelationName(index), err->message);
 }
 
+typedef enum BottomUpWay
+{
+	BOTTOMUP_NONE,				/* nothing to remove, or no way to */
+	BOTTOMUP_NOW,				/* remove now (*wal_hold: in the frame, K7) */
+	BOTTOMUP_DEFER				/* log the horizon, queue the removal (K9) */
+} BottomUpWay;
+
 /*
- * May `ndead` entries go now? A write-back frame's removal logs its conflict
+ * How may `ndead` entries go? A write-back frame's removal logs its conflict
  * horizon and waits for it in the frame (*wal_hold, K7); anything else
- * passes the kills' registry gate.
+ * passes the kills' registry gate -- or, while a standby is attached (a
+ * write-through tree, or a write-back one paused for the standby, W18) or
+ * the gate refuses, is deferred as a scan's kill is (K9): the insert splits
+ * the leaf now, and the dead entries go once every standby replayed the
+ * horizon. `epoch`: the vacuum epoch when the leaf was read (0: none).
  */
-static bool
-bottomup_may_remove(Relation index, const DexLeafStamp *full, int ndead, TransactionId horizon,
-					uint64 *wal_hold)
+static BottomUpWay
+bottomup_way(Relation index, const DexLeafStamp *full, int ndead, TransactionId horizon, uint64 epoch,
+			 uint64 *wal_hold)
 {
 	*wal_hold = 0;
 	if (ndead <= 0)
-		return false;
-	return dex_kill_frame_hold(index, full, horizon, wal_hold) || dex_kill_gate(index, ndead);
+		return BOTTOMUP_NONE;
+	if (dex_kill_frame_hold(index, full, horizon, wal_hold) ||
+		(!dex_kill_standbys_attached() && dex_kill_gate(index, ndead)))
+		return BOTTOMUP_NOW;
+	return dex_kill_may_defer(full->leaf, epoch) ? BOTTOMUP_DEFER : BOTTOMUP_NONE;
 }
 
 static void
@@ -158,6 +176,8 @@ dex_bottomup_pass(Relation index, Relation heapRel, DexTree *tree, const DexKey 
 	int			hold;
 	TransactionId horizon;
 	uint64		wal_hold;
+	uint64		epoch;
+	BottomUpWay way;
 
 	/* VACUUM's heap pass waits for us from before the read (dexios.c) */
 	hold = dex_ios_hold(index);
@@ -170,6 +190,8 @@ dex_bottomup_pass(Relation index, Relation heapRel, DexTree *tree, const DexKey 
 		bottomup_skipped(index, &err);
 		return 0;
 	}
+	/* (under the announcement: no ambulkdelete can end before it is read) */
+	epoch = dex_ios_vacuum_epoch();
 	for (int i = 0; i < n; i++)
 	{
 		if (entries[i].cls != DEX_KEYCLASS_VALUE && entries[i].cls != DEX_KEYCLASS_NULL)
@@ -182,15 +204,20 @@ dex_bottomup_pass(Relation index, Relation heapRel, DexTree *tree, const DexKey 
 	ndead = bottomup_ask_heap(index, heapRel, hold, m, tids, promising, space, pos, &horizon);
 	for (int i = 0; i < ndead; i++)
 		dead[i] = entries[pos[i]];
-	if (bottomup_may_remove(index, full, ndead, horizon, &wal_hold))
+	way = bottomup_way(index, full, ndead, horizon, epoch, &wal_hold);
+	if (way == BOTTOMUP_NONE)
+		return 0;
+	dex_sort_keys(dead, ndead);
+	if (way == BOTTOMUP_DEFER)
 	{
-		dex_sort_keys(dead, ndead);
-		memset(&err, 0, sizeof(err));
-		if (dex_tree_kill(tree, full, dead, ndead, DEX_KILL_BOTTOM_UP, wal_hold, &removed, &err) != DEX_OK)
-		{
-			bottomup_dropped(index, &err);
-			removed = 0;
-		}
+		dex_kill_defer_logged(index, full->leaf, false, dead, NULL, ndead, horizon, epoch, true);
+		return 0;
+	}
+	memset(&err, 0, sizeof(err));
+	if (dex_tree_kill(tree, full, dead, ndead, DEX_KILL_BOTTOM_UP, wal_hold, &removed, &err) != DEX_OK)
+	{
+		bottomup_dropped(index, &err);
+		removed = 0;
 	}
 	return removed;
 }
@@ -219,6 +246,8 @@ dex_bottomup_pass_bytes(Relation index, Relation heapRel, DexTree *tree,
 	int			hold;
 	TransactionId horizon;
 	uint64		wal_hold;
+	uint64		epoch;
+	BottomUpWay way;
 
 	hold = dex_ios_hold(index);
 	if (hold < 0)
@@ -230,6 +259,7 @@ dex_bottomup_pass_bytes(Relation index, Relation heapRel, DexTree *tree,
 		bottomup_skipped(index, &err);
 		return 0;
 	}
+	epoch = dex_ios_vacuum_epoch();	/* (under the announcement, as above) */
 	/* copies: the leaf's bytes live in the tree handle until its next call */
 	entries = palloc(sizeof(DexBytes) * n);
 	tids = palloc(sizeof(ItemPointerData) * n);
@@ -248,15 +278,20 @@ dex_bottomup_pass_bytes(Relation index, Relation heapRel, DexTree *tree,
 	dead = palloc(sizeof(DexBytes) * Max(ndead, 1));
 	for (int i = 0; i < ndead; i++)
 		dead[i] = entries[pos[i]];
-	if (bottomup_may_remove(index, full, ndead, horizon, &wal_hold))
+	way = bottomup_way(index, full, ndead, horizon, epoch, &wal_hold);
+	if (way == BOTTOMUP_NONE)
+		return 0;
+	qsort(dead, ndead, sizeof(DexBytes), dex_bytes_cmp);
+	if (way == BOTTOMUP_DEFER)
 	{
-		qsort(dead, ndead, sizeof(DexBytes), dex_bytes_cmp);
-		memset(&err, 0, sizeof(err));
-		if (dex_tree_kill_bytes(tree, full, dead, ndead, DEX_KILL_BOTTOM_UP, wal_hold, &removed, &err) != DEX_OK)
-		{
-			bottomup_dropped(index, &err);
-			removed = 0;
-		}
+		dex_kill_defer_logged(index, full->leaf, true, NULL, dead, ndead, horizon, epoch, true);
+		return 0;
+	}
+	memset(&err, 0, sizeof(err));
+	if (dex_tree_kill_bytes(tree, full, dead, ndead, DEX_KILL_BOTTOM_UP, wal_hold, &removed, &err) != DEX_OK)
+	{
+		bottomup_dropped(index, &err);
+		removed = 0;
 	}
 	return removed;
 }

@@ -127,6 +127,7 @@ dex_insert_bytes(Relation index, Relation heapRel, DexTree *tree, Datum *values,
 		pfree(kb.data);
 		return false;			/* held back */
 	}
+	dex_kill_apply_deferred(index, tree);	/* (bottom-up passes' deferred removals) */
 	for (int i = 0; check && i < IndexRelationGetNumberOfKeyAttributes(index); i++)
 		if (isnull[i] && !DEX_NULLS_NOT_DISTINCT(indexInfo))
 			check = false;
@@ -183,6 +184,8 @@ dexinsert(Relation index, Datum *values, bool *isnull,
 	if (dex_pending_allowed(index, checkUnique, indexInfo) &&
 		dex_pending_add(index, heapRel, &key))
 		return false;			/* held back */
+	/* an index only inserted into applies its bottom-up passes' deferred removals */
+	dex_kill_apply_deferred(index, tree);
 
 	/* NULLs never conflict, unless the index says NULLS NOT DISTINCT */
 	if (checkUnique != UNIQUE_CHECK_NO &&

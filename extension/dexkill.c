@@ -204,8 +204,8 @@ kill_wb_hold(IndexScanDesc scan, int n, uint64 *hold)
 }
 
 /* Did the writer's last beat count a live standby (no registry round trip)? */
-static bool
-kill_standbys_attached(void)
+bool
+dex_kill_standbys_attached(void)
 {
 	DexWriterView v;
 
@@ -228,9 +228,9 @@ kill_defer(IndexScanDesc scan, int n)
 	DexScanOpaque so = (DexScanOpaque) scan->opaque;
 	ItemPointerData *tids;
 	TransactionId horizon;
-	uint64		record = 0;
+	bool		known;
 
-	if (so->kill_epoch == 0 || so->stamp.leaf == 0 || RecoveryInProgress() || dex_cluster_registry() == 0)
+	if (!dex_kill_may_defer(so->stamp.leaf, so->kill_epoch))
 		return;
 	if (so->bytes)
 		qsort(so->bkilled, n, sizeof(DexBytes), dex_bytes_cmp);
@@ -240,12 +240,38 @@ kill_defer(IndexScanDesc scan, int n)
 	if (dex_kill_deferred_queued(scan->indexRelation, so->stamp.leaf, so->bytes, so->killed, so->bkilled, n))
 		return;
 	tids = kill_tids(so, n);
-	if (dex_kill_scan_horizon(scan->heapRelation, tids, n, &horizon))
-		record = dex_kill_log_horizon(scan->indexRelation, horizon);
+	known = dex_kill_scan_horizon(scan->heapRelation, tids, n, &horizon);
 	pfree(tids);
+	if (known)
+		dex_kill_defer_logged(scan->indexRelation, so->stamp.leaf, so->bytes, so->killed, so->bkilled, n,
+							  horizon, so->kill_epoch, false);
+}
+
+/*
+ * Can a removal from `leaf` judged at vacuum epoch `epoch` be deferred
+ * (K9)? Only on the writer with a cluster registry, and only with the epoch
+ * (the later removal is present-only: no ambulkdelete may begin meanwhile).
+ */
+bool
+dex_kill_may_defer(uint64 leaf, uint64 epoch)
+{
+	return epoch != 0 && leaf != 0 && !RecoveryInProgress() && dex_cluster_registry() != 0;
+}
+
+/*
+ * Defer the removal of n sorted entries of `leaf` (16-byte keys or
+ * byte-string entries) found dead up to `horizon` (K9): log the horizon and
+ * queue the removal behind the record (dexkilldefer.c). The caller checked
+ * dex_kill_may_defer. bottom_up: a bottom-up pass's entries.
+ */
+void
+dex_kill_defer_logged(Relation index, uint64 leaf, bool bytes, const DexKey *keys, const DexBytes *entries, int n,
+					  TransactionId horizon, uint64 epoch, bool bottom_up)
+{
+	uint64		record = dex_kill_log_horizon(index, horizon);
+
 	if (record != 0)
-		dex_kill_defer(scan->indexRelation, so->stamp.leaf, so->bytes, so->killed, so->bkilled, n, record,
-					   so->kill_epoch);
+		dex_kill_defer(index, leaf, bytes, keys, entries, n, record, epoch, bottom_up);
 }
 
 /*
@@ -305,7 +331,7 @@ dex_kill_flush(IndexScanDesc scan, bool present_only)
 	 * is attached, queued behind a logged horizon while one is (K9).
 	 */
 	if (!kill_wb_hold(scan, n, &hold) &&
-		(kill_standbys_attached() || !dex_kill_gate(scan->indexRelation, n)))
+		(dex_kill_standbys_attached() || !dex_kill_gate(scan->indexRelation, n)))
 	{
 		kill_defer(scan, n);
 		return;

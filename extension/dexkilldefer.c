@@ -16,6 +16,10 @@
  * VACUUM's heap pass can give one of their TIDs to a new row; the caller
  * checks it under an announcement, dexscanbatch.c).
  *
+ * A bottom-up pass (dexbottomup.c) that may not remove now queues its dead
+ * entries the same way (its insert splits the leaf meanwhile); a later
+ * insert into the index in this backend applies queued kills too.
+ *
  * Kills are hints: the queue is bounded (the oldest goes when it is full),
  * lost at backend exit, and dropped for an index that was rebuilt.
  */
@@ -34,6 +38,7 @@ struct DexDeferredKill
 	uint64		epoch;			/* dex_ios_vacuum_epoch() when the batch was read */
 	uint64		leaf;			/* the leaf the batch came from */
 	bool		bytes;
+	bool		bottom_up;		/* a bottom-up pass's (counted in bottomup_removed) */
 	int			n;
 	DexKey	   *keys;			/* sorted; 16-byte keys */
 	DexBytes   *entries;		/* sorted; byte-string entries (data copied behind) */
@@ -84,7 +89,7 @@ dex_kill_deferred_queued(Relation index, uint64 leaf, bool bytes, const DexKey *
 /* Queue a kill of n sorted keys (or byte-string entries) logged at `record`. */
 void
 dex_kill_defer(Relation index, uint64 leaf, bool bytes, const DexKey *keys, const DexBytes *entries, int n,
-			   uint64 record, uint64 epoch)
+			   uint64 record, uint64 epoch, bool bottom_up)
 {
 	Size		size = MAXALIGN(sizeof(DexDeferredKill));
 	DexDeferredKill *k;
@@ -107,6 +112,7 @@ dex_kill_defer(Relation index, uint64 leaf, bool bytes, const DexKey *keys, cons
 	k->epoch = epoch;
 	k->leaf = leaf;
 	k->bytes = bytes;
+	k->bottom_up = bottom_up;
 	k->n = n;
 	k->keys = NULL;
 	k->entries = NULL;
@@ -195,10 +201,12 @@ dex_kill_deferred_apply(Relation index, DexTree *tree, DexDeferredKill *k, bool 
 		stamp.leaf = k->leaf;
 		stamp.frame = 0xFFFFFFFFu;
 		memset(&err, 0, sizeof(err));
+		int			flags = DEX_KILL_PRESENT | (k->bottom_up ? DEX_KILL_BOTTOM_UP : 0);
+
 		if (k->bytes)
-			rc = dex_tree_kill_bytes(tree, &stamp, k->entries, k->n, DEX_KILL_PRESENT, 0, &removed, &err);
+			rc = dex_tree_kill_bytes(tree, &stamp, k->entries, k->n, flags, 0, &removed, &err);
 		else
-			rc = dex_tree_kill(tree, &stamp, k->keys, k->n, DEX_KILL_PRESENT, 0, &removed, &err);
+			rc = dex_tree_kill(tree, &stamp, k->keys, k->n, flags, 0, &removed, &err);
 		if (rc != DEX_OK)
 			elog(DEBUG1, "dex: deferred dead-entry hints of \"%s\" dropped: %s",
 				 RelationGetRelationName(index), err.message);

@@ -60,28 +60,29 @@ dex_next_batch(IndexScanDesc scan)
 }
 
 /*
- * This backend's deferred kills of the scan's index (K9) whose record every
- * live standby has replayed: their entries still in the leaf go, under an
- * announcement, if no ambulkdelete began since their batch was read.
+ * This backend's deferred kills of `index` (K9) whose record every live
+ * standby has replayed: their entries still in the leaf go, under an
+ * announcement, if no ambulkdelete began since their batch was read. A scan
+ * leaving a batch calls it, and an insert written at once (dexinsert.c: an
+ * index only inserted into, whose bottom-up passes deferred).
  */
-static void
-dex_kill_apply_deferred(IndexScanDesc scan)
+void
+dex_kill_apply_deferred(Relation index, DexTree *tree)
 {
-	DexScanOpaque so = (DexScanOpaque) scan->opaque;
 	uint64		hwm;
 	uint64		epoch;
 	DexDeferredKill *k;
 
-	if (!dex_kill_deferred_any() || so->tree == NULL || RecoveryInProgress())
+	if (!dex_kill_deferred_any() || tree == NULL || RecoveryInProgress())
 		return;
 	hwm = dex_cluster_published_hwm();
-	while ((k = dex_kill_deferred_take(scan->indexRelation, hwm, &epoch)) != NULL)
+	while ((k = dex_kill_deferred_take(index, hwm, &epoch)) != NULL)
 	{
-		int			hold = dex_ios_hold_unvacuumed(scan->indexRelation, epoch);
+		int			hold = dex_ios_hold_unvacuumed(index, epoch);
 
 		PG_TRY();
 		{
-			dex_kill_deferred_apply(scan->indexRelation, so->tree, k, hold >= 0);
+			dex_kill_deferred_apply(index, tree, k, hold >= 0);
 		}
 		PG_FINALLY();
 		{
@@ -105,7 +106,7 @@ dex_kill_leave_batch(IndexScanDesc scan)
 	DexScanOpaque so = (DexScanOpaque) scan->opaque;
 	int			hold = -1;
 
-	dex_kill_apply_deferred(scan);
+	dex_kill_apply_deferred(scan->indexRelation, so->tree);
 	if (dex_kill_worth_it(so, so->nkilled) && so->stamp.frame_version != 0)
 		hold = dex_ios_hold_unvacuumed(scan->indexRelation, so->kill_epoch);
 	if (hold < 0)

@@ -271,6 +271,34 @@ TEST(WriteThroughKill, CachedLeafGivesNoFrameStampAndRefusesAHold) {
     EXPECT_EQ(scan_all(t, KMin(7), KMax(7), false).size(), 14u);
 }
 
+// Paused (W18: a standby attached, dex.write_back_with_standbys off) a full
+// cached leaf still gives up with its frame's stamp when asked (`full`):
+// the extension's bottom-up pass then defers its removal (K9) while the
+// insert splits. Nothing changes, nothing remote, no paused write counted;
+// without `full` the insert writes through and splits as before.
+TEST_F(WbKillTest, PausedFullCachedLeafStillGivesUp) {
+    for (uint16_t i = 21; i <= kLeafCapacity; i++) ASSERT_TRUE(t->insert(K(7, 1, i)));
+    ASSERT_EQ(count7(), kLeafCapacity);
+    x.reg.region->pause_write_back(cache::CacheRegion::kPauseStandby);
+    stats().reset();
+    const uint64_t trips = x.t->trips;
+    tree::BTree::LeafFull full;
+    EXPECT_FALSE(t->insert(K(7, 2, 1), 0, UINT64_MAX, &full));
+    EXPECT_NE(full.leaf, 0u);
+    EXPECT_NE(full.frame_version, 0u);
+    EXPECT_EQ(x.t->trips, trips);
+    EXPECT_EQ(stats().wb_paused_writes.load(), 0u);
+    EXPECT_EQ(count7(), kLeafCapacity);
+    std::vector<EntryKey> leaf;  // the pass reads the leaf at the stamp, from the frame
+    ASSERT_TRUE(t->read_leaf(full.leaf, full.version, leaf, full.frame, full.frame_version));
+    EXPECT_EQ(leaf.size(), kLeafCapacity);
+    EXPECT_EQ(x.t->trips, trips);
+    EXPECT_TRUE(t->insert(K(7, 2, 1)));  // then as before: written through, split
+    EXPECT_GT(x.t->trips, trips);
+    EXPECT_EQ(stats().wb_paused_writes.load(), 1u);
+    EXPECT_EQ(count7(), kLeafCapacity + 1);
+}
+
 // K9 for a write-back tree whose write-back is paused for a standby (W18,
 // dex.write_back_with_standbys off): its frame takes no kill, so the
 // extension defers the kill until every standby replayed its record and

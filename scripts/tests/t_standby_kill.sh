@@ -30,6 +30,12 @@
 #    frames take no in-place change, so its kills are deferred as a
 #    write-through index's and then written through (before, they were
 #    skipped: the primary kept every dead entry until VACUUM).
+# 6. Bottom-up passes while the standby is attached and the frame cannot
+#    hold their removal (write-back paused; write-through): the dead
+#    versions are queued behind the logged horizon (the insert splits
+#    meanwhile) and removed by later inserts of the same session once the
+#    standby replayed it (before: the paused index ran no pass, the
+#    write-through one's passes were refused by the gate).
 # 0. (before the standby exists) A backend that cannot wait for the worker's
 #    next beat raises the horizon itself (dex_flush(); a dirty leaf's
 #    write-back before a split does the same): with the dex worker stopped,
@@ -247,4 +253,44 @@ done
 deferred_kill_phase p int on
 echo "-- the same with byte-string entries (numeric key)"
 deferred_kill_phase pn numeric on
+
+# bottomup_deferred_phase TABLE WRITE_BACK MIN: phase 6 on a dex index with
+# write_back = WRITE_BACK; at least MIN dead versions removed in the end
+bottomup_deferred_phase() {
+    local u=$1 wb=$2 min=$3 r counts
+    qp -c "create table $u(k int, v int) with (autovacuum_enabled = off)" -c "create index ${u}_v on $u (v)" \
+       -c "insert into $u select g, g from generate_series(1, 200) g" \
+       -c "create index ${u}_k on $u using dex (k) with (write_back = $wb)"
+    qp -c "set dex.leaf_admission = 1" -c "$IDX select count(*) from $u where k > 0" >/dev/null
+    # (rows found by sequential scans: no scan kills; each round commits, so
+    # the next one's passes find its old versions dead; one session, whose
+    # deferred removals its own later inserts apply once the standby replayed
+    # their records)
+    qp -c "create procedure ${u}_churn() language plpgsql as \$\$
+           begin
+             for r in 1..100 loop
+               for i in 1..200 loop update $u set v = v + 1 where k::text = i::text; end loop;
+               commit;
+               exit when (select bottomup_removed from dex_stats()) >= $min;
+               perform pg_sleep(0.05);
+             end loop;
+           end \$\$"
+    r=$(qp -c "select dex_stats_reset()" -c "set enable_indexscan = off" -c "set enable_bitmapscan = off" \
+           -c "set enable_indexonlyscan = off" -c "call ${u}_churn()" \
+           -c "select 'counts', bottomup_passes, kills_deferred, bottomup_removed, kills_refused from dex_stats()")
+    counts=$(sed -n 's/^counts|//p' <<<"$r")
+    echo "$u (write_back = $wb) passes|deferred|removed|refused: $counts"
+    IFS='|' read -r passes deferred removed refused <<<"$counts"
+    [ "${passes:-0}" -gt 0 ] || fail "$u: no bottom-up pass ran with the standby attached"
+    [ "${deferred:-0}" -gt 0 ] || fail "$u: no bottom-up removal was deferred"
+    [ "${removed:-0}" -ge "$min" ] || fail "$u: only ${removed:-0} dead versions removed (expected >= $min)"
+    [ "$refused" = 0 ] || fail "$u: $refused refused by the gate although the removals are deferred"
+    standby_matches "$u" "k > 0"
+    qp -c "select dex_check('${u}_k')" >/dev/null || fail "dex_check ${u}_k"
+}
+
+echo "== 6. bottom-up passes with the standby attached: deferred, then removed"
+bottomup_deferred_phase bp on 400
+echo "-- the same on a write-through index"
+bottomup_deferred_phase bt off 200
 echo "kills with a standby attached: ok"

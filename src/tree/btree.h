@@ -553,6 +553,7 @@ private:
     // the frame and its version word then (a bottom-up pass's stamp).
     int wb_modify(GAddr a, const Key* keys, size_t n, bool insert, size_t* used, uint64_t* deleted,
                   LeafFull* full_at = nullptr);
+    void wb_note_full(const cache::FrameHeader& h, const Node& n, GAddr a, uint32_t f, LeafFull* full_at);
     // read_leaf() from frame `f` while its version word is `fv`.
     bool wb_read_leaf(GAddr a, uint32_t f, uint64_t fv, std::vector<Key>& out);
     // Write-back kill: keys[0..n) out of frame `f` of leaf `a` in place, only

@@ -139,8 +139,13 @@ int BTreeT<L>::wb_modify(GAddr a, const Key* keys, size_t n, bool insert, size_t
         return 0;
     }
     if (R.write_back_paused()) {  // W18: written through -- a dirty frame with it -- not changed in place
+        // A full leaf still gives up with its stamp: the bottom-up pass then
+        // defers its removal (K9) -- the insert splits the leaf meanwhile.
+        if (insert && full_at && !L::leaf_fits(*nd, keys[0]) && !has_entry(*nd, L::lower_bound(*nd, keys[0]), keys[0]))
+            wb_note_full(h, *nd, a, f, full_at);
+        else
+            Stats::add(stats().wb_paused_writes);
         h.unlock_unchanged();
-        Stats::add(stats().wb_paused_writes);
         return 0;
     }
     if (insert) {
@@ -154,12 +159,7 @@ int BTreeT<L>::wb_modify(GAddr a, const Key* keys, size_t n, bool insert, size_t
             return 0;
         }
         if (!L::leaf_fits(*nd, keys[0])) {  // needs a split: write through
-            if (full_at) {  // (the word unlock_unchanged() restores)
-                full_at->leaf = a;
-                full_at->version = nd->body_version;
-                full_at->frame = f;
-                full_at->frame_version = h.version.load(std::memory_order_relaxed) & ~cache::kVerLocked;
-            }
+            if (full_at) wb_note_full(h, *nd, a, f, full_at);
             h.unlock_unchanged();
             return 0;
         }
@@ -191,6 +191,16 @@ int BTreeT<L>::wb_modify(GAddr a, const Key* keys, size_t n, bool insert, size_t
     h.unlock();
     Stats::add(stats().dirty_updates);
     return 1;
+}
+
+// A full leaf's stamp for a bottom-up pass, under frame h's exclusive lock
+// (the version word unlock_unchanged() restores).
+template <class L>
+void BTreeT<L>::wb_note_full(const cache::FrameHeader& h, const Node& n, GAddr a, uint32_t f, LeafFull* full_at) {
+    full_at->leaf = a;
+    full_at->version = n.body_version;
+    full_at->frame = f;
+    full_at->frame_version = h.version.load(std::memory_order_relaxed) & ~cache::kVerLocked;
 }
 
 template <class L>
