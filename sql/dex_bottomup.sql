@@ -11,17 +11,26 @@ CREATE EXTENSION IF NOT EXISTS dex;
 CREATE EXTENSION IF NOT EXISTS dblink;
 RESET client_min_messages;
 
--- Removals need the global xmin horizon past the deleters: wait (up to 10 s)
--- until no other backend holds a snapshot (an autoanalyze, say).
+-- Removals need the global xmin horizon past the deleters: wait (up to 30 s)
+-- until no other backend holds a snapshot taken before this call (an
+-- autoanalyze, say; one that takes a new snapshot meanwhile -- the next
+-- table of an autovacuum worker -- holds back nothing this call waits for).
+-- Names the holder if it never lets go.
 CREATE FUNCTION bu_quiet() RETURNS bool LANGUAGE plpgsql AS $$
+DECLARE
+  since xid := pg_snapshot_xmax(pg_current_snapshot())::text::xid;
+  holder text;
 BEGIN
-  FOR i IN 1..100 LOOP
-    IF NOT EXISTS (SELECT 1 FROM pg_stat_activity
-                   WHERE backend_xmin IS NOT NULL AND pid <> pg_backend_pid()) THEN
+  FOR i IN 1..300 LOOP
+    SELECT backend_type || ': ' || left(query, 60) INTO holder FROM pg_stat_activity
+     WHERE backend_xmin IS NOT NULL AND pid <> pg_backend_pid() AND age(backend_xmin) > age(since)
+     LIMIT 1;
+    IF holder IS NULL THEN
       RETURN true;
     END IF;
     PERFORM pg_sleep(0.1);
   END LOOP;
+  RAISE NOTICE 'still holding a snapshot: %', holder;
   RETURN false;
 END $$;
 
