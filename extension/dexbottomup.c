@@ -155,6 +155,43 @@ bottomup_dropped(Relation index, const DexError *err)
 }
 
 /*
+ * The pass's last step, either layout: the ndead entries the heap found dead
+ * (16-byte keys, or byte-string entries if `bytes`) go now, are deferred, or
+ * stay (bottomup_way). Sorts them. Returns how many went now.
+ */
+static uint64
+bottomup_remove(Relation index, DexTree *tree, const DexLeafStamp *full, bool bytes, DexKey *keys,
+				DexBytes *entries, int ndead, TransactionId horizon, uint64 epoch)
+{
+	uint64		wal_hold;
+	uint64_t	removed = 0;
+	DexError	err;
+	int			rc;
+	BottomUpWay way = bottomup_way(index, full, ndead, horizon, epoch, &wal_hold);
+
+	if (way == BOTTOMUP_NONE)
+		return 0;
+	if (bytes)
+		qsort(entries, ndead, sizeof(DexBytes), dex_bytes_cmp);
+	else
+		dex_sort_keys(keys, ndead);
+	if (way == BOTTOMUP_DEFER)
+	{
+		dex_kill_defer_logged(index, full->leaf, bytes, keys, entries, ndead, horizon, epoch, true);
+		return 0;
+	}
+	memset(&err, 0, sizeof(err));
+	rc = bytes ? dex_tree_kill_bytes(tree, full, entries, ndead, DEX_KILL_BOTTOM_UP, wal_hold, &removed, &err)
+		: dex_tree_kill(tree, full, keys, ndead, DEX_KILL_BOTTOM_UP, wal_hold, &removed, &err);
+	if (rc != DEX_OK)
+	{
+		bottomup_dropped(index, &err);
+		removed = 0;
+	}
+	return removed;
+}
+
+/*
  * The insert of `key` found leaf `full` full. Remove its entries dead to
  * everyone; returns how many went (0: the insert will split).
  */
@@ -172,12 +209,9 @@ dex_bottomup_pass(Relation index, Relation heapRel, DexTree *tree, const DexKey 
 	int			n = 0;
 	int			m = 0;
 	int			ndead;
-	uint64_t	removed = 0;
 	int			hold;
 	TransactionId horizon;
-	uint64		wal_hold;
 	uint64		epoch;
-	BottomUpWay way;
 
 	/* VACUUM's heap pass waits for us from before the read (dexios.c) */
 	hold = dex_ios_hold(index);
@@ -204,22 +238,7 @@ dex_bottomup_pass(Relation index, Relation heapRel, DexTree *tree, const DexKey 
 	ndead = bottomup_ask_heap(index, heapRel, hold, m, tids, promising, space, pos, &horizon);
 	for (int i = 0; i < ndead; i++)
 		dead[i] = entries[pos[i]];
-	way = bottomup_way(index, full, ndead, horizon, epoch, &wal_hold);
-	if (way == BOTTOMUP_NONE)
-		return 0;
-	dex_sort_keys(dead, ndead);
-	if (way == BOTTOMUP_DEFER)
-	{
-		dex_kill_defer_logged(index, full->leaf, false, dead, NULL, ndead, horizon, epoch, true);
-		return 0;
-	}
-	memset(&err, 0, sizeof(err));
-	if (dex_tree_kill(tree, full, dead, ndead, DEX_KILL_BOTTOM_UP, wal_hold, &removed, &err) != DEX_OK)
-	{
-		bottomup_dropped(index, &err);
-		removed = 0;
-	}
-	return removed;
+	return bottomup_remove(index, tree, full, false, dead, NULL, ndead, horizon, epoch);
 }
 
 /*
@@ -242,12 +261,9 @@ dex_bottomup_pass_bytes(Relation index, Relation heapRel, DexTree *tree,
 	DexError	err;
 	int			n = 0;
 	int			ndead;
-	uint64_t	removed = 0;
 	int			hold;
 	TransactionId horizon;
-	uint64		wal_hold;
 	uint64		epoch;
-	BottomUpWay way;
 
 	hold = dex_ios_hold(index);
 	if (hold < 0)
@@ -278,20 +294,5 @@ dex_bottomup_pass_bytes(Relation index, Relation heapRel, DexTree *tree,
 	dead = palloc(sizeof(DexBytes) * Max(ndead, 1));
 	for (int i = 0; i < ndead; i++)
 		dead[i] = entries[pos[i]];
-	way = bottomup_way(index, full, ndead, horizon, epoch, &wal_hold);
-	if (way == BOTTOMUP_NONE)
-		return 0;
-	qsort(dead, ndead, sizeof(DexBytes), dex_bytes_cmp);
-	if (way == BOTTOMUP_DEFER)
-	{
-		dex_kill_defer_logged(index, full->leaf, true, NULL, dead, ndead, horizon, epoch, true);
-		return 0;
-	}
-	memset(&err, 0, sizeof(err));
-	if (dex_tree_kill_bytes(tree, full, dead, ndead, DEX_KILL_BOTTOM_UP, wal_hold, &removed, &err) != DEX_OK)
-	{
-		bottomup_dropped(index, &err);
-		removed = 0;
-	}
-	return removed;
+	return bottomup_remove(index, tree, full, true, NULL, dead, ndead, horizon, epoch);
 }

@@ -254,11 +254,12 @@ deferred_kill_phase p int on
 echo "-- the same with byte-string entries (numeric key)"
 deferred_kill_phase pn numeric on
 
-# bottomup_deferred_phase TABLE WRITE_BACK MIN: phase 6 on a dex index with
-# write_back = WRITE_BACK; at least MIN dead versions removed in the end
+# bottomup_deferred_phase TABLE WRITE_BACK MIN [TYPE]: phase 6 on a dex index
+# with write_back = WRITE_BACK of a TYPE key (default int); at least MIN dead
+# versions removed in the end
 bottomup_deferred_phase() {
-    local u=$1 wb=$2 min=$3 r counts
-    qp -c "create table $u(k int, v int) with (autovacuum_enabled = off)" -c "create index ${u}_v on $u (v)" \
+    local u=$1 wb=$2 min=$3 type=${4:-int} r counts
+    qp -c "create table $u(k $type, v int) with (autovacuum_enabled = off)" -c "create index ${u}_v on $u (v)" \
        -c "insert into $u select g, g from generate_series(1, 200) g" \
        -c "create index ${u}_k on $u using dex (k) with (write_back = $wb)"
     qp -c "set dex.leaf_admission = 1" -c "$IDX select count(*) from $u where k > 0" >/dev/null
@@ -291,6 +292,8 @@ bottomup_deferred_phase() {
 
 echo "== 6. bottom-up passes with the standby attached: deferred, then removed"
 bottomup_deferred_phase bp on 400
+echo "-- the same with byte-string entries (numeric key)"
+bottomup_deferred_phase bpn on 200 numeric
 echo "-- the same on a write-through index"
 bottomup_deferred_phase bt off 200
 echo "kills with a standby attached: ok"
