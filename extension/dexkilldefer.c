@@ -4,9 +4,9 @@
  * while its write-back is paused for a standby (W18; its frames then take no
  * in-place change, so the K7 hold in the frame is not available).
  *
- * Such a removal is remote at once, where standbys read: it may not happen before every standby has replayed the kill's conflict
- * horizon (whose redo cancels the standby queries that could still see the
- * rows). So such a kill logs XLOG_DEX_KILL now (dexkillwal.c) and is queued
+ * Such a removal is remote at once, where standbys read: it may not happen
+ * before every standby has replayed the kill's conflict horizon (whose redo
+ * cancels the standby queries that could still see the rows). So such a kill logs XLOG_DEX_KILL now (dexkillwal.c) and is queued
  * here, in this backend, with the record's end; a later scan of the same
  * index takes it back once the writer's published hwm -- every live standby
  * replayed that far, and any standby claiming a slot later replays past
@@ -194,6 +194,7 @@ dex_kill_deferred_apply(Relation index, DexTree *tree, DexDeferredKill *k, bool 
 	DexError	err;
 	uint64_t	removed = 0;
 	int			rc = DEX_OK;
+	int			flags = DEX_KILL_PRESENT | (k->bottom_up ? DEX_KILL_BOTTOM_UP : 0);
 
 	if (apply)
 	{
@@ -201,8 +202,6 @@ dex_kill_deferred_apply(Relation index, DexTree *tree, DexDeferredKill *k, bool 
 		stamp.leaf = k->leaf;
 		stamp.frame = 0xFFFFFFFFu;
 		memset(&err, 0, sizeof(err));
-		int			flags = DEX_KILL_PRESENT | (k->bottom_up ? DEX_KILL_BOTTOM_UP : 0);
-
 		if (k->bytes)
 			rc = dex_tree_kill_bytes(tree, &stamp, k->entries, k->n, flags, 0, &removed, &err);
 		else
