@@ -382,7 +382,8 @@ CREATE FUNCTION dex_stats(
     OUT kills_deferred bigint, OUT standby_wb_scans bigint, OUT standby_wb_waits bigint,
     OUT dirty_splits bigint,
     OUT wb_offload_fallbacks bigint, OUT wb_paused_writes bigint,
-    OUT batch_rewarms bigint)
+    OUT batch_rewarms bigint,
+    OUT kills_moved bigint)
 RETURNS record
 AS 'MODULE_PATHNAME', 'dex_sql_stats'
 LANGUAGE C STRICT VOLATILE;

@@ -112,6 +112,43 @@ TEST_P(KillTest, SkippedAfterASplitMovedTheEntries) {
     EXPECT_EQ(stats().kills.load(), 0u);
 }
 
+// K9: a kill deferred until the standbys replayed its record comes back
+// present-only and often meets its leaf split -- a deferred bottom-up
+// removal always does (its insert split the leaf). With this server's copy
+// of the leaf the entries right of its high fence are looked up by key and
+// go too (kills_moved); without one, only those still in the leaf go.
+TEST_P(KillTest, DeferredKillFollowsEntriesASplitMovedRight) {
+    for (uint16_t i = 1; i <= 40; i++) add(K(7, 1, i));
+    GAddr leaf;
+    uint64_t ver;
+    auto b = first_batch(7, &leaf, &ver);
+    ASSERT_EQ(b.size(), 40u);
+    for (uint16_t i = 1; i <= kLeafCapacity; i++) {  // the leaf splits: the upper part of b moves right
+        ASSERT_TRUE(other->insert(K(7, 3, i)));
+        model.insert(K(7, 3, i));
+    }
+    const uint64_t removed =
+        t->remove_if_unchanged(leaf, 0, b.data(), b.size(), false, {}, cache::kNoFrame, 0, 0, true);
+    uint64_t gone = 0;
+    for (const EntryKey& k : b)
+        if (!other->contains(k)) {
+            model.erase(k);
+            gone++;
+        }
+    EXPECT_EQ(removed, gone);
+    EXPECT_EQ(stats().kills.load(), removed);
+    EXPECT_EQ(stats().kills_skipped.load(), b.size() - removed);
+    if (GetParam().frames != 0) {
+        EXPECT_EQ(removed, b.size());
+        EXPECT_GT(stats().kills_moved.load(), 0u);
+        EXPECT_LT(stats().kills_moved.load(), b.size());
+    } else {
+        EXPECT_GT(removed, 0u);
+        EXPECT_LT(removed, b.size());
+        EXPECT_EQ(stats().kills_moved.load(), 0u);
+    }
+}
+
 // The reason a present entry is not enough: VACUUM removed (k, tid), the TID
 // was reused by a new row with the same key, and that live entry is
 // byte-identical to the dead one the scan saw.

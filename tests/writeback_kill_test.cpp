@@ -349,6 +349,30 @@ TEST_F(WbKillTest, DeferredKillWhilePausedGoesThroughThenInPlace) {
     expect_flushed_remote_holds(x, model);
 }
 
+// The same deferred kill after the leaf split while paused (the insert that
+// ran a bottom-up pass always splits it meanwhile): the entries the split
+// moved right of the frame's high fence are looked up by key and go too.
+TEST_F(WbKillTest, DeferredKillWhilePausedFollowsASplit) {
+    Stamp s = first_batch();
+    ASSERT_EQ(s.batch.size(), 20u);
+    x.reg.region->pause_write_back(cache::CacheRegion::kPauseStandby);
+    for (uint16_t i = 1; i <= kLeafCapacity; i++) ASSERT_TRUE(t->insert(K(7, 0, i)));  // below the batch
+    stats().reset();
+    logged_deletes.clear();
+    EXPECT_EQ(t->remove_if_unchanged(s.leaf, 0, s.batch.data(), s.batch.size(), false, {}, cache::kNoFrame, 0, 0,
+                                     true),
+              20u);
+    EXPECT_EQ(stats().kills.load(), 20u);
+    EXPECT_GT(stats().kills_moved.load(), 0u);
+    EXPECT_EQ(count7(), kLeafCapacity);
+    EXPECT_EQ(logged_deletes, s.batch);
+    EXPECT_TRUE(x.dirty_frames().empty()) << "a paused deferred kill left a dirty frame";
+    x.reg.region->resume_write_back(cache::CacheRegion::kPauseStandby);
+    std::set<EntryKey> model;
+    for (uint16_t i = 1; i <= kLeafCapacity; i++) model.insert(K(7, 0, i));
+    expect_flushed_remote_holds(x, model);
+}
+
 // K9: a write-through kill deferred until the standbys replayed its record
 // finds its leaf changed (here: an insert into it). present_only removes the
 // entries still there at the leaf's current version; without it the kill is

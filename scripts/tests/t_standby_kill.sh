@@ -278,14 +278,18 @@ bottomup_deferred_phase() {
            end \$\$"
     r=$(qp -c "select dex_stats_reset()" -c "set enable_indexscan = off" -c "set enable_bitmapscan = off" \
            -c "set enable_indexonlyscan = off" -c "call ${u}_churn()" \
-           -c "select 'counts', bottomup_passes, kills_deferred, bottomup_removed, kills_refused from dex_stats()")
+           -c "select 'counts', bottomup_passes, kills_deferred, bottomup_removed, kills_refused, kills_moved
+               from dex_stats()")
     counts=$(sed -n 's/^counts|//p' <<<"$r")
-    echo "$u (write_back = $wb) passes|deferred|removed|refused: $counts"
-    IFS='|' read -r passes deferred removed refused <<<"$counts"
+    echo "$u (write_back = $wb) passes|deferred|removed|refused|moved right: $counts"
+    IFS='|' read -r passes deferred removed refused moved <<<"$counts"
     [ "${passes:-0}" -gt 0 ] || fail "$u: no bottom-up pass ran with the standby attached"
     [ "${deferred:-0}" -gt 0 ] || fail "$u: no bottom-up removal was deferred"
     [ "${removed:-0}" -ge "$min" ] || fail "$u: only ${removed:-0} dead versions removed (expected >= $min)"
     [ "$refused" = 0 ] || fail "$u: $refused refused by the gate although the removals are deferred"
+    # (the insert that ran the pass split the leaf: the upper half's dead
+    # versions are looked up right of it when the removal is applied)
+    [ "${moved:-0}" -gt 0 ] || fail "$u: no deferred entry was looked up right of its leaf after the split"
     standby_matches "$u" "k > 0"
     qp -c "select dex_check('${u}_k')" >/dev/null || fail "dex_check ${u}_k"
 }

@@ -52,6 +52,7 @@
 	X(dirty_splits, "write-back mode: splits of a dirty leaf whose entries could not be written yet (both halves stay dirty)") \
 	X(wb_offload_fallbacks, "write-back mode: offloaded reads whose leaf was read again here (it had a frame, or a dirty frame was written back meanwhile)") \
 	X(wb_paused_writes, "write-back mode: leaf changes written through because write-back was paused (no dex worker held the checkpoint fence, or a hot standby is attached and dex.write_back_with_standbys is off)") \
-	X(batch_rewarms, "multi-row statements: cached leaves a batched offload changed, read back into the cache after it")
+	X(batch_rewarms, "multi-row statements: cached leaves a batched offload changed, read back into the cache after it") \
+	X(kills_moved, "deferred dead-entry hints (and bottom-up removals): entries a split had moved right of the leaf they were queued from, looked up by key")
 
 #endif							/* DEX_STATS_LIST_H */

@@ -582,15 +582,6 @@ bool BTreeT<L>::cached_leaf_copy(GAddr leaf, Node& img) const {
 }
 
 template <class L>
-bool BTreeT<L>::cached_copy_lacks(GAddr leaf, const Key* keys, size_t n) {
-    Node img;
-    if (!cached_leaf_copy(leaf, img)) return false;
-    for (size_t i = 0; i < n; i++)
-        if (has_entry(img, L::lower_bound(img, keys[i]), keys[i])) return false;
-    return true;
-}
-
-template <class L>
 uint64_t BTreeT<L>::remove_if_unchanged(GAddr leaf, uint64_t version, const Key* keys, size_t n, bool bottom_up,
                                         std::chrono::steady_clock::time_point seen_at, uint32_t frame,
                                         uint64_t frame_version, uint64_t hold_lsn, bool present_only) {
@@ -598,25 +589,25 @@ uint64_t BTreeT<L>::remove_if_unchanged(GAddr leaf, uint64_t version, const Key*
     if (n == 0) return 0;
     if (wb_ && leaf != kNullGAddr && frame_version != 0)
         return wb_kill(leaf, frame, frame_version, keys, n, bottom_up, hold_lsn, present_only);
-    if (wb_ && leaf != kNullGAddr && present_only && hold_lsn == 0)
-        return wb_remove_present(leaf, keys, n, bottom_up);
+    // A kill the extension deferred until the standbys replayed its horizon
+    // (K9), whose leaf has usually changed since: the entries still in the
+    // index go, wherever they are now.
+    if (leaf != kNullGAddr && present_only && hold_lsn == 0) return remove_present(leaf, keys, n, bottom_up);
     // A removal that must wait for a logged record (K7) only a write-back
     // frame can hold back: remote memory would lose the entries at once.
-    // present_only (write-through): the leaf at whatever version it has now
-    // -- a kill the extension deferred until the standbys replayed its
-    // horizon (K9), whose leaf has usually changed since; only entries still
-    // in it go (those a split moved right stay: hints).
-    if (wb_ || leaf == kNullGAddr || (version == 0 && !present_only) || hold_lsn != 0) {
+    if (wb_ || leaf == kNullGAddr || version == 0 || hold_lsn != 0) {
         Stats::add(stats().kills_skipped, n);
         return 0;
     }
-    if (present_only && cached_copy_lacks(leaf, keys, n)) {
-        Stats::add(stats().kills_skipped, n);
-        return 0;
-    }
+    return remove_at(leaf, version, keys, n, bottom_up, seen_at);
+}
+
+template <class L>
+uint64_t BTreeT<L>::remove_at(GAddr leaf, uint64_t version, const Key* keys, size_t n, bool bottom_up,
+                              std::chrono::steady_clock::time_point seen_at) {
+    const bool present_only = version == 0;
     // One round trip where its memory node does it (OFFLOAD_KILL).
-    if (const int64_t r = offload_kill(leaf, present_only ? 0 : version, keys, n, bottom_up); r >= 0)
-        return static_cast<uint64_t>(r);
+    if (const int64_t r = offload_kill(leaf, version, keys, n, bottom_up); r >= 0) return static_cast<uint64_t>(r);
     Deadline dl = deadline();
     int attempt = 0;
     for (;;) {

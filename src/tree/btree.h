@@ -180,7 +180,7 @@ public:
     // Scan::leaf_frame(), leaf_frame_version()); the entries go in place
     // (wb_kill), and without a frame stamp nothing is removed -- except a
     // deferred kill (K9, present_only without a frame stamp or hold), which
-    // goes wherever the leaf's newest image is (wb_remove_present).
+    // goes wherever the leaf's newest image is (remove_present).
     // `bottom_up`: a bottom-up deletion pass's removal (counted apart).
     // `seen_at`: a moment at which `version` was the leaf's current one
     // (Scan::leaf_seen_at(); default: unknown). Within a second of it the
@@ -193,7 +193,8 @@ public:
     // `present_only` (K8): a write-back tree's frame need not be at
     // `frame_version` any more, a write-through leaf not at `version` (K9:
     // a kill deferred until the standbys replayed its record); the entries
-    // still in it go. Only for a caller that knows no VACUUM can have
+    // still in it go -- a deferred kill's also from the leaves a split moved
+    // them to (remove_present). Only for a caller that knows no VACUUM can have
     // recycled one of their TIDs since the batch was read.
     uint64_t remove_if_unchanged(GAddr leaf, uint64_t version, const Key* keys, size_t n,
                                  bool bottom_up = false,
@@ -466,12 +467,17 @@ private:
     // body_version `version` (read_leaf, remove_if_unchanged): a version means
     // nothing on a node of another tree or level, or a freed one.
     bool read_leaf_at(GAddr leaf, uint64_t version, Node& out, const Deadline& dl);
-    // A present-only kill of a write-through leaf (K9): does this server's
-    // cached copy of `leaf` hold none of keys[0..n)? Then another backend's
-    // kill removed them already and no round trip is spent. (The primary is
-    // the only writer and updates its copy after each publish; a copy that
-    // lags only keeps a kill going remote, or loses a hint.)
-    bool cached_copy_lacks(GAddr leaf, const Key* keys, size_t n);
+    // A kill the extension deferred until the standbys replayed its record
+    // (K9: present_only, no frame stamp, no hold; kill_present.cpp): the
+    // entries still in the index go, wherever the leaf's newest image and
+    // the splits since put them. Counted as kills (bottomup_removed) and
+    // kills_skipped.
+    uint64_t remove_present(GAddr leaf, const Key* keys, size_t n, bool bottom_up);
+    // A write-through leaf's removal: at body_version `version` (0: at the
+    // version found now, only the entries still in it), by its memory node
+    // where it does that (offload_kill), else locked here (btree.cpp).
+    uint64_t remove_at(GAddr leaf, uint64_t version, const Key* keys, size_t n, bool bottom_up,
+                       std::chrono::steady_clock::time_point seen_at);
     // A consistent copy of this server's frame of `leaf` into `img` (a local
     // read; false: no frame, one being read in or replaced, or not that leaf).
     bool cached_leaf_copy(GAddr leaf, Node& img) const;
@@ -561,10 +567,6 @@ private:
     // Returns how many were removed (logged like any delete).
     uint64_t wb_kill(GAddr a, uint32_t f, uint64_t fv, const Key* keys, size_t n, bool bottom_up,
                      uint64_t hold_lsn, bool present_only);
-    // A write-back tree's deferred kill (K9): keys[0..n) that the cached
-    // image of `leaf` still holds (all of them without one) go as VACUUM's
-    // deletes do -- in place, or written through while write-back is paused.
-    uint64_t wb_remove_present(GAddr leaf, const Key* keys, size_t n, bool bottom_up);
     // Under frame h's exclusive lock, before the first change of a clean
     // frame: register the tree dirty and note dirty_since. False: the tree
     // cannot be dirtied (registry full); the caller writes through or skips.

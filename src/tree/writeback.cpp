@@ -291,28 +291,6 @@ uint64_t BTreeT<L>::wb_kill(GAddr a, uint32_t f, uint64_t fv, const Key* keys, s
     return removed;
 }
 
-// A write-back tree's kill the extension deferred until every standby had
-// replayed its conflict horizon (K9) -- taken while write-back was paused for
-// a standby (W18), where the frame takes no in-place change and a frame kill
-// would be skipped. The entries may go now wherever the leaf's newest image
-// is, so they go as VACUUM's deletes of a write-back tree go (remove()): in
-// place in the frame once write-back runs again, else written through with
-// the frame's image (the guard of wb_acquire), logged for redo either way. A
-// leaf's frame is its newest image (W2): entries it lacks are not passed on
-// (moved right by a split, or removed already); without a frame all are.
-template <class L>
-uint64_t BTreeT<L>::wb_remove_present(GAddr leaf, const Key* keys, size_t n, bool bottom_up) {
-    std::vector<Key> left;
-    Node img;
-    const bool cached = cached_leaf_copy(leaf, img);
-    for (size_t i = 0; i < n; i++)
-        if (!cached || has_entry(img, L::lower_bound(img, keys[i]), keys[i])) left.push_back(keys[i]);
-    const uint64_t removed = left.empty() ? 0 : remove(left.data(), left.size());
-    Stats::add(bottom_up ? stats().bottomup_removed : stats().kills, removed);
-    if (removed < n) Stats::add(stats().kills_skipped, n - removed);
-    return removed;
-}
-
 template <class L>
 bool BTreeT<L>::stamp_current(GAddr leaf, uint32_t f, uint64_t fv, uint64_t version) const {
     if (!cache_) return true;
