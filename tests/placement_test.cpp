@@ -283,6 +283,7 @@ TEST(Placement, ConcurrentWritersWhileSubtreesMigrate) {
 
 #include "cache/cache.h"
 #include "cache/region.h"
+#include "tree/write_back_nodes.h"
 
 namespace dex::testing {
 namespace {

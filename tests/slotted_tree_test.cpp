@@ -19,6 +19,7 @@
 #include "common/stats.h"
 #include "tree/journal.h"
 #include "tree/slotted_node.h"
+#include "tree/write_back_nodes.h"
 #include "tree_test_util.h"
 
 using namespace dex;

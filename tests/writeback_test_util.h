@@ -12,6 +12,7 @@
 #include "cache/cache.h"
 #include "cache/region.h"
 #include "tree/journal.h"
+#include "tree/write_back_nodes.h"
 #include "tree_test_util.h"
 
 namespace dex::testing {

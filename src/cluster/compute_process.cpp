@@ -10,6 +10,7 @@
 #include "common/error.h"
 #include "tree/btree.h"
 #include "tree/journal.h"
+#include "tree/write_back_nodes.h"
 
 namespace dex::cluster {
 

@@ -18,6 +18,8 @@
 #include "tree/layout.h"
 #include "tree/node_io.h"
 #include "tree/node_layout.h"
+#include "tree/test_hook.h"
+#include "tree/tree_info.h"
 
 namespace dex::tree {
 
@@ -40,20 +42,6 @@ constexpr int kDefaultPlacementLevel = 2;
 constexpr int kMaxPlacementLevel = 8;
 
 struct SiblingFrame;  // a dirty split's new frame (writeback_split.cpp)
-
-struct TreeInfo {
-    uint64_t entries = 0;
-    uint64_t leaves = 0;
-    uint64_t inner_nodes = 0;
-    uint32_t height = 0;           // 1 = the root is a leaf
-    GAddr root = 0;
-    uint64_t missing_downlinks = 0;  // check(): nodes reachable only via a right link (interrupted split)
-    std::string notes;               // check(): tolerated transient states
-    // check(): placement (indexed by memory node id)
-    int placement_level = 0;
-    std::vector<uint64_t> nodes_on;     // tree nodes per memory node
-    std::vector<uint64_t> subtrees_on;  // subtrees rooted at placement_level (or the root, if lower)
-};
 
 template <class L>
 class BTreeT {
@@ -219,45 +207,8 @@ public:
     // contention is retried here; VACUUM calls it). Returns nodes freed.
     uint64_t compact();
 
-    // Entries lo <= k <= hi, a leaf at a time; never holds locks between calls.
-    class Scan {
-    public:
-        Scan(BTreeT& t, KeyRef lo, KeyRef hi, bool backward);
-        // Next batch (ascending, or descending if backward); false at the end.
-        bool next(std::vector<Key>& out);
-        // The leaf the last batch came from and the body_version of the
-        // image it was copied from (for remove_if_unchanged; 0: none).
-        GAddr leaf() const { return leaf_; }
-        uint64_t leaf_version() const { return leaf_version_; }
-        // A moment before that image was read (it was current after it).
-        std::chrono::steady_clock::time_point leaf_seen_at() const { return leaf_seen_at_; }
-        // The cache frame the last batch was copied from and its version word
-        // then (0xFFFFFFFF / 0: not copied from a frame). The version only on
-        // a write-back tree: it is what routes a kill to the frame
-        // (remove_if_unchanged), and a write-through tree's removal is remote
-        // at once -- it must take the registry gate, never a frame's hold.
-        uint32_t leaf_frame() const { return leaf_frame_; }
-        uint64_t leaf_frame_version() const { return t_.write_back() ? leaf_frame_version_ : 0; }
-        // Write-back trees: the last batch's leaf had room for fewer than
-        // kNearlyFullRoom more entries like its last one (leaf_nearly_full):
-        // its dead entries are worth removing now, before inserts split it.
-        bool leaf_nearly_full() const { return leaf_nearly_full_; }
-
-    private:
-        BTreeT& t_;
-        Key lo_, hi_;
-        bool backward_;
-        bool done_ = false;
-        Key cursor_;         // forward: next key >= cursor; backward: keys <= / < cursor
-        bool exclusive_ = false;  // backward: cursor is exclusive
-        GAddr next_addr_ = 0;     // forward: right sibling to try first
-        GAddr leaf_ = 0;          // the last batch's leaf
-        uint64_t leaf_version_ = 0;
-        std::chrono::steady_clock::time_point leaf_seen_at_{};
-        uint32_t leaf_frame_ = 0xFFFFFFFFu;
-        uint64_t leaf_frame_version_ = 0;
-        bool leaf_nearly_full_ = false;
-    };
+    // Entries lo <= k <= hi, a leaf at a time (tree/btree_scan.h).
+    class Scan;
     // Whether leaf image n has room for fewer than kNearlyFullRoom more
     // entries of the size of its last one (Scan::leaf_nearly_full): the
     // statement's own insert and a few concurrent ones between a scan's
@@ -268,42 +219,8 @@ public:
         return std::make_unique<Scan>(*this, lo, hi, backward);
     }
 
-    // Bottom-up load from strictly ascending keys; replaces the root on finish.
-    class BulkLoader {
-    public:
-        BulkLoader(BTreeT& t, double fill_factor);
-        void add(KeyRef key);
-        void finish();
-
-    private:
-        struct Child {
-            Key low;
-            GAddr addr;
-            int64_t seg;  // placement segment (one subtree at the placement level); -1: above it
-        };
-        struct Extent {
-            uint64_t off = 0, left = 0;
-        };
-        GAddr alloc(uint32_t node);
-        uint32_t segment_node();
-        void emit(GAddr a, Node& n);
-        void flush();
-        BTreeT& t_;
-        double ff_ = 0.9;
-        size_t leaf_fill_, inner_fill_;
-        Node cur_;
-        GAddr cur_addr_ = 0;
-        bool have_last_ = false;
-        Key last_{};
-        std::vector<Child> children_;
-        std::vector<std::pair<GAddr, Node>> pending_;
-        std::vector<Extent> ext_;       // per memory node
-        std::vector<int64_t> free_;     // per memory node: estimated free bytes (-1: not a part)
-        std::vector<uint32_t> seg_node_;  // memory node of each segment
-        uint64_t seg_leaves_ = 0;       // leaves per segment (fill^placement level)
-        uint64_t leaves_ = 0;
-        bool finished_ = false;
-    };
+    // Bottom-up load from strictly ascending keys (tree/btree_scan.h).
+    class BulkLoader;
 
     // Offloading (DEX 6): the memory node holding `start` (a node at `level`,
     // at or below the placement level, so its whole subtree is on that node)
@@ -972,47 +889,7 @@ template <>
 uint8_t BTreeT<SlottedLayout>::offload_rpc_slotted(uint8_t kind, GAddr start, int level, KeyRef key,
                                                    Node* leaf_out, GAddr* leaf_addr);
 
-// Write-back mode: publish `img` (the image of a dirty cached leaf; no swizzled
-// pointers) at `a` with the remote-lock protocol (read, CAS, publish batch).
-// Returns the published body_version.
-uint64_t write_back_node(NodeIO& io, GAddr a, const Node& img, const Deadline& dl);
-// The write-back of many dirty leaves of memory node `node` (a flush), in two
-// round trips instead of three per leaf: one batch of CASes taking each
-// leaf's lock at the version its image holds, one batch publishing those it
-// took (bodies, then lock words, as Locks::publish). Sound because a
-// write-back leaf has one writer, this compute server, whose frame holds
-// every change to it (W2, W3): remote memory is at the image's version, or --
-// after a write-back through write_back_node, which does not move the frame's
-// version -- at the unlocked version the failed CAS reports, tried once more.
-// A leaf found locked is left to write_back_node. done[i]: leaf i published,
-// *imgs[i] now sealed at its new version. Throws on transport errors (what
-// was not published stays dirty; locks taken are given back where possible).
-// `log` (TreeOptions::log_changes) names the leaves it is about to publish,
-// while it holds their locks, as Locks::publish does: a hot standby's cache
-// drops them (src/README.md "Write-back mode", standbys).
-std::vector<bool> write_back_nodes(RemoteMemory& mem, uint32_t node, const std::vector<GAddr>& addrs,
-                                   const std::vector<Node*>& imgs, TreeOptions::ChangeLog log = nullptr);
-
-// Drop node `a` from a compute server's cache through handle `c` (frames of
-// inner nodes unswizzled first; an admission in progress marked stale; a
-// frame that cannot be dropped made unreadable). For callers without a tree:
-// a standby replaying another server's changes.
-void drop_cached_node(cache::Cache& c, GAddr a);
-
-// Deterministic tests of races and crashes: called at named points of
-// structure modifications ("split:published", "inner-split:published",
-// "merge:published", "migrate:published", "dirty-split:published": the remote
-// publish is done, the cached frames not yet updated), of offloaded writes
-// ("offload-write:answered", "offload-batch:answered": the memory node
-// changed leaves, nothing here knows it yet), of write-backs
-// ("writeback:written": remote memory holds the images, the frames are
-// still dirty) and of a journal recovery ("journal:strays-removed": the
-// strays are gone, the journal not yet cleared nor moved to this life).
-// nullptr in production unless a test sets one (the unit tests' windows;
-// dex_set_crash_point for the extension's dex.crash_at).
-using TestHook = void (*)(const char* point);
-void set_test_hook(TestHook hook);
-void test_point(const char* point);
+// Write-backs and cache drops for callers without a tree: tree/write_back_nodes.h.
 
 // Order helpers shared with the scan / check code.
 inline bool key_below_high(const EntryKey& k, const Node& n) {
@@ -1020,3 +897,5 @@ inline bool key_below_high(const EntryKey& k, const Node& n) {
 }
 
 }  // namespace dex::tree
+
+#include "tree/btree_scan.h"  // (Scan, BulkLoader: defined apart, part of this interface)

@@ -9,6 +9,7 @@
 #include "cache/cache.h"
 #include "common/stats.h"
 #include "tree/btree.h"
+#include "tree/write_back_nodes.h"
 
 namespace dex::tree {
 

@@ -9,6 +9,7 @@
 #include "common/stats.h"
 #include "tree/btree.h"
 #include "tree/btree_internal.h"
+#include "tree/write_back_nodes.h"
 
 namespace dex::tree {
 
