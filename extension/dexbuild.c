@@ -367,63 +367,37 @@ dex_register_superseded(Relation index, const uint64 *newns, int nnew)
 	}
 }
 
-IndexBuildResult *
-dexbuild(Relation heap, Relation index, IndexInfo *indexInfo)
+/*
+ * pg_upgrade restores the schema on empty tables, then copies the old
+ * cluster's index files over this one: a remote tree built now would be
+ * thrown away (leaked). The copied metapage names the old cluster; the first
+ * use adopts its trees (dexupgrade.c). Until then: a stub.
+ */
+static IndexBuildResult *
+dex_build_upgrade_stub(Relation index)
 {
-	IndexBuildResult *result;
-	DexBuildState *bs;
-	MemoryContext buildcxt;
-	MemoryContext oldcxt;
-	DexNsTag	tag;
 	DexMetaPageData meta;
-	DexError	err;
-	int			rc;
-	uint64		ns = 0;
-	uint64		incarnation = 0;
-	int			node = -1;		/* home memory node */
-	int			nnodes;
-	uint64		part_ns[DEX_MAX_MEMNODES];
-	uint64		part_inc[DEX_MAX_MEMNODES];
-	int			placement_level;
-	AttrNumber	attnums[2] = {1, 2};
-	Oid			sortops[2] = {Int8LessOperator, TIDLessOperator};
-	Oid			collations[2] = {InvalidOid, InvalidOid};
-	bool		nullsfirst[2] = {false, false};
-	double		reltuples;
-	double		done = 0;
-	DexOptions *opts;
-	double		fillfactor;
 
-	if (IsBinaryUpgrade)
-	{
-		/*
-		 * pg_upgrade restores the schema on empty tables, then copies the
-		 * old cluster's index files over this one: a remote tree built now
-		 * would be thrown away (leaked). The copied metapage names the old
-		 * cluster; the first use adopts its trees (dexupgrade.c).
-		 */
-		memset(&meta, 0, sizeof(meta));
-		meta.magic = DEX_MAGIC;
-		meta.version = DEX_VERSION;
-		meta.flags = DEX_META_UPGRADE_STUB;
-		meta.node = -1;
-		meta.sysid = GetSystemIdentifier();
-		dex_write_metapage(index, MAIN_FORKNUM, &meta);
-		result = (IndexBuildResult *) palloc0(sizeof(IndexBuildResult));
-		return result;
-	}
-	dex_ensure_configured();
-	dex_cluster_check(index);	/* only the writer of dex's remote memory builds */
+	memset(&meta, 0, sizeof(meta));
+	meta.magic = DEX_MAGIC;
+	meta.version = DEX_VERSION;
+	meta.flags = DEX_META_UPGRADE_STUB;
+	meta.node = -1;
+	meta.sysid = GetSystemIdentifier();
+	dex_write_metapage(index, MAIN_FORKNUM, &meta);
+	return (IndexBuildResult *) palloc0(sizeof(IndexBuildResult));
+}
 
-	if (RelationGetNumberOfBlocks(index) != 0)
-		elog(ERROR, "index \"%s\" already contains data",
-			 RelationGetRelationName(index));
+/*
+ * The build's state in the current (build) memory context: the entry form
+ * the index's columns take, refusing types dex cannot order; its core handles
+ * are released by a reset callback if the build fails.
+ */
+static DexBuildState *
+dex_build_state_new(Relation index, IndexInfo *indexInfo)
+{
+	DexBuildState *bs = palloc0(sizeof(DexBuildState));
 
-	buildcxt = AllocSetContextCreate(CurrentMemoryContext, "dex build",
-									 ALLOCSET_DEFAULT_SIZES);
-	oldcxt = MemoryContextSwitchTo(buildcxt);
-
-	bs = palloc0(sizeof(DexBuildState));
 	bs->bytes = dex_entry_layout_wanted(index);
 	if (bs->bytes)
 	{
@@ -445,41 +419,56 @@ dexbuild(Relation heap, Relation index, IndexInfo *indexInfo)
 						format_type_be(bs->atttype))));
 	bs->cb.func = dex_build_release;
 	bs->cb.arg = bs;
-	MemoryContextRegisterResetCallback(buildcxt, &bs->cb);
+	MemoryContextRegisterResetCallback(CurrentMemoryContext, &bs->cb);
+	return bs;
+}
 
-	/* 1. namespace; from here on an abort frees it */
+/* The remote memory an index gets: one namespace per memory node. */
+typedef struct DexBuildParts
+{
+	int			nnodes;
+	uint64		ns[DEX_MAX_MEMNODES];
+	uint64		incarnation[DEX_MAX_MEMNODES];
+	int			placement_level;
+} DexBuildParts;
+
+/*
+ * 1. The index's namespaces (from here on an abort frees them), its tree
+ * handle, its dirty-owner word and insert journal. One namespace per memory
+ * node (allocation accounting, freed on DROP); the tree spreads over all of
+ * them (src/README.md "Placement over several memory nodes"). The first one,
+ * the home node, holds the root and the words.
+ */
+static void
+dex_build_remote(DexBuildState *bs, Relation index, DexBuildParts *parts)
+{
+	DexOptions *opts = (DexOptions *) index->rd_options;
+	DexNsTag	tag;
+	DexError	err;
+	int			rc;
+
 	dex_make_tag(&tag, RelationGetRelid(index), DEX_REL_NUMBER(index),
 				 DEX_REL_SPC(index));
 	memset(&err, 0, sizeof(err));
-	opts = (DexOptions *) index->rd_options;
-	placement_level = opts ? opts->placement_level : DEX_DEFAULT_PLACEMENT_LEVEL;
-
-	/*
-	 * One namespace per memory node (allocation accounting, freed on DROP);
-	 * the tree spreads over all of them (src/README.md "Placement over
-	 * several memory nodes"). The first one holds the root: the home node.
-	 */
-	nnodes = dex_memnode_count();
-	if (nnodes > DEX_MAX_MEMNODES)
+	parts->placement_level = opts ? opts->placement_level : DEX_DEFAULT_PLACEMENT_LEVEL;
+	parts->nnodes = dex_memnode_count();
+	if (parts->nnodes > DEX_MAX_MEMNODES)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("dex.memnodes lists %d memory nodes, at most %d are supported",
-						nnodes, DEX_MAX_MEMNODES)));
-	for (int i = 0; i < nnodes; i++)
+						parts->nnodes, DEX_MAX_MEMNODES)));
+	for (int i = 0; i < parts->nnodes; i++)
 	{
-		rc = dex_ns_create(i, (const uint8_t *) &tag, &part_ns[i], &part_inc[i], &err);
+		rc = dex_ns_create(i, (const uint8_t *) &tag, &parts->ns[i], &parts->incarnation[i], &err);
 		if (rc != DEX_OK)
 			dex_report_error(rc, &err, NULL);
-		dex_register_created(i, part_ns[i]);
+		dex_register_created(i, parts->ns[i]);
 	}
-	node = 0;
-	ns = part_ns[node];
-	incarnation = part_inc[node];
 
 	/* earlier namespaces of this index are freed at commit */
-	dex_register_superseded(index, part_ns, nnodes);
+	dex_register_superseded(index, parts->ns, parts->nnodes);
 
-	rc = dex_tree_open_parts(node, nnodes, part_ns, part_inc, placement_level,
+	rc = dex_tree_open_parts(0, parts->nnodes, parts->ns, parts->incarnation, parts->placement_level,
 							 RelationGetRelationName(index), &bs->tree, &err);
 	if (rc != DEX_OK)
 		dex_report_error(rc, &err, index);
@@ -487,7 +476,7 @@ dexbuild(Relation heap, Relation index, IndexInfo *indexInfo)
 		dex_report_error(rc, &err, index);
 
 	/* the dirty-owner word of write-back mode (every index gets one) */
-	rc = dex_ns_alloc_word(node, ns, &bs->owner_word, &err);
+	rc = dex_ns_alloc_word(0, parts->ns[0], &bs->owner_word, &err);
 	if (rc != DEX_OK)
 		dex_report_error(rc, &err, index);
 
@@ -499,35 +488,69 @@ dexbuild(Relation heap, Relation index, IndexInfo *indexInfo)
 	rc = dex_journal_create(bs->tree, dex_life(), &bs->journal, &err);
 	if (rc != DEX_OK)
 		dex_report_error(rc, &err, index);
+}
 
-	bs->tmpcxt = AllocSetContextCreate(buildcxt, "dex build tuple",
-									   ALLOCSET_DEFAULT_SIZES);
-	fillfactor = (opts ? opts->fillfactor : DEX_DEFAULT_FILLFACTOR) / 100.0;
-	if (bs->bytes)
-	{
-		/* 2. and 3. for byte-string entries: a datum sort of the entries */
-		bs->sort = tuplesort_begin_datum(BYTEAOID, ByteaLessOperator, InvalidOid, false,
-										 maintenance_work_mem, NULL, TUPLESORT_NONE);
-		pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE, DEX_PHASE_SCAN);
-		reltuples = table_index_build_scan(heap, index, indexInfo, true, true,
-										   dex_build_bytes_callback, bs, NULL);
-		pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE, DEX_PHASE_SORT);
-		tuplesort_performsort(bs->sort);
-		pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE, DEX_PHASE_LOAD);
-		if (bs->indtuples == 0)
-		{
-			rc = dex_tree_init_empty(bs->tree, &err);
-			if (rc != DEX_OK)
-				dex_report_error(rc, &err, index);
-		}
-		else
-			done = dex_build_load_bytes(bs, heap, index, indexInfo, fillfactor);
-		tuplesort_end(bs->sort);
-		bs->sort = NULL;
-		goto metapage;
-	}
+/* An index of no rows: a tree of one empty leaf. */
+static void
+dex_build_empty_tree(DexBuildState *bs, Relation index)
+{
+	DexError	err;
+	int			rc;
 
-	/* 2. scan the heap into a sort over (int8 key NULLS LAST, tid) */
+	memset(&err, 0, sizeof(err));
+	rc = dex_tree_init_empty(bs->tree, &err);
+	if (rc != DEX_OK)
+		dex_report_error(rc, &err, index);
+}
+
+/*
+ * 2. and 3. for byte-string entries: a datum sort of the entries, then the
+ * bottom-up load. Returns the entries loaded; *reltuples: the heap's rows.
+ */
+static double
+dex_build_sorted_bytes(DexBuildState *bs, Relation heap, Relation index, IndexInfo *indexInfo,
+					   double fillfactor, double *reltuples)
+{
+	double		done = 0;
+
+	bs->sort = tuplesort_begin_datum(BYTEAOID, ByteaLessOperator, InvalidOid, false,
+									 maintenance_work_mem, NULL, TUPLESORT_NONE);
+	pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE, DEX_PHASE_SCAN);
+	*reltuples = table_index_build_scan(heap, index, indexInfo, true, true,
+										dex_build_bytes_callback, bs, NULL);
+	pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE, DEX_PHASE_SORT);
+	tuplesort_performsort(bs->sort);
+	pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE, DEX_PHASE_LOAD);
+	if (bs->indtuples == 0)
+		dex_build_empty_tree(bs, index);
+	else
+		done = dex_build_load_bytes(bs, heap, index, indexInfo, fillfactor);
+	tuplesort_end(bs->sort);
+	bs->sort = NULL;
+	return done;
+}
+
+/*
+ * 2. for 16-byte keys: the heap scanned into a sort over (int8 key NULLS
+ * LAST, tid); 3. the bottom-up load. Returns the entries loaded;
+ * *reltuples: the heap's rows.
+ */
+static double
+dex_build_sorted_keys(DexBuildState *bs, Relation heap, Relation index, IndexInfo *indexInfo,
+					  double fillfactor, double *reltuples)
+{
+	AttrNumber	attnums[2] = {1, 2};
+	Oid			sortops[2] = {Int8LessOperator, TIDLessOperator};
+	Oid			collations[2] = {InvalidOid, InvalidOid};
+	bool		nullsfirst[2] = {false, false};
+	const int	index_params[] = {
+		PROGRESS_CREATEIDX_SUBPHASE,
+		PROGRESS_CREATEIDX_TUPLES_TOTAL,
+		PROGRESS_CREATEIDX_TUPLES_DONE
+	};
+	int64		vals[3];
+	double		done = 0;
+
 	bs->sortdesc = CreateTemplateTupleDesc(4);
 	TupleDescInitEntry(bs->sortdesc, 1, "key", INT8OID, -1, 0);
 	TupleDescInitEntry(bs->sortdesc, 2, "tid", TIDOID, -1, 0);
@@ -541,30 +564,18 @@ dexbuild(Relation heap, Relation index, IndexInfo *indexInfo)
 									maintenance_work_mem, NULL, TUPLESORT_NONE);
 
 	pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE, DEX_PHASE_SCAN);
-	reltuples = table_index_build_scan(heap, index, indexInfo, true, true,
-									   dex_build_callback, bs, NULL);
+	*reltuples = table_index_build_scan(heap, index, indexInfo, true, true,
+										dex_build_callback, bs, NULL);
 
 	pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE, DEX_PHASE_SORT);
 	tuplesort_performsort(bs->sort);
 
-	/* 3. bottom-up load */
-	{
-		const int	index_params[] = {
-			PROGRESS_CREATEIDX_SUBPHASE,
-			PROGRESS_CREATEIDX_TUPLES_TOTAL,
-			PROGRESS_CREATEIDX_TUPLES_DONE
-		};
-		const int64 vals[] = {DEX_PHASE_LOAD, (int64) bs->indtuples, 0};
-
-		pgstat_progress_update_multi_param(3, index_params, vals);
-	}
-
+	vals[0] = DEX_PHASE_LOAD;
+	vals[1] = (int64) bs->indtuples;
+	vals[2] = 0;
+	pgstat_progress_update_multi_param(3, index_params, vals);
 	if (bs->indtuples == 0)
-	{
-		rc = dex_tree_init_empty(bs->tree, &err);
-		if (rc != DEX_OK)
-			dex_report_error(rc, &err, index);
-	}
+		dex_build_empty_tree(bs, index);
 	else
 	{
 		done = dex_build_load(bs, heap, index, fillfactor);
@@ -575,9 +586,15 @@ dexbuild(Relation heap, Relation index, IndexInfo *indexInfo)
 	ExecDropSingleTupleTableSlot(bs->slot);
 	ExecDropSingleTupleTableSlot(bs->outslot);
 	bs->slot = bs->outslot = NULL;
+	return done;
+}
 
-	/* 4. metapage */
-metapage:
+/* 4. The metapage: where the tree is, its words, the entry form. */
+static void
+dex_build_metapage(DexBuildState *bs, Relation index, const DexBuildParts *parts)
+{
+	DexMetaPageData meta;
+
 	pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE, DEX_PHASE_META);
 	memset(&meta, 0, sizeof(meta));
 	meta.magic = DEX_MAGIC;
@@ -590,24 +607,64 @@ metapage:
 			meta.flags |= DEX_META_NARROW;
 		dex_entry_meta_columns(index, &meta.columns);
 	}
-	meta.node = node;
-	meta.ns = ns;
-	meta.incarnation = incarnation;
-	strlcpy(meta.address, dex_memnode_address(node) ? dex_memnode_address(node) : "",
+	meta.node = 0;				/* the home memory node */
+	meta.ns = parts->ns[0];
+	meta.incarnation = parts->incarnation[0];
+	strlcpy(meta.address, dex_memnode_address(0) ? dex_memnode_address(0) : "",
 			sizeof(meta.address));
 	meta.owner_word = bs->owner_word;
 	meta.journal = bs->journal;
 	meta.sysid = GetSystemIdentifier();
-	meta.nparts = nnodes;
-	meta.placement_level = placement_level;
-	for (int i = 0; i < nnodes; i++)
+	meta.nparts = parts->nnodes;
+	meta.placement_level = parts->placement_level;
+	for (int i = 0; i < parts->nnodes; i++)
 	{
-		meta.parts[i].ns = part_ns[i];
-		meta.parts[i].incarnation = part_inc[i];
+		meta.parts[i].ns = parts->ns[i];
+		meta.parts[i].incarnation = parts->incarnation[i];
 		strlcpy(meta.parts[i].address, dex_memnode_address(i) ? dex_memnode_address(i) : "",
 				sizeof(meta.parts[i].address));
 	}
 	dex_write_metapage(index, MAIN_FORKNUM, &meta);
+}
+
+IndexBuildResult *
+dexbuild(Relation heap, Relation index, IndexInfo *indexInfo)
+{
+	IndexBuildResult *result;
+	DexBuildState *bs;
+	DexBuildParts parts;
+	DexOptions *opts = (DexOptions *) index->rd_options;
+	MemoryContext buildcxt;
+	MemoryContext oldcxt;
+	double		reltuples;
+	double		done;
+	double		fillfactor;
+
+	if (IsBinaryUpgrade)
+		return dex_build_upgrade_stub(index);
+	dex_ensure_configured();
+	dex_cluster_check(index);	/* only the writer of dex's remote memory builds */
+
+	if (RelationGetNumberOfBlocks(index) != 0)
+		elog(ERROR, "index \"%s\" already contains data",
+			 RelationGetRelationName(index));
+
+	buildcxt = AllocSetContextCreate(CurrentMemoryContext, "dex build",
+									 ALLOCSET_DEFAULT_SIZES);
+	oldcxt = MemoryContextSwitchTo(buildcxt);
+	bs = dex_build_state_new(index, indexInfo);
+
+	dex_build_remote(bs, index, &parts);
+
+	bs->tmpcxt = AllocSetContextCreate(buildcxt, "dex build tuple",
+									   ALLOCSET_DEFAULT_SIZES);
+	fillfactor = (opts ? opts->fillfactor : DEX_DEFAULT_FILLFACTOR) / 100.0;
+	if (bs->bytes)
+		done = dex_build_sorted_bytes(bs, heap, index, indexInfo, fillfactor, &reltuples);
+	else
+		done = dex_build_sorted_keys(bs, heap, index, indexInfo, fillfactor, &reltuples);
+
+	dex_build_metapage(bs, index, &parts);
 
 	MemoryContextSwitchTo(oldcxt);
 	MemoryContextDelete(buildcxt);	/* closes the tree handle */
