@@ -35,7 +35,9 @@
 #include "common/error.h"
 #include "common/stats.h"
 #include "gen.h"
+#include "json.h"
 #include "local_transport.h"
+#include "options.h"
 #include "net/protocol.h"
 #include "transport/remote_memory.h"
 #include "transport/tcp_transport.h"
@@ -49,185 +51,6 @@ using namespace dex::bench;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-constexpr int kExitUsage = 2;
-[[maybe_unused]] constexpr int kExitUnavailable = 3;  // no mode is unavailable at the moment
-constexpr int kExitVerify = 4;
-
-// ---- options -------------------------------------------------------------------
-
-struct Options {
-    std::string argv_line;
-    std::string workload = "read-only";
-    std::string mode = "no-cache";
-    std::string dist = "uniform";
-    double theta = 0.99;
-    bool clustered = false;  // --hot-keys clustered: zipf rank r is record r (no scrambling)
-    uint64_t keys = 1000000;
-    int workers = 2;
-    double seconds = 10;
-    double warmup = 0;  // seconds of the workload run before measuring (cache warm-up)
-    uint64_t ops_per_worker = 0;  // 0 = run for `seconds`
-    std::string memnode = "tcp://127.0.0.1:7400";
-    std::string spawn_path;        // non-empty: start our own dex-memnode
-    uint64_t memory = 0;           // 0 = auto
-    int memnode_threads = 2;
-    double cache_ratio = -1;  // -1: default (0.125 for the cached modes, else 0)
-    double leaf_admission = 0.1;  // --mode dex: probability a fetched leaf is admitted (DEX 5.4)
-    std::string offload = "off";  // cached modes: auto | on | off (DEX 6); off keeps earlier results comparable
-    double fill = 0.9;
-    int scan_length = 100;
-    uint64_t seed = 42;
-    bool verify = false;
-};
-
-// Operation mix of DEX Table 1 (percent): lookup, update, insert, scan.
-struct Mix {
-    int lookup, update, insert, scan;
-};
-bool workload_mix(const std::string& w, Mix& m) {
-    if (w == "read-only") m = {100, 0, 0, 0};
-    else if (w == "read-intensive") m = {95, 5, 0, 0};
-    else if (w == "write-intensive") m = {50, 50, 0, 0};
-    else if (w == "insert-intensive") m = {50, 0, 50, 0};
-    else if (w == "scan-intensive") m = {0, 0, 5, 95};
-    else return false;
-    return true;
-}
-
-enum OpType { kLookup = 0, kUpdate = 1, kInsert = 2, kScan = 3, kOpTypes = 4 };
-const char* kOpNames[kOpTypes] = {"lookup", "update", "insert", "scan"};
-
-void usage(FILE* f) {
-    std::fprintf(f,
-        "Usage: dex-ycsb [options]\n"
-        "YCSB-style benchmark of the dex B+-tree core (no PostgreSQL); JSON on stdout.\n"
-        "  --workload W        read-only | read-intensive | write-intensive |\n"
-        "                      insert-intensive | scan-intensive   (default read-only)\n"
-        "  --mode M            no-cache | local | inner-only | dex  (default no-cache;\n"
-        "                      inner-only: node cache of inner nodes; dex: node cache,\n"
-        "                      leaves admitted with probability 0.1)\n"
-        "  --dist D            uniform | zipfian (default uniform)\n"
-        "  --theta T           zipfian skew, 0 < T < 1 (default 0.99)\n"
-        "  --hot-keys H        scrambled | clustered (default scrambled): zipfian ranks\n"
-        "                      are spread over the key space by a random permutation\n"
-        "                      (YCSB's scrambled zipfian), or rank r is the r-th\n"
-        "                      smallest key, so hot records share leaves\n"
-        "  --keys K            records bulk-loaded (default 1000000)\n"
-        "  --workers N         worker processes (default 2)\n"
-        "  --seconds S         run length (default 10)\n"
-        "  --warmup S          run the workload S seconds unmeasured first (default 0)\n"
-        "  --ops N             ops per worker instead of --seconds\n"
-        "  --memnode URL       running memory node (default tcp://127.0.0.1:7400)\n"
-        "  --spawn-memnode P   start dex-memnode binary P on a free port, kill it at exit\n"
-        "  --spawn             same, with the dex-memnode of this build\n"
-        "  --memory SIZE       pool of the spawned memnode / local buffer (default auto)\n"
-        "  --memnode-threads N --threads of the spawned memnode (default 2)\n"
-        "  --leaf-admission P  dex mode: probability a fetched leaf is admitted (default 0.1)\n"
-        "  --offload M         cached modes: auto | on | off (default off): lookups, scans and\n"
-        "                      single-entry writes that miss the cache at or below the\n"
-        "                      placement level may run on the memory node (DEX 6)\n"
-        "  --cache-ratio F     node cache size / index size after the load (inner-only,\n"
-        "                      dex; default 0.125)\n"
-        "  --fill F            bulk-load fill factor (default 0.9)\n"
-        "  --scan-length N     entries per scan (default 100)\n"
-        "  --seed N            RNG seed (default 42)\n"
-        "  --verify            after the run: BTree::check() and exact content check\n");
-}
-
-[[noreturn]] void die_usage(const std::string& m) {
-    std::fprintf(stderr, "dex-ycsb: %s\n", m.c_str());
-    usage(stderr);
-    std::exit(kExitUsage);
-}
-
-void logf(const char* fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    std::fprintf(stderr, "[dex-ycsb] ");
-    std::vfprintf(stderr, fmt, ap);
-    std::fprintf(stderr, "\n");
-    va_end(ap);
-}
-
-bool parse_size(const std::string& s, uint64_t& out) {
-    size_t i = 0;
-    while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) i++;
-    if (i == 0 || i > 15) return false;
-    uint64_t v = std::stoull(s.substr(0, i)), mul = 1;
-    std::string suf;
-    for (size_t k = i; k < s.size(); k++) suf += static_cast<char>(std::tolower(static_cast<unsigned char>(s[k])));
-    if (suf.empty() || suf == "b") mul = 1;
-    else if (suf == "k" || suf == "kb") mul = 1ull << 10;
-    else if (suf == "m" || suf == "mb") mul = 1ull << 20;
-    else if (suf == "g" || suf == "gb") mul = 1ull << 30;
-    else return false;
-    out = v * mul;
-    return true;
-}
-
-Options parse_args(int argc, char** argv) {
-    Options o;
-    for (int i = 0; i < argc; i++) o.argv_line += (i ? " " : "") + std::string(argv[i]);
-    for (int i = 1; i < argc; i++) {
-        std::string a = argv[i];
-        auto val = [&]() -> std::string {
-            if (i + 1 >= argc) die_usage(a + " needs a value");
-            return argv[++i];
-        };
-        auto num = [&](double lo, double hi) {
-            std::string v = val();
-            char* end = nullptr;
-            double d = std::strtod(v.c_str(), &end);
-            if (v.empty() || *end || !(d >= lo && d <= hi)) die_usage("invalid " + a + " \"" + v + "\"");
-            return d;
-        };
-        if (a == "--help" || a == "-h") {
-            usage(stdout);
-            std::exit(0);
-        } else if (a == "--workload") o.workload = val();
-        else if (a == "--mode") o.mode = val();
-        else if (a == "--dist") o.dist = val();
-        else if (a == "--theta") o.theta = num(0.01, 0.999999);
-        else if (a == "--keys") o.keys = static_cast<uint64_t>(num(1, 2e9));
-        else if (a == "--workers") o.workers = static_cast<int>(num(1, 256));
-        else if (a == "--seconds") o.seconds = num(0.01, 1e6);
-        else if (a == "--warmup") o.warmup = num(0, 1e6);
-        else if (a == "--ops") o.ops_per_worker = static_cast<uint64_t>(num(1, 1e12));
-        else if (a == "--memnode") o.memnode = val();
-        else if (a == "--spawn-memnode") o.spawn_path = val();
-        else if (a == "--spawn") o.spawn_path = DEX_MEMNODE_BIN;
-        else if (a == "--memory") {
-            std::string v = val();
-            if (!parse_size(v, o.memory) || o.memory < (1u << 20)) die_usage("invalid --memory \"" + v + "\"");
-        } else if (a == "--memnode-threads") o.memnode_threads = static_cast<int>(num(1, 256));
-        else if (a == "--cache-ratio") o.cache_ratio = num(0, 16);
-        else if (a == "--leaf-admission") o.leaf_admission = num(0, 1);
-        else if (a == "--offload") {
-            o.offload = val();
-            if (o.offload != "auto" && o.offload != "on" && o.offload != "off") die_usage("--offload auto|on|off");
-        }
-        else if (a == "--fill") o.fill = num(0.1, 1);
-        else if (a == "--scan-length") o.scan_length = static_cast<int>(num(1, 100000));
-        else if (a == "--seed") o.seed = static_cast<uint64_t>(num(0, 1e18));
-        else if (a == "--verify") o.verify = true;
-        else if (a == "--hot-keys") {
-            std::string v = val();
-            if (v != "scrambled" && v != "clustered") die_usage("unknown --hot-keys " + v);
-            o.clustered = v == "clustered";
-        }
-        else die_usage("unknown option " + a);
-    }
-    Mix m;
-    if (!workload_mix(o.workload, m)) die_usage("unknown --workload " + o.workload);
-    if (o.dist != "uniform" && o.dist != "zipfian") die_usage("unknown --dist " + o.dist);
-    if (o.mode != "no-cache" && o.mode != "local" && o.mode != "inner-only" && o.mode != "dex")
-        die_usage("unknown --mode " + o.mode);
-    bool cached = o.mode == "inner-only" || o.mode == "dex";
-    if (o.cache_ratio < 0) o.cache_ratio = cached ? 0.125 : 0;
-    if (cached && !(o.cache_ratio > 0)) die_usage("--mode " + o.mode + " needs --cache-ratio > 0");
-    return o;
-}
 
 // ---- shared region -----------------------------------------------------------------
 
@@ -570,41 +393,7 @@ VerifyResult verify(tree::BTree& t, const Shared& sh, uint64_t K, uint64_t inser
     return v;
 }
 
-// ---- JSON --------------------------------------------------------------------------------
-
-std::string jstr(const std::string& s) {
-    std::string o = "\"";
-    for (char c : s) {
-        if (c == '"' || c == '\\') o += '\\', o += c;
-        else if (static_cast<unsigned char>(c) < 0x20) {
-            char b[8];
-            std::snprintf(b, sizeof b, "\\u%04x", c);
-            o += b;
-        } else o += c;
-    }
-    return o + "\"";
-}
-std::string jnum(double d) {
-    if (!std::isfinite(d)) return "null";
-    char b[64];
-    std::snprintf(b, sizeof b, "%.6g", d);
-    return b;
-}
-std::string jnum(uint64_t u) { return std::to_string(u); }
-
-struct Obj {
-    std::string s = "{";
-    Obj& raw(const std::string& k, const std::string& v) {
-        if (s.size() > 1) s += ",";
-        s += jstr(k) + ":" + v;
-        return *this;
-    }
-    Obj& str(const std::string& k, const std::string& v) { return raw(k, jstr(v)); }
-    Obj& num(const std::string& k, double v) { return raw(k, jnum(v)); }
-    Obj& u(const std::string& k, uint64_t v) { return raw(k, jnum(v)); }
-    Obj& b(const std::string& k, bool v) { return raw(k, v ? "true" : "false"); }
-    std::string done() const { return s + "}"; }
-};
+// ---- JSON (json.h) -----------------------------------------------------------------------
 
 std::string lat_json(const Histogram& h) {
     return Obj()
@@ -617,109 +406,86 @@ std::string lat_json(const Histogram& h) {
         .done();
 }
 
-std::string host_name() {
-    char b[256] = {0};
-    gethostname(b, sizeof b - 1);
-    return b;
-}
-std::string utc_now() {
-    time_t t = time(nullptr);
-    tm g;
-    gmtime_r(&t, &g);
-    char b[64];
-    strftime(b, sizeof b, "%Y-%m-%dT%H:%M:%SZ", &g);
-    return b;
-}
-
 // ---- main ----------------------------------------------------------------------------------
 
-int run(const Options& o) {
-    Mix mix;
-    workload_mix(o.workload, mix);
-    const uint64_t K = o.keys;
+// The pool a memory node (or the local buffer) gets: the index size
+// estimate -- leaves at `fill`, ~3% inner nodes -- with room for inserts and
+// updates splitting leaves. The local buffer is MAP_NORESERVE (costs only
+// what is touched): at least 1 GiB. A spawned memnode pre-faults its whole
+// pool: at least 256 MiB.
+uint64_t pool_bytes(const Options& o) {
+    if (o.memory) return o.memory;
     const bool local = o.mode == "local";
+    uint64_t est = static_cast<uint64_t>(static_cast<double>(o.keys) / (kLeafCapacity * o.fill) * 1.05 * kNodeSize);
+    return std::max<uint64_t>(local ? (1ull << 30) : (256ull << 20), ((est * 4) >> 20 << 20) + (64ull << 20));
+}
 
-    // Index size estimate for the automatic pool size: leaves at `fill`, ~3%
-    // inner nodes, then room for inserts/updates splitting leaves.
-    uint64_t est = static_cast<uint64_t>(static_cast<double>(K) / (kLeafCapacity * o.fill) * 1.05 * kNodeSize);
-    // The local buffer is MAP_NORESERVE (costs only what is touched): at least
-    // 1 GiB. A spawned memnode pre-faults its whole pool: at least 256 MiB.
-    uint64_t pool = o.memory ? o.memory
-                             : std::max<uint64_t>(local ? (1ull << 30) : (256ull << 20),
-                                                  ((est * 4) >> 20 << 20) + (64ull << 20));
+// The namespace and its bulk-loaded tree (the load's counters go to their own Stats).
+struct Loaded {
+    uint64_t ns = 0;
+    tree::TreeInfo info;
+    double seconds = 0;
+    uint64_t round_trips = 0;
+};
 
-    Shared sh = map_shared(o.workers, K);
-    std::unique_ptr<LocalPool> lpool;
-    std::string url = o.memnode;
-    if (local) {
-        lpool = std::make_unique<LocalPool>(pool);
-        url = "local://";
-        logf("mode local: shared local buffer of %" PRIu64 " MiB, no network", pool >> 20);
-    } else if (!o.spawn_path.empty()) {
-        url = spawn_memnode(o, pool);
-        logf("spawned %s (pid %d, %" PRIu64 " MiB, %d threads) at %s", o.spawn_path.c_str(), g_memnode_pid,
-             pool >> 20, o.memnode_threads, url.c_str());
-    }
-
-    // Zipfian constants once, here, before fork.
-    std::unique_ptr<Zipfian> zipf;
-    Permutation scramble(K, o.seed ^ 0x5ca1ab1eull), ins_perm(K, o.seed ^ 0x1a5e27ull);
-    if (o.dist == "zipfian") {
-        auto z0 = Clock::now();
-        zipf = std::make_unique<Zipfian>(K, o.theta);
-        logf("zipfian theta %.3f: zeta(%" PRIu64 ") = %.4f (%.2f s)", o.theta, K, zipf->zetan(),
-             std::chrono::duration<double>(Clock::now() - z0).count());
-    }
-
-    // Namespace + bulk load (counters of the load go to a separate Stats).
+Loaded load_index(const Options& o, const std::string& url, LocalPool* lpool) {
     Stats load_stats;
     set_stats(&load_stats);
-    uint64_t ns;
-    tree::TreeInfo info0;
-    double load_s;
+    Loaded l;
     {
-        Handle h = open_tree(o, url, lpool.get(), 0);
+        Handle h = open_tree(o, url, lpool, 0);
         uint8_t tag[net::kNamespaceTagLen] = {0};
         std::snprintf(reinterpret_cast<char*>(tag), sizeof tag, "dex-ycsb pid %d", static_cast<int>(getpid()));
-        ns = rpc_u64(h.mem->node(0), net::kOpNsCreate, tag, sizeof tag);
-        h.tree = std::make_unique<tree::BTree>(*h.mem, 0, ns);
-        logf("namespace %" PRIu64 " on %s; bulk loading %" PRIu64 " keys (fill %.2f)", ns, url.c_str(), K, o.fill);
+        l.ns = rpc_u64(h.mem->node(0), net::kOpNsCreate, tag, sizeof tag);
+        h.tree = std::make_unique<tree::BTree>(*h.mem, 0, l.ns);
+        logf("namespace %" PRIu64 " on %s; bulk loading %" PRIu64 " keys (fill %.2f)", l.ns, url.c_str(), o.keys,
+             o.fill);
         auto l0 = Clock::now();
         tree::BTree::BulkLoader bl(*h.tree, o.fill);
-        for (uint64_t r = 0; r < K; r++) {
+        for (uint64_t r = 0; r < o.keys; r++) {
             bl.add(record_key(r, 0));
             if ((r + 1) % 2000000 == 0) logf("  loaded %" PRIu64 " keys", r + 1);
         }
         bl.finish();
-        load_s = std::chrono::duration<double>(Clock::now() - l0).count();
-        info0 = h.tree->info();
-        logf("loaded in %.2f s: height %u, %" PRIu64 " leaves, %" PRIu64 " inner nodes, %.1f MiB", load_s,
-             info0.height, info0.leaves, info0.inner_nodes,
-             static_cast<double>((info0.leaves + info0.inner_nodes) * kNodeSize) / (1 << 20));
+        l.seconds = std::chrono::duration<double>(Clock::now() - l0).count();
+        l.info = h.tree->info();
+        logf("loaded in %.2f s: height %u, %" PRIu64 " leaves, %" PRIu64 " inner nodes, %.1f MiB", l.seconds,
+             l.info.height, l.info.leaves, l.info.inner_nodes,
+             static_cast<double>((l.info.leaves + l.info.inner_nodes) * kNodeSize) / (1 << 20));
         // h (and its socket) is closed here: nothing network-related crosses fork.
     }
     set_stats(nullptr);
-    uint64_t local_base[4] = {0, 0, 0, 0};
+    l.round_trips = load_stats.round_trips.load();
+    return l;
+}
 
-    // The node cache: one CacheRegion in MAP_SHARED memory made before fork (as
-    // PostgreSQL's main shared memory is), sized --cache-ratio x index size.
-    void* cache_mem = nullptr;
-    size_t cache_mem_bytes = 0, cache_bytes = 0;
+// The node cache: one CacheRegion in MAP_SHARED memory made before fork (as
+// PostgreSQL's main shared memory is), sized --cache-ratio x index size.
+struct NodeCache {
+    void* mem = nullptr;
+    size_t mem_bytes = 0, bytes = 0;
     cache::CacheRegion* region = nullptr;
-    if (o.mode == "inner-only" || o.mode == "dex") {
-        cache_bytes = static_cast<size_t>(o.cache_ratio * static_cast<double>((info0.leaves + info0.inner_nodes) * kNodeSize));
-        cache_mem_bytes = cache::CacheRegion::bytes_for(cache_bytes);
-        cache_mem = mmap(nullptr, cache_mem_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-        if (cache_mem == MAP_FAILED) throw std::runtime_error("mmap of the node cache region failed");
-        cache::AdmissionPolicy pol;
-        pol.cache_leaves = o.mode == "dex";
-        pol.leaf_admission = o.leaf_admission;
-        region = cache::CacheRegion::init(cache_mem, cache_mem_bytes, pol);
-        logf("node cache: %u frames (%.1f MiB = %.3f x index), %s", region->frame_count(),
-             static_cast<double>(cache_bytes) / (1 << 20), o.cache_ratio,
-             pol.cache_leaves ? "inner nodes + leaves with probability --leaf-admission" : "inner nodes only");
-    }
-    Plan plan{mix, K, zipf.get(), o.clustered ? nullptr : &scramble, &ins_perm, region};
+};
+
+NodeCache make_node_cache(const Options& o, const tree::TreeInfo& info) {
+    NodeCache c;
+    if (o.mode != "inner-only" && o.mode != "dex") return c;
+    c.bytes = static_cast<size_t>(o.cache_ratio * static_cast<double>((info.leaves + info.inner_nodes) * kNodeSize));
+    c.mem_bytes = cache::CacheRegion::bytes_for(c.bytes);
+    c.mem = mmap(nullptr, c.mem_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (c.mem == MAP_FAILED) throw std::runtime_error("mmap of the node cache region failed");
+    cache::AdmissionPolicy pol;
+    pol.cache_leaves = o.mode == "dex";
+    pol.leaf_admission = o.leaf_admission;
+    c.region = cache::CacheRegion::init(c.mem, c.mem_bytes, pol);
+    logf("node cache: %u frames (%.1f MiB = %.3f x index), %s", c.region->frame_count(),
+         static_cast<double>(c.bytes) / (1 << 20), o.cache_ratio,
+         pol.cache_leaves ? "inner nodes + leaves with probability --leaf-admission" : "inner nodes only");
+    return c;
+}
+
+void fork_workers(const Options& o, const Plan& plan, Shared& sh, const std::string& url, LocalPool* lpool,
+                  uint64_t ns) {
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
     for (int i = 0; i < o.workers; i++) {
@@ -732,7 +498,7 @@ int run(const Options& o) {
             g_memnode_pid = -1;
             int rc = 0;
             try {
-                run_worker(i, o, plan, sh, url, lpool.get(), ns);
+                run_worker(i, o, plan, sh, url, lpool, ns);
             } catch (const std::exception& e) {
                 std::snprintf(sh.slots[i].error, sizeof sh.slots[i].error, "%s", e.what());
                 sh.slots[i].failed = 1;
@@ -743,9 +509,17 @@ int run(const Options& o) {
         }
         g_workers.push_back(p);
     }
+}
 
-    // Start when every worker is connected; stop after --seconds (or when all
-    // workers finished their --ops).
+// The local buffer's access counters when the measured part began.
+struct LocalBase {
+    uint64_t reads = 0, writes = 0, atomics = 0, rpcs = 0;
+};
+
+// Start when every worker is connected (throws if one fails first), warm up
+// if asked, then measure until --seconds passed (or every worker finished its
+// --ops), a progress line a second; every counter starts from the measured part.
+void drive_workers(const Options& o, Shared& sh, LocalPool* lpool, LocalBase& base) {
     auto wait_ready = Clock::now();
     while (sh.ctl->ready.load() < o.workers) {
         bool dead = false;
@@ -760,13 +534,11 @@ int run(const Options& o) {
         }
         usleep(1000);
     }
-    // Every counter starts from here (again after --warmup).
     auto restart_counters = [&] {
         sh.ctl->run_stats.reset();
         if (lpool) {
             auto& c = lpool->shared().counters;
-            local_base[0] = c.reads.load(), local_base[1] = c.writes.load();
-            local_base[2] = c.atomics.load(), local_base[3] = c.rpcs.load();
+            base = {c.reads.load(), c.writes.load(), c.atomics.load(), c.rpcs.load()};
         }
     };
     restart_counters();
@@ -822,66 +594,91 @@ int run(const Options& o) {
             errors += "worker " + std::to_string(i) + " exit " + std::to_string(status[i]) + ": " +
                       (sh.slots[i].failed ? sh.slots[i].error : "(no message)") + "; ";
     if (!errors.empty()) throw std::runtime_error(errors);
+}
 
-    // ---- aggregate ----
-    Histogram* all = new Histogram();
-    Histogram* per = new Histogram[kOpTypes];
-    all->clear();
-    for (int k = 0; k < kOpTypes; k++) per[k].clear();
-    uint64_t by_type[kOpTypes] = {0}, not_found = 0, upd_missing = 0, ins_dup = 0, scan_short = 0;
+// The workers' slots summed up.
+struct Totals {
+    std::unique_ptr<Histogram> all = std::make_unique<Histogram>();
+    std::unique_ptr<Histogram[]> per = std::make_unique<Histogram[]>(kOpTypes);
+    uint64_t by_type[kOpTypes] = {0};
+    uint64_t not_found = 0, upd_missing = 0, ins_dup = 0, scan_short = 0;
+    uint64_t ops = 0;
+    double seconds = 0, throughput = 0;
+};
+
+void aggregate(const Options& o, const Shared& sh, Totals& t) {
+    t.all->clear();
+    for (int k = 0; k < kOpTypes; k++) t.per[k].clear();
     int64_t end_ns = sh.ctl->start_ns;
     for (int i = 0; i < o.workers; i++) {
         WorkerSlot& w = sh.slots[i];
         for (int k = 0; k < kOpTypes; k++) {
-            by_type[k] += w.by_type[k];
-            per[k].merge(w.hist[k]);
-            all->merge(w.hist[k]);
+            t.by_type[k] += w.by_type[k];
+            t.per[k].merge(w.hist[k]);
+            t.all->merge(w.hist[k]);
         }
-        not_found += w.lookup_not_found;
-        upd_missing += w.update_missing;
-        ins_dup += w.insert_duplicate;
-        scan_short += w.scan_short;
+        t.not_found += w.lookup_not_found;
+        t.upd_missing += w.update_missing;
+        t.ins_dup += w.insert_duplicate;
+        t.scan_short += w.scan_short;
         end_ns = std::max(end_ns, w.end_ns);
     }
-    uint64_t total = all->n;
-    double run_s = static_cast<double>(end_ns - sh.ctl->start_ns) / 1e9;
-    double tput = run_s > 0 ? static_cast<double>(total) / run_s : 0;
-    Stats& st = sh.ctl->run_stats;
-    auto per_op = [&](const std::atomic<uint64_t>& c) { return total ? static_cast<double>(c.load()) / total : 0.0; };
-    uint64_t hits = st.cache_hits.load(), misses = st.cache_misses.load();
-    logf("done: %" PRIu64 " ops in %.2f s = %.0f ops/s; %.2f remote reads/op, p50 %.1f us, p99 %.1f us", total,
-         run_s, tput, per_op(st.remote_reads), all->percentile(0.5) / 1e3, all->percentile(0.99) / 1e3);
-    if (region)
-        logf("node cache: hit ratio %.4f (%" PRIu64 " hits, %" PRIu64 " misses), %" PRIu64 " admissions, %" PRIu64
-             " evictions",
-             hits + misses ? double(hits) / double(hits + misses) : 0.0, hits, misses, st.admissions.load(),
-             st.evictions.load());
+    t.ops = t.all->n;
+    t.seconds = static_cast<double>(end_ns - sh.ctl->start_ns) / 1e9;
+    t.throughput = t.seconds > 0 ? static_cast<double>(t.ops) / t.seconds : 0;
+}
 
-    // ---- after the run: size, verify, cleanup (not counted) ----
-    tree::TreeInfo info1;
-    VerifyResult vr;
-    uint64_t inserts = sh.ctl->insert_seq.load();
-    {
-        Handle h = open_tree(o, url, lpool.get(), ns);
-        info1 = h.tree->info();
-        if (o.verify) {
-            logf("verifying (check + full scan against the expected %" PRIu64 " entries)", K + inserts);
-            vr = verify(*h.tree, sh, K, inserts, ins_perm);
-            logf("verify %s: %" PRIu64 " entries, %" PRIu64 " missing, %" PRIu64 " unexpected %s",
-                 vr.ok ? "OK" : "FAILED", vr.entries, vr.missing, vr.unexpected, vr.first_problems.c_str());
-        }
-        if (!local) rpc_u64(h.mem->node(0), net::kOpNsDrop, &ns, 8);
+// After the run (not counted): the tree's size, and with --verify its check
+// and exact content; the namespace dropped.
+struct After {
+    tree::TreeInfo info;
+    VerifyResult verify;
+    uint64_t inserts = 0;
+};
+
+After inspect_after(const Options& o, const Shared& sh, const std::string& url, LocalPool* lpool, uint64_t ns,
+                    const Permutation& ins_perm) {
+    After a;
+    a.inserts = sh.ctl->insert_seq.load();
+    Handle h = open_tree(o, url, lpool, ns);
+    a.info = h.tree->info();
+    if (o.verify) {
+        logf("verifying (check + full scan against the expected %" PRIu64 " entries)", o.keys + a.inserts);
+        a.verify = verify(*h.tree, sh, o.keys, a.inserts, ins_perm);
+        logf("verify %s: %" PRIu64 " entries, %" PRIu64 " missing, %" PRIu64 " unexpected %s",
+             a.verify.ok ? "OK" : "FAILED", a.verify.entries, a.verify.missing, a.verify.unexpected,
+             a.verify.first_problems.c_str());
     }
+    if (o.mode != "local") rpc_u64(h.mem->node(0), net::kOpNsDrop, &ns, 8);
+    return a;
+}
 
-    // ---- JSON ----
-    Obj cfg;
-    cfg.str("argv", o.argv_line)
+// Everything a result records, for print_result.
+struct Run {
+    explicit Run(const Options& opts) : o(opts) {}
+    const Options& o;
+    Mix mix{};
+    std::string url;
+    uint64_t pool = 0;
+    LocalPool* lpool = nullptr;
+    LocalBase base;
+    Loaded load;
+    NodeCache cache;
+    Totals totals;
+    After after;
+};
+
+std::string config_json(const Run& r) {
+    const Options& o = r.o;
+    const bool local = o.mode == "local";
+    return Obj()
+        .str("argv", o.argv_line)
         .str("workload", o.workload)
         .str("mode", o.mode)
         .str("dist", o.dist)
         .num("theta", o.dist == "zipfian" ? o.theta : 0)
         .str("hot_keys", o.dist != "zipfian" ? "n/a" : (o.clustered ? "clustered" : "scrambled"))
-        .u("keys", K)
+        .u("keys", o.keys)
         .u("workers", static_cast<uint64_t>(o.workers))
         .num("seconds", o.ops_per_worker ? 0 : o.seconds)
         .num("warmup_seconds", o.warmup)
@@ -891,41 +688,26 @@ int run(const Options& o) {
         .num("fill", o.fill)
         .u("scan_length", static_cast<uint64_t>(o.scan_length))
         .u("seed", o.seed)
-        .str("memnode", local ? "local://" : url)
+        .str("memnode", local ? "local://" : r.url)
         .b("spawned_memnode", !local && !o.spawn_path.empty())
-        .u("memory_bytes", local || !o.spawn_path.empty() ? pool : 0)
+        .u("memory_bytes", local || !o.spawn_path.empty() ? r.pool : 0)
         .u("memnode_threads", local || o.spawn_path.empty() ? 0 : static_cast<uint64_t>(o.memnode_threads))
-        .raw("mix_percent", Obj().u("lookup", mix.lookup).u("update", mix.update).u("insert", mix.insert)
-                                .u("scan", mix.scan).done())
+        .raw("mix_percent", Obj().u("lookup", r.mix.lookup).u("update", r.mix.update).u("insert", r.mix.insert)
+                                .u("scan", r.mix.scan).done())
         .str("key_scheme", "record r = entry (value 2r, TID (version, 1)), loaded with version 0; "
                            "inserts add odd values 2*P(j)+1, P a random permutation of [0,K)")
         .b("verify", o.verify)
         .str("host", host_name())
         .u("cores", static_cast<uint64_t>(sysconf(_SC_NPROCESSORS_ONLN)))
-        .str("date", utc_now());
-    auto nodes0 = info0.leaves + info0.inner_nodes, nodes1 = info1.leaves + info1.inner_nodes;
-    Obj idx;
-    idx.u("height", info0.height)
-        .u("nodes_after_load", nodes0)
-        .u("bytes_after_load", nodes0 * kNodeSize)
-        .u("leaves_after_load", info0.leaves)
-        .u("nodes_after_run", nodes1)
-        .u("bytes_after_run", nodes1 * kNodeSize)
-        .u("entries_after_run", info1.entries);
-    Obj types;
-    for (int k = 0; k < kOpTypes; k++) types.u(kOpNames[k], by_type[k]);
-    Obj run;
-    run.num("seconds", run_s)
-        .u("ops", total)
-        .num("throughput_ops_per_sec", tput)
-        .raw("ops_by_type", types.done())
-        .u("lookup_not_found", not_found)
-        .u("update_missing_old_entry", upd_missing)
-        .u("insert_duplicate", ins_dup)
-        .u("scan_short", scan_short)
-        .u("new_keys_inserted", inserts);
+        .str("date", utc_now())
+        .done();
+}
+
+std::string per_op_json(const Run& r, const Stats& st) {
+    const uint64_t total = r.totals.ops;
+    auto per_op = [&](const std::atomic<uint64_t>& c) { return total ? static_cast<double>(c.load()) / total : 0.0; };
     Obj po;
-    po.b("counters_are_remote", !local)
+    po.b("counters_are_remote", r.o.mode != "local")
         .num("index_ops", per_op(st.index_ops))
         .num("remote_reads", per_op(st.remote_reads))
         .num("remote_writes", per_op(st.remote_writes))
@@ -936,19 +718,49 @@ int run(const Options& o) {
         .num("bytes_read", per_op(st.bytes_read))
         .num("bytes_written", per_op(st.bytes_written))
         .num("restarts", per_op(st.restarts));
-    if (lpool) {
-        auto& c = lpool->shared().counters;
+    if (r.lpool) {
+        auto& c = r.lpool->shared().counters;
         auto d = [&](uint64_t now, uint64_t base) { return total ? static_cast<double>(now - base) / total : 0.0; };
         po.raw("local_accesses", Obj()
-                                     .num("reads", d(c.reads.load(), local_base[0]))
-                                     .num("writes", d(c.writes.load(), local_base[1]))
-                                     .num("atomics", d(c.atomics.load(), local_base[2]))
-                                     .num("rpcs", d(c.rpcs.load(), local_base[3]))
+                                     .num("reads", d(c.reads.load(), r.base.reads))
+                                     .num("writes", d(c.writes.load(), r.base.writes))
+                                     .num("atomics", d(c.atomics.load(), r.base.atomics))
+                                     .num("rpcs", d(c.rpcs.load(), r.base.rpcs))
                                      .done());
     }
+    return po.done();
+}
+
+// The result as one JSON object on stdout.
+void print_result(const Run& r, const Stats& st) {
+    const Options& o = r.o;
+    const Totals& t = r.totals;
+    const uint64_t hits = st.cache_hits.load(), misses = st.cache_misses.load();
+    const tree::TreeInfo &info0 = r.load.info, &info1 = r.after.info;
+    auto nodes0 = info0.leaves + info0.inner_nodes, nodes1 = info1.leaves + info1.inner_nodes;
+    Obj idx;
+    idx.u("height", info0.height)
+        .u("nodes_after_load", nodes0)
+        .u("bytes_after_load", nodes0 * kNodeSize)
+        .u("leaves_after_load", info0.leaves)
+        .u("nodes_after_run", nodes1)
+        .u("bytes_after_run", nodes1 * kNodeSize)
+        .u("entries_after_run", info1.entries);
+    Obj types;
+    for (int k = 0; k < kOpTypes; k++) types.u(kOpNames[k], t.by_type[k]);
+    Obj run;
+    run.num("seconds", t.seconds)
+        .u("ops", t.ops)
+        .num("throughput_ops_per_sec", t.throughput)
+        .raw("ops_by_type", types.done())
+        .u("lookup_not_found", t.not_found)
+        .u("update_missing_old_entry", t.upd_missing)
+        .u("insert_duplicate", t.ins_dup)
+        .u("scan_short", t.scan_short)
+        .u("new_keys_inserted", r.after.inserts);
     Obj cache;
-    cache.u("frames", region ? region->frame_count() : 0)
-        .u("bytes", cache_bytes)
+    cache.u("frames", r.cache.region ? r.cache.region->frame_count() : 0)
+        .u("bytes", r.cache.bytes)
         .str("policy", o.mode == "dex" ? "inner + leaves p=0.1" : o.mode == "inner-only" ? "inner only" : "none")
         .u("hits", hits)
         .u("misses", misses)
@@ -957,32 +769,86 @@ int run(const Options& o) {
         .u("evictions", st.evictions.load())
         .u("coolings", st.coolings.load());
     Obj lat;
-    lat.raw("all", lat_json(*all));
+    lat.raw("all", lat_json(*t.all));
     for (int k = 0; k < kOpTypes; k++)
-        if (per[k].n) lat.raw(kOpNames[k], lat_json(per[k]));
+        if (t.per[k].n) lat.raw(kOpNames[k], lat_json(t.per[k]));
+    const VerifyResult& vr = r.after.verify;
     Obj ver;
     ver.b("ran", o.verify);
     if (o.verify)
         ver.b("ok", vr.ok).u("entries", vr.entries).u("expected", vr.expected).u("missing", vr.missing)
             .u("unexpected", vr.unexpected).str("problems", vr.first_problems).str("check_notes", vr.notes);
+    const double load_s = r.load.seconds;
     Obj out;
     out.str("benchmark", "dex-ycsb")
-        .raw("config", cfg.done())
-        .raw("load", Obj().num("seconds", load_s).num("keys_per_sec", load_s > 0 ? K / load_s : 0)
-                          .num("remote_round_trips", static_cast<double>(load_stats.round_trips.load())).done())
+        .raw("config", config_json(r))
+        .raw("load", Obj().num("seconds", load_s).num("keys_per_sec", load_s > 0 ? o.keys / load_s : 0)
+                          .num("remote_round_trips", static_cast<double>(r.load.round_trips)).done())
         .raw("index", idx.done())
         .raw("run", run.done())
-        .raw("per_op", po.done())
+        .raw("per_op", per_op_json(r, st))
         .raw("cache", cache.done())
         .raw("latency_us", lat.done())
         .raw("verify", ver.done());
     std::printf("%s\n", out.done().c_str());
     std::fflush(stdout);
-    delete all;
-    delete[] per;
+}
+
+int run(const Options& o) {
+    Run r(o);
+    workload_mix(o.workload, r.mix);
+    const uint64_t K = o.keys;
+    const bool local = o.mode == "local";
+    r.pool = pool_bytes(o);
+
+    Shared sh = map_shared(o.workers, K);
+    std::unique_ptr<LocalPool> lpool;
+    r.url = o.memnode;
+    if (local) {
+        lpool = std::make_unique<LocalPool>(r.pool);
+        r.lpool = lpool.get();
+        r.url = "local://";
+        logf("mode local: shared local buffer of %" PRIu64 " MiB, no network", r.pool >> 20);
+    } else if (!o.spawn_path.empty()) {
+        r.url = spawn_memnode(o, r.pool);
+        logf("spawned %s (pid %d, %" PRIu64 " MiB, %d threads) at %s", o.spawn_path.c_str(), g_memnode_pid,
+             r.pool >> 20, o.memnode_threads, r.url.c_str());
+    }
+
+    // Zipfian constants once, here, before fork.
+    std::unique_ptr<Zipfian> zipf;
+    Permutation scramble(K, o.seed ^ 0x5ca1ab1eull), ins_perm(K, o.seed ^ 0x1a5e27ull);
+    if (o.dist == "zipfian") {
+        auto z0 = Clock::now();
+        zipf = std::make_unique<Zipfian>(K, o.theta);
+        logf("zipfian theta %.3f: zeta(%" PRIu64 ") = %.4f (%.2f s)", o.theta, K, zipf->zetan(),
+             std::chrono::duration<double>(Clock::now() - z0).count());
+    }
+
+    r.load = load_index(o, r.url, r.lpool);
+    r.cache = make_node_cache(o, r.load.info);
+    Plan plan{r.mix, K, zipf.get(), o.clustered ? nullptr : &scramble, &ins_perm, r.cache.region};
+    fork_workers(o, plan, sh, r.url, r.lpool, r.load.ns);
+    drive_workers(o, sh, r.lpool, r.base);
+
+    aggregate(o, sh, r.totals);
+    const Stats& st = sh.ctl->run_stats;
+    const uint64_t hits = st.cache_hits.load(), misses = st.cache_misses.load();
+    logf("done: %" PRIu64 " ops in %.2f s = %.0f ops/s; %.2f remote reads/op, p50 %.1f us, p99 %.1f us",
+         r.totals.ops, r.totals.seconds, r.totals.throughput,
+         r.totals.ops ? static_cast<double>(st.remote_reads.load()) / r.totals.ops : 0.0,
+         r.totals.all->percentile(0.5) / 1e3, r.totals.all->percentile(0.99) / 1e3);
+    if (r.cache.region)
+        logf("node cache: hit ratio %.4f (%" PRIu64 " hits, %" PRIu64 " misses), %" PRIu64 " admissions, %" PRIu64
+             " evictions",
+             hits + misses ? double(hits) / double(hits + misses) : 0.0, hits, misses, st.admissions.load(),
+             st.evictions.load());
+
+    r.after = inspect_after(o, sh, r.url, r.lpool, r.load.ns, ins_perm);
+    print_result(r, st);
     munmap(sh.base, sh.bytes);
-    if (cache_mem) munmap(cache_mem, cache_mem_bytes);
-    return o.verify && !vr.ok ? kExitVerify : 0;
+    if (r.cache.mem) munmap(r.cache.mem, r.cache.mem_bytes);
+    return o.verify && !r.after.verify.ok ? kExitVerify : 0;
 }
 
 }  // namespace
