@@ -386,6 +386,139 @@ dex_standby_scan_wait(Relation index, const DexWbsPlaces *places)
 						dex_standby_wait_timeout_ms, &e->wbs_life, dex_cluster_request_flush, places);
 }
 
+/*
+ * A metapage that names no usable remote tree: pg_upgrade's stub, or an
+ * unlogged index reset by crash recovery.
+ */
+static void
+dex_open_refuse_treeless(Relation index, const DexMetaPageData *meta)
+{
+	if (meta->flags & DEX_META_UPGRADE_STUB)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("index \"%s\" has no remote tree", RelationGetRelationName(index)),
+				 errdetail("It was created by pg_upgrade's schema restore, and its data files were not transferred."),
+				 errhint("REINDEX INDEX %s", quote_identifier(RelationGetRelationName(index)))));
+
+	if ((meta->flags & DEX_META_INIT_FORK) || meta->ns == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("index \"%s\" lost its remote memory",
+						RelationGetRelationName(index)),
+				 errdetail("The unlogged index was reset by crash recovery."),
+				 errhint("REINDEX INDEX %s",
+						 quote_identifier(RelationGetRelationName(index)))));
+}
+
+/*
+ * A new handle of the tree the metapage names (memory node `node`), into
+ * cache entry e; on an error the entry is removed before the ERROR.
+ */
+static void
+dex_open_new_handle(Relation index, DexTreeCacheEntry *e, DexTreeCacheKey *key,
+					DexMetaPageData *meta, int node)
+{
+	DexTree    *tree = NULL;
+	DexError	err;
+	int			rc;
+
+	memset(&err, 0, sizeof(err));
+	e->node = node;
+	e->ns = meta->ns;
+	e->incarnation = meta->incarnation;
+	if (meta->nparts > 0)
+	{
+		uint64		ns[DEX_MAX_MEMNODES];
+		uint64		inc[DEX_MAX_MEMNODES];
+
+		for (int i = 0; i < meta->nparts; i++)
+		{
+			ns[i] = meta->parts[i].ns;
+			inc[i] = meta->parts[i].incarnation;
+		}
+		rc = dex_tree_open_parts(node, meta->nparts, ns, inc, meta->placement_level,
+								 RelationGetRelationName(index), &tree, &err);
+	}
+	else
+		rc = dex_tree_open(node, meta->ns, meta->incarnation,
+						   RelationGetRelationName(index), &tree, &err);
+	if (rc == DEX_OK && (meta->flags & DEX_META_BYTES))
+		rc = dex_tree_set_layout(tree, DEX_LAYOUT_BYTES, &err);
+	if (rc != DEX_OK)
+	{
+		if (tree)
+			dex_tree_close(tree);
+		hash_search(dex_tree_cache, key, HASH_REMOVE, NULL);
+		dex_report_error(rc, &err, index);
+	}
+	if (meta->flags & DEX_META_BYTES)
+	{
+		/*
+		 * The entries were encoded under the column types, collations (and
+		 * their versions) and DESC / NULLS FIRST the metapage records:
+		 * anything else would misread them (wrong answers, as for a btree
+		 * after a collation change). Checked once per backend and tree
+		 * handle.
+		 */
+		char	   *why;
+
+		dex_read_metapage_cached(index, meta);
+		why = dex_entry_meta_check(index, &meta->columns);
+
+		if (why)
+		{
+			dex_tree_close(tree);
+			hash_search(dex_tree_cache, key, HASH_REMOVE, NULL);
+			ereport(ERROR,
+					(errcode(ERRCODE_INDEX_CORRUPTED),
+					 errmsg("index \"%s\" was built under other key columns: %s",
+							RelationGetRelationName(index), why),
+					 errhint("REINDEX INDEX %s",
+							 quote_identifier(RelationGetRelationName(index)))));
+		}
+	}
+	e->tree = tree;
+	e->verified_life = 0;
+	e->wb_checked = false;
+	e->wbs_life = 0;
+}
+
+/*
+ * Write-back mode (reloption write_back): checks the remote dirty-owner word
+ * once per handle (an instance that crashed holding dirty nodes of this
+ * index -> "lost its remote memory"), then sets the mode.
+ */
+static void
+dex_open_set_mode(Relation index, DexTreeCacheEntry *e, DexTreeCacheKey *key,
+				  DexMetaPageData *meta, bool scan)
+{
+	bool		wb = dex_index_write_back(index);
+	DexError	err;
+	int			rc;
+
+	memset(&err, 0, sizeof(err));
+	e->wbs_scans_wait = false;
+	if (wb && RecoveryInProgress())
+	{
+		/*
+		 * A hot standby reads a write-back index like any other (its handle
+		 * writes nothing, so it checks no owner word), once the primary
+		 * wrote back what this snapshot can need.
+		 */
+		rc = dex_tree_set_write_back(e->tree, 0, 0, &err);
+		if (rc != DEX_OK)
+			dex_report_error(rc, &err, index);
+		e->owner_word = meta->owner_word;
+		e->wbs_scans_wait = true;
+		if (!scan)
+			dex_wb_standby_wait(index, e->tree, meta->owner_word, (uint32) e->node, meta->ns,
+								dex_standby_wait_timeout_ms, &e->wbs_life, dex_cluster_request_flush,
+								NULL);
+	}
+	else
+		dex_open_write_back(index, e, key, meta, wb);
+}
+
 static DexTree *
 dex_open_tree_ex(Relation index, bool scan)
 {
@@ -402,22 +535,7 @@ dex_open_tree_ex(Relation index, bool scan)
 	dex_read_metapage_head(index, &meta);	/* (the key columns: below, once per handle) */
 	if (meta.sysid != 0 && meta.sysid != GetSystemIdentifier())
 		(void) dex_upgrade_adopt(index, meta.sysid, false);	/* pg_upgrade carried it here */
-
-	if (meta.flags & DEX_META_UPGRADE_STUB)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("index \"%s\" has no remote tree", RelationGetRelationName(index)),
-				 errdetail("It was created by pg_upgrade's schema restore, and its data files were not transferred."),
-				 errhint("REINDEX INDEX %s", quote_identifier(RelationGetRelationName(index)))));
-
-	if ((meta.flags & DEX_META_INIT_FORK) || meta.ns == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("index \"%s\" lost its remote memory",
-						RelationGetRelationName(index)),
-				 errdetail("The unlogged index was reset by crash recovery."),
-				 errhint("REINDEX INDEX %s",
-						 quote_identifier(RelationGetRelationName(index)))));
+	dex_open_refuse_treeless(index, &meta);
 
 	if (meta.nparts > 0)
 	{
@@ -449,68 +567,7 @@ dex_open_tree_ex(Relation index, bool scan)
 
 	memset(&err, 0, sizeof(err));
 	if (e->tree == NULL)
-	{
-		DexTree    *tree = NULL;
-
-		e->node = node;
-		e->ns = meta.ns;
-		e->incarnation = meta.incarnation;
-		if (meta.nparts > 0)
-		{
-			uint64		ns[DEX_MAX_MEMNODES];
-			uint64		inc[DEX_MAX_MEMNODES];
-
-			for (int i = 0; i < meta.nparts; i++)
-			{
-				ns[i] = meta.parts[i].ns;
-				inc[i] = meta.parts[i].incarnation;
-			}
-			rc = dex_tree_open_parts(node, meta.nparts, ns, inc, meta.placement_level,
-									 RelationGetRelationName(index), &tree, &err);
-		}
-		else
-			rc = dex_tree_open(node, meta.ns, meta.incarnation,
-							   RelationGetRelationName(index), &tree, &err);
-		if (rc == DEX_OK && (meta.flags & DEX_META_BYTES))
-			rc = dex_tree_set_layout(tree, DEX_LAYOUT_BYTES, &err);
-		if (rc != DEX_OK)
-		{
-			if (tree)
-				dex_tree_close(tree);
-			hash_search(dex_tree_cache, &key, HASH_REMOVE, NULL);
-			dex_report_error(rc, &err, index);
-		}
-		if (meta.flags & DEX_META_BYTES)
-		{
-			/*
-			 * The entries were encoded under the column types, collations
-			 * (and their versions) and DESC / NULLS FIRST the metapage
-			 * records: anything else would misread them (wrong answers, as
-			 * for a btree after a collation change). Checked once per
-			 * backend and tree handle.
-			 */
-			char	   *why;
-
-			dex_read_metapage_cached(index, &meta);
-			why = dex_entry_meta_check(index, &meta.columns);
-
-			if (why)
-			{
-				dex_tree_close(tree);
-				hash_search(dex_tree_cache, &key, HASH_REMOVE, NULL);
-				ereport(ERROR,
-						(errcode(ERRCODE_INDEX_CORRUPTED),
-						 errmsg("index \"%s\" was built under other key columns: %s",
-								RelationGetRelationName(index), why),
-						 errhint("REINDEX INDEX %s",
-								 quote_identifier(RelationGetRelationName(index)))));
-			}
-		}
-		e->tree = tree;
-		e->verified_life = 0;
-		e->wb_checked = false;
-		e->wbs_life = 0;
-	}
+		dex_open_new_handle(index, e, &key, &meta, node);
 	else
 	{
 		rc = dex_tree_validate(e->tree, &err);
@@ -524,36 +581,7 @@ dex_open_tree_ex(Relation index, bool scan)
 			dex_report_error(rc, &err, index);
 		}
 	}
-
-	/*
-	 * Write-back mode (reloption write_back): checks the remote dirty-owner
-	 * word once per handle (an instance that crashed holding dirty nodes of
-	 * this index -> "lost its remote memory"), then sets the mode.
-	 */
-	{
-		bool		wb = dex_index_write_back(index);
-
-		e->wbs_scans_wait = false;
-		if (wb && RecoveryInProgress())
-		{
-			/*
-			 * A hot standby reads a write-back index like any other (its
-			 * handle writes nothing, so it checks no owner word), once the
-			 * primary wrote back what this snapshot can need.
-			 */
-			rc = dex_tree_set_write_back(e->tree, 0, 0, &err);
-			if (rc != DEX_OK)
-				dex_report_error(rc, &err, index);
-			e->owner_word = meta.owner_word;
-			e->wbs_scans_wait = true;
-			if (!scan)
-				dex_wb_standby_wait(index, e->tree, meta.owner_word, (uint32) e->node, meta.ns,
-									dex_standby_wait_timeout_ms, &e->wbs_life, dex_cluster_request_flush,
-									NULL);
-		}
-		else
-			dex_open_write_back(index, e, &key, &meta, wb);
-	}
+	dex_open_set_mode(index, e, &key, &meta, scan);
 
 	/*
 	 * Crash consistency (dexjournal.c): inserts journal themselves in this
