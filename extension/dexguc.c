@@ -92,9 +92,9 @@ dex_cache_bytes(void)
 	return (uint64) dex_cache_size_kb * 1024;
 }
 
-/* _PG_init: define every dex.* setting. */
-void
-dex_define_gucs(void)
+/* Where the memory nodes are and how long a remote wait may take. */
+static void
+dex_define_connection_gucs(void)
 {
 	DefineCustomStringVariable("dex.memnodes",
 							   "Memory nodes holding dex indexes (comma-separated tcp://host:port).",
@@ -104,6 +104,36 @@ dex_define_gucs(void)
 							   PGC_SUSET,
 							   0,
 							   NULL, dex_guc_assign_string, NULL);
+	DefineCustomStringVariable("dex.token_file",
+							   "File containing the token presented to memory nodes.",
+							   NULL,
+							   &dex_token_file,
+							   "",
+							   PGC_SIGHUP,
+							   GUC_SUPERUSER_ONLY,
+							   NULL, dex_guc_assign_string, NULL);
+	DefineCustomIntVariable("dex.connect_timeout",
+							"Timeout for connecting to a memory node.",
+							NULL,
+							&dex_connect_timeout_ms,
+							5000, 1, INT_MAX,
+							PGC_SUSET,
+							GUC_UNIT_MS,
+							NULL, dex_guc_assign_int, NULL);
+	DefineCustomIntVariable("dex.op_timeout",
+							"Timeout for a single remote memory operation.",
+							NULL,
+							&dex_op_timeout_ms,
+							30000, 1, INT_MAX,
+							PGC_SUSET,
+							GUC_UNIT_MS,
+							NULL, dex_guc_assign_int, NULL);
+}
+
+/* The node cache and offloading to memory-node CPUs. */
+static void
+dex_define_cache_gucs(void)
+{
 	/*
 	 * PostgreSQL refuses to create a PGC_POSTMASTER variable after startup, so
 	 * when dex is loaded on demand (not preloaded) the cache size is not
@@ -135,6 +165,21 @@ dex_define_gucs(void)
 							 PGC_SUSET,
 							 0,
 							 NULL, dex_guc_assign_cache_leaves, NULL);
+	DefineCustomEnumVariable("dex.offload",
+							 "Whether an index operation that misses the node cache at or below the placement level may be finished by the memory node's CPU.",
+							 "auto (default): when the DEX cost model says it is cheaper; on: always; off: never.",
+							 &dex_offload,
+							 DEX_OFFLOAD_AUTO,
+							 dex_offload_options,
+							 PGC_USERSET,
+							 0,
+							 NULL, dex_guc_assign_offload, NULL);
+}
+
+/* Writes: batched inserts, dead-entry removal, the entry images of new indexes. */
+static void
+dex_define_write_gucs(void)
+{
 	DefineCustomIntVariable("dex.insert_batch",
 							"Index entries a backend holds back and writes to remote memory together.",
 							"Entries of non-unique indexes are written at the latest at the end of the statement, before the backend scans the index, and before commit. 1 = write each entry at once.",
@@ -168,57 +213,20 @@ dex_define_gucs(void)
 							 PGC_USERSET,
 							 GUC_NOT_IN_SAMPLE,
 							 NULL, NULL, NULL);
-	DefineCustomEnumVariable("dex.offload",
-							 "Whether an index operation that misses the node cache at or below the placement level may be finished by the memory node's CPU.",
-							 "auto (default): when the DEX cost model says it is cheaper; on: always; off: never.",
-							 &dex_offload,
-							 DEX_OFFLOAD_AUTO,
-							 dex_offload_options,
-							 PGC_USERSET,
-							 0,
-							 NULL, dex_guc_assign_offload, NULL);
-	DefineCustomStringVariable("dex.crash_at",
-							   "Testing only: the backend kills itself (SIGKILL, a crash restart) at this named point of the index code.",
-							   "For crash tests: e.g. split:published, migrate:published, dirty-split:published, offload-write:answered. Empty: never.",
-							   &dex_crash_at,
-							   "",
-							   PGC_SUSET,
-							   GUC_NOT_IN_SAMPLE,
-							   NULL, dex_guc_assign_crash_at, NULL);
-	DefineCustomStringVariable("dex.token_file",
-							   "File containing the token presented to memory nodes.",
-							   NULL,
-							   &dex_token_file,
-							   "",
-							   PGC_SIGHUP,
-							   GUC_SUPERUSER_ONLY,
-							   NULL, dex_guc_assign_string, NULL);
-	DefineCustomIntVariable("dex.connect_timeout",
-							"Timeout for connecting to a memory node.",
-							NULL,
-							&dex_connect_timeout_ms,
-							5000, 1, INT_MAX,
-							PGC_SUSET,
-							GUC_UNIT_MS,
-							NULL, dex_guc_assign_int, NULL);
-	DefineCustomIntVariable("dex.op_timeout",
-							"Timeout for a single remote memory operation.",
-							NULL,
-							&dex_op_timeout_ms,
-							30000, 1, INT_MAX,
-							PGC_SUSET,
-							GUC_UNIT_MS,
-							NULL, dex_guc_assign_int, NULL);
+}
 
-	DefineCustomIntVariable("dex.standby_wait_timeout",
-							"How far a hot standby's replay may lag before the primary detaches it "
-							"(then it stops reading dex indexes until it keeps up again, and the "
-							"primary's inserts, write-backs and VACUUM no longer wait for it); how "
-							"long a standby's scan waits for the primary's write-back.",
+/* Write-back, checkpoints and hot standbys. */
+static void
+dex_define_cluster_gucs(void)
+{
+	DefineCustomIntVariable("dex.writeback_interval",
+							"Interval at which the dex write-back worker writes dirty cached "
+							"nodes of write-back indexes to remote memory (the checkpoint-like "
+							"bound on what a crash can lose).",
 							NULL,
-							&dex_standby_wait_timeout_ms,
-							10000, 100, INT_MAX,
-							PGC_SUSET,
+							&dex_writeback_interval_ms,
+							1000, 10, INT_MAX,
+							PGC_SIGHUP,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("dex.checkpoint_writeback_timeout",
@@ -231,6 +239,41 @@ dex_define_gucs(void)
 							PGC_SIGHUP,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
+	DefineCustomBoolVariable("dex.write_back_with_standbys",
+							 "Whether write-back indexes keep changes in the node cache while "
+							 "a hot standby is attached.",
+							 "off: while one is attached, they write through, and the standby's "
+							 "scans never wait for a write-back (writes cost a round trip).",
+							 &dex_write_back_with_standbys,
+							 false,
+							 PGC_SIGHUP,
+							 0,
+							 NULL, NULL, NULL);
+	DefineCustomIntVariable("dex.standby_wait_timeout",
+							"How far a hot standby's replay may lag before the primary detaches it "
+							"(then it stops reading dex indexes until it keeps up again, and the "
+							"primary's inserts, write-backs and VACUUM no longer wait for it); how "
+							"long a standby's scan waits for the primary's write-back.",
+							NULL,
+							&dex_standby_wait_timeout_ms,
+							10000, 100, INT_MAX,
+							PGC_SUSET,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+}
+
+/* Testing only: named crash points and the dex worker's injected pauses and failures. */
+static void
+dex_define_testing_gucs(void)
+{
+	DefineCustomStringVariable("dex.crash_at",
+							   "Testing only: the backend kills itself (SIGKILL, a crash restart) at this named point of the index code.",
+							   "For crash tests: e.g. split:published, migrate:published, dirty-split:published, offload-write:answered. Empty: never.",
+							   &dex_crash_at,
+							   "",
+							   PGC_SUSET,
+							   GUC_NOT_IN_SAMPLE,
+							   NULL, dex_guc_assign_crash_at, NULL);
 	DefineCustomIntVariable("dex.fence_switch_pause",
 							"Testing only: the dex worker sleeps this long at the checkpoint fence's most exposed moment.",
 							"For tests that checkpoints beginning then still wait for the write-back (dexckptfence.c). 0: never.",
@@ -248,27 +291,17 @@ dex_define_gucs(void)
 							 PGC_SIGHUP,
 							 GUC_NOT_IN_SAMPLE,
 							 NULL, NULL, NULL);
-	DefineCustomBoolVariable("dex.write_back_with_standbys",
-							 "Whether write-back indexes keep changes in the node cache while "
-							 "a hot standby is attached.",
-							 "off: while one is attached, they write through, and the standby's "
-							 "scans never wait for a write-back (writes cost a round trip).",
-							 &dex_write_back_with_standbys,
-							 false,
-							 PGC_SIGHUP,
-							 0,
-							 NULL, NULL, NULL);
+}
 
-	DefineCustomIntVariable("dex.writeback_interval",
-							"Interval at which the dex write-back worker writes dirty cached "
-							"nodes of write-back indexes to remote memory (the checkpoint-like "
-							"bound on what a crash can lose).",
-							NULL,
-							&dex_writeback_interval_ms,
-							1000, 10, INT_MAX,
-							PGC_SIGHUP,
-							GUC_UNIT_MS,
-							NULL, NULL, NULL);
+/* _PG_init: define every dex.* setting. */
+void
+dex_define_gucs(void)
+{
+	dex_define_connection_gucs();
+	dex_define_cache_gucs();
+	dex_define_write_gucs();
+	dex_define_cluster_gucs();
+	dex_define_testing_gucs();
 
 	/*
 	 * Last: reserving the prefix removes every dex.* placeholder not defined

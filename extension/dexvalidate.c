@@ -20,52 +20,13 @@
 
 #define DEX_ALL_STRATEGIES (((1 << BTMaxStrategyNumber) - 1) << 1)
 
-bool
-dexvalidate(Oid opclassoid)
+/* Support function 1 only: the three-way comparison, returning int4. */
+static bool
+dex_validate_procs(CatCList *proclist, const char *opfamilyname)
 {
 	bool		result = true;
-	HeapTuple	classtup;
-	Form_pg_opclass classform;
-	Oid			opfamilyoid;
-	Oid			opcintype;
-	char	   *opclassname;
-	HeapTuple	familytup;
-	Form_pg_opfamily familyform;
-	char	   *opfamilyname;
-	CatCList   *proclist,
-			   *oprlist;
-	List	   *grouplist;
-	ListCell   *lc;
-	bool		found_own = false;
-	int			i;
 
-	classtup = SearchSysCache1(CLAOID, ObjectIdGetDatum(opclassoid));
-	if (!HeapTupleIsValid(classtup))
-		elog(ERROR, "cache lookup failed for operator class %u", opclassoid);
-	classform = (Form_pg_opclass) GETSTRUCT(classtup);
-	opfamilyoid = classform->opcfamily;
-	opcintype = classform->opcintype;
-	opclassname = NameStr(classform->opcname);
-
-	familytup = SearchSysCache1(OPFAMILYOID, ObjectIdGetDatum(opfamilyoid));
-	if (!HeapTupleIsValid(familytup))
-		elog(ERROR, "cache lookup failed for operator family %u", opfamilyoid);
-	familyform = (Form_pg_opfamily) GETSTRUCT(familytup);
-	opfamilyname = NameStr(familyform->opfname);
-
-	if (!dex_type_supported(getBaseType(opcintype)) && !dex_key_bytes_supported(getBaseType(opcintype)))
-	{
-		ereport(INFO,
-				(errcode(ERRCODE_INVALID_OBJECT_DEFINITION),
-				 errmsg("operator class \"%s\" of access method %s is for unsupported type %s",
-						opclassname, "dex", format_type_be(opcintype))));
-		result = false;
-	}
-
-	oprlist = SearchSysCacheList1(AMOPSTRATEGY, ObjectIdGetDatum(opfamilyoid));
-	proclist = SearchSysCacheList1(AMPROCNUM, ObjectIdGetDatum(opfamilyoid));
-
-	for (i = 0; i < proclist->n_members; i++)
+	for (int i = 0; i < proclist->n_members; i++)
 	{
 		HeapTuple	proctup = &proclist->members[i]->tuple;
 		Form_pg_amproc procform = (Form_pg_amproc) GETSTRUCT(proctup);
@@ -94,8 +55,16 @@ dexvalidate(Oid opclassoid)
 			result = false;
 		}
 	}
+	return result;
+}
 
-	for (i = 0; i < oprlist->n_members; i++)
+/* Search operators of strategies 1..5 returning bool. */
+static bool
+dex_validate_operators(CatCList *oprlist, const char *opfamilyname)
+{
+	bool		result = true;
+
+	for (int i = 0; i < oprlist->n_members; i++)
 	{
 		HeapTuple	oprtup = &oprlist->members[i]->tuple;
 		Form_pg_amop oprform = (Form_pg_amop) GETSTRUCT(oprtup);
@@ -132,6 +101,20 @@ dexvalidate(Oid opclassoid)
 			result = false;
 		}
 	}
+	return result;
+}
+
+/*
+ * Per type pair: comparable by dex, every strategy, the support function.
+ * *found_own: the operator class's own type pair is among them.
+ */
+static bool
+dex_validate_groups(CatCList *oprlist, CatCList *proclist, const char *opfamilyname, Oid opcintype,
+					bool *found_own)
+{
+	bool		result = true;
+	List	   *grouplist;
+	ListCell   *lc;
 
 	grouplist = identify_opfamily_groups(oprlist, proclist);
 	foreach(lc, grouplist)
@@ -139,7 +122,7 @@ dexvalidate(Oid opclassoid)
 		OpFamilyOpFuncGroup *group = (OpFamilyOpFuncGroup *) lfirst(lc);
 
 		if (group->lefttype == opcintype && group->righttype == opcintype)
-			found_own = true;
+			*found_own = true;
 
 		/* scan keys of the right type must be placeable among the left's images */
 		if (!dex_entry_types_comparable(group->lefttype, group->righttype))
@@ -173,6 +156,57 @@ dexvalidate(Oid opclassoid)
 			result = false;
 		}
 	}
+	return result;
+}
+
+bool
+dexvalidate(Oid opclassoid)
+{
+	bool		result = true;
+	HeapTuple	classtup;
+	Form_pg_opclass classform;
+	Oid			opfamilyoid;
+	Oid			opcintype;
+	char	   *opclassname;
+	HeapTuple	familytup;
+	Form_pg_opfamily familyform;
+	char	   *opfamilyname;
+	CatCList   *proclist,
+			   *oprlist;
+	bool		found_own = false;
+
+	classtup = SearchSysCache1(CLAOID, ObjectIdGetDatum(opclassoid));
+	if (!HeapTupleIsValid(classtup))
+		elog(ERROR, "cache lookup failed for operator class %u", opclassoid);
+	classform = (Form_pg_opclass) GETSTRUCT(classtup);
+	opfamilyoid = classform->opcfamily;
+	opcintype = classform->opcintype;
+	opclassname = NameStr(classform->opcname);
+
+	familytup = SearchSysCache1(OPFAMILYOID, ObjectIdGetDatum(opfamilyoid));
+	if (!HeapTupleIsValid(familytup))
+		elog(ERROR, "cache lookup failed for operator family %u", opfamilyoid);
+	familyform = (Form_pg_opfamily) GETSTRUCT(familytup);
+	opfamilyname = NameStr(familyform->opfname);
+
+	if (!dex_type_supported(getBaseType(opcintype)) && !dex_key_bytes_supported(getBaseType(opcintype)))
+	{
+		ereport(INFO,
+				(errcode(ERRCODE_INVALID_OBJECT_DEFINITION),
+				 errmsg("operator class \"%s\" of access method %s is for unsupported type %s",
+						opclassname, "dex", format_type_be(opcintype))));
+		result = false;
+	}
+
+	oprlist = SearchSysCacheList1(AMOPSTRATEGY, ObjectIdGetDatum(opfamilyoid));
+	proclist = SearchSysCacheList1(AMPROCNUM, ObjectIdGetDatum(opfamilyoid));
+
+	if (!dex_validate_procs(proclist, opfamilyname))
+		result = false;
+	if (!dex_validate_operators(oprlist, opfamilyname))
+		result = false;
+	if (!dex_validate_groups(oprlist, proclist, opfamilyname, opcintype, &found_own))
+		result = false;
 
 	if (!found_own)
 	{

@@ -12,6 +12,19 @@ SELECT opcname, amvalidate(oid) FROM pg_opclass
  WHERE opcmethod = (SELECT oid FROM pg_am WHERE amname = 'dex') ORDER BY opcname;
 SELECT opfname, count(*) AS operators FROM pg_amop JOIN pg_opfamily f ON f.oid = amopfamily
  WHERE opfmethod = (SELECT oid FROM pg_am WHERE amname = 'dex') GROUP BY opfname ORDER BY opfname;
+-- ... and one that breaks them is reported: an operator class of only "<",
+-- and a family with an int4 / text pair dex cannot place one in the other.
+CREATE OPERATOR FAMILY dex_broken_ops USING dex;
+CREATE OPERATOR CLASS dex_broken_int4 FOR TYPE int4 USING dex FAMILY dex_broken_ops AS
+  OPERATOR 1 < , FUNCTION 1 btint4cmp(int4, int4);
+SELECT amvalidate(oid) FROM pg_opclass WHERE opcname = 'dex_broken_int4';
+CREATE FUNCTION dex_int4_text_lt(int4, text) RETURNS bool LANGUAGE sql IMMUTABLE AS 'SELECT $1::text < $2';
+CREATE OPERATOR <<< (LEFTARG = int4, RIGHTARG = text, FUNCTION = dex_int4_text_lt);
+ALTER OPERATOR FAMILY dex_broken_ops USING dex ADD OPERATOR 1 <<< (int4, text);
+SELECT amvalidate(oid) FROM pg_opclass WHERE opcname = 'dex_broken_int4';
+DROP OPERATOR FAMILY dex_broken_ops USING dex;
+DROP OPERATOR <<< (int4, text);
+DROP FUNCTION dex_int4_text_lt(int4, text);
 
 -- Runs every predicate (over column v of tbl) through idx in four plans and
 -- through a sequential scan; returns the number of answers that differ, plus
