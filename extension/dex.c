@@ -43,6 +43,7 @@ dex_shmem_request(void)
 	RequestAddinShmemSpace(dex_ios_shmem_size());
 	RequestAddinShmemSpace(dex_wbredo_shmem_size());
 	RequestAddinShmemSpace(dex_wbstandby_shmem_size());
+	RequestAddinShmemSpace(dex_killdefer_shmem_size());
 	/* dex.cache_size = 0: no cache, trees run uncached */
 	if (dex_cache_bytes() > 0)
 		RequestAddinShmemSpace(MAXALIGN(dex_cache_shmem_size(dex_cache_bytes())));
@@ -76,6 +77,10 @@ dex_shmem_startup(void)
 	/* write-back indexes on hot standbys: replayed positions (dexwbstandby.c) */
 	mem = ShmemInitStruct("dex write-back standby", dex_wbstandby_shmem_size(), &found);
 	dex_wbstandby_shmem_init(mem, found);
+
+	/* kills waiting for the hot standbys (dexkilldefer.c) */
+	mem = ShmemInitStruct("dex deferred kills", dex_killdefer_shmem_size(), &found);
+	dex_killdefer_shmem_init(mem, found);
 
 	/*
 	 * The node cache, in the main segment so every backend (forked from the

@@ -820,11 +820,13 @@ extern void dex_kill_defer_logged(Relation index, uint64 leaf, bool bytes, const
 /* ---- dexkilldefer.c --------------------------------------------------- */
 
 typedef struct DexDeferredKill DexDeferredKill;
+extern Size dex_killdefer_shmem_size(void);
+extern void dex_killdefer_shmem_init(void *mem, bool found);
 extern void dex_kill_defer(Relation index, uint64 leaf, bool bytes, const DexKey *keys,
 						   const DexBytes *entries, int n, uint64 record, uint64 epoch, bool bottom_up);
 extern bool dex_kill_deferred_queued(Relation index, uint64 leaf, bool bytes, const DexKey *keys,
 									 const DexBytes *entries, int n);
-extern bool dex_kill_deferred_any(void);
+extern bool dex_kill_deferred_any(Relation index);
 extern DexDeferredKill *dex_kill_deferred_take(Relation index, uint64 hwm, uint64 *epoch);
 extern void dex_kill_deferred_apply(Relation index, DexTree *tree, DexDeferredKill *k, bool apply);
 

@@ -19,7 +19,7 @@
  * frame cannot hold the removal (write-through, or write-back paused for the
  * standby), the removal is deferred as a scan's kill is (K9): the leaf
  * splits now, and the dead entries go once the standbys replayed the
- * horizon (a later scan or insert of the index in this backend). A pass is a hint: anything of
+ * horizon (a later scan or insert of the index, in any backend). A pass is a hint: anything of
  * dex's that goes wrong drops it (DEBUG1); only the heap access itself may
  * ereport, as any heap access may.
  */

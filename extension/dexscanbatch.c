@@ -60,7 +60,7 @@ dex_next_batch(IndexScanDesc scan)
 }
 
 /*
- * This backend's deferred kills of `index` (K9) whose record every live
+ * The deferred kills of `index` (K9; queued by any backend) whose record every live
  * standby has replayed: their entries still in the leaf go, under an
  * announcement, if no ambulkdelete began since their batch was read. A scan
  * leaving a batch calls it, and an insert written at once (dexinsert.c: an
@@ -73,7 +73,7 @@ dex_kill_apply_deferred(Relation index, DexTree *tree)
 	uint64		epoch;
 	DexDeferredKill *k;
 
-	if (!dex_kill_deferred_any() || tree == NULL || RecoveryInProgress())
+	if (tree == NULL || RecoveryInProgress() || !dex_kill_deferred_any(index))
 		return;
 	hwm = dex_cluster_published_hwm();
 	while ((k = dex_kill_deferred_take(index, hwm, &epoch)) != NULL)
