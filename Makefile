@@ -52,8 +52,9 @@ $(DEX_CORE_LIB): dex-core
 	@:
 $(shlib): $(DEX_CORE_LIB)
 # PGXS tracks no header dependencies: every glue file includes these (dex_capi.h
-# includes stats_list.h).
-$(OBJS): extension/dex.h extension/dexwal.h src/capi/dex_capi.h src/common/stats_list.h src/tree/key_encoding.h src/tree/key_bytes.h src/tree/node_capacity.h
+# includes stats_list.h); a change of any extension header rebuilds them all
+# (some, like dexcluster.h, are included by a few files only).
+$(OBJS): $(wildcard extension/*.h) src/capi/dex_capi.h src/common/stats_list.h src/tree/key_encoding.h src/tree/key_bytes.h src/tree/node_capacity.h
 
 check-unit:
 	cmake -S $(srcdir) -B $(DEX_BUILD_DIR) -DCMAKE_BUILD_TYPE=$(CMAKE_BUILD_TYPE) >/dev/null
