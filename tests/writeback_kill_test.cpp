@@ -35,7 +35,9 @@ protected:
     void SetUp() override {
         t = x.write_back_tree();
         t->set_write_back(true, [] { return true; },
-                          [this](bool insert, bool, const uint8_t* const* e, const uint32_t* lens, size_t n) {
+                          [this](bool insert, bool through, const uint8_t* const* e, const uint32_t* lens,
+                                 size_t n) {
+                              logged_through.push_back(through);
                               for (size_t i = 0; i < n; i++) {
                                   ASSERT_EQ(lens[i], sizeof(EntryKey));
                                   EntryKey k;
@@ -65,6 +67,7 @@ protected:
     WbFixture x;
     std::unique_ptr<tree::BTree> t;
     std::vector<EntryKey> logged_inserts, logged_deletes;
+    std::vector<bool> logged_through;  // each log_entries call's `through`
 };
 
 TEST_F(WbKillTest, RemovesInPlaceWithoutARoundTrip) {
@@ -359,13 +362,20 @@ TEST_F(WbKillTest, DeferredKillWhilePausedFollowsASplit) {
     for (uint16_t i = 1; i <= kLeafCapacity; i++) ASSERT_TRUE(t->insert(K(7, 0, i)));  // below the batch
     stats().reset();
     logged_deletes.clear();
-    EXPECT_EQ(t->remove_if_unchanged(s.leaf, 0, s.batch.data(), s.batch.size(), false, {}, cache::kNoFrame, 0, 0,
-                                     true),
+    logged_through.clear();
+    std::vector<EntryKey> dead = s.batch;
+    dead.push_back(K(7, 9, 9));  // (absent: right of the leaf too)
+    EXPECT_EQ(t->remove_if_unchanged(s.leaf, 0, dead.data(), dead.size(), false, {}, cache::kNoFrame, 0, 0, true),
               20u);
     EXPECT_EQ(stats().kills.load(), 20u);
+    EXPECT_EQ(stats().kills_skipped.load(), 1u);
     EXPECT_GT(stats().kills_moved.load(), 0u);
     EXPECT_EQ(count7(), kLeafCapacity);
     EXPECT_EQ(logged_deletes, s.batch);
+    // Written through while paused, and logged so (a standby's scan waits for
+    // nothing): the absent entry was not passed on to the logged delete.
+    ASSERT_FALSE(logged_through.empty());
+    for (bool through : logged_through) EXPECT_TRUE(through);
     EXPECT_TRUE(x.dirty_frames().empty()) << "a paused deferred kill left a dirty frame";
     x.reg.region->resume_write_back(cache::CacheRegion::kPauseStandby);
     std::set<EntryKey> model;
