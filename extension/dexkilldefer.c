@@ -68,17 +68,11 @@ typedef struct DexDeferredShared
 	DexDeferredSlot slots[DEX_DEFERRED_SLOTS];
 } DexDeferredShared;
 
-/* A kill taken out of the queue: this backend's copy. */
+/* A kill taken out of the queue: this backend's copy of its slot. */
 struct DexDeferredKill
 {
-	uint64		record;
-	uint64		epoch;
-	uint64		leaf;
-	bool		bytes;
-	bool		bottom_up;
-	int			n;
-	DexKey	   *keys;			/* sorted; 16-byte keys */
-	DexBytes   *entries;		/* sorted; byte-string entries (data in `slot`) */
+	DexKey	   *keys;			/* sorted 16-byte keys (in slot.data) ... */
+	DexBytes   *entries;		/* ... or sorted byte-string entries (their bytes in slot.data) */
 	DexDeferredSlot slot;
 };
 
@@ -285,21 +279,15 @@ dex_kill_deferred_take(Relation index, uint64 hwm, uint64 *epoch)
 		pfree(k);
 		return NULL;
 	}
-	k->record = k->slot.record;
-	k->epoch = k->slot.epoch;
-	k->leaf = k->slot.leaf;
-	k->bytes = k->slot.bytes;
-	k->bottom_up = k->slot.bottom_up;
-	k->n = k->slot.n;
 	k->keys = NULL;
 	k->entries = NULL;
-	if (!k->bytes)
+	if (!k->slot.bytes)
 		k->keys = (DexKey *) k->slot.data;
 	else
 	{
-		k->entries = palloc(sizeof(DexBytes) * k->n);
-		p = k->slot.data + sizeof(uint16) * k->n;
-		for (int i = 0; i < k->n; i++)
+		k->entries = palloc(sizeof(DexBytes) * k->slot.n);
+		p = k->slot.data + sizeof(uint16) * k->slot.n;
+		for (int i = 0; i < k->slot.n; i++)
 		{
 			uint16		l;
 
@@ -309,7 +297,7 @@ dex_kill_deferred_take(Relation index, uint64 hwm, uint64 *epoch)
 			p += l;
 		}
 	}
-	*epoch = k->epoch;
+	*epoch = k->slot.epoch;
 	return k;
 }
 
@@ -325,18 +313,18 @@ dex_kill_deferred_apply(Relation index, DexTree *tree, DexDeferredKill *k, bool 
 	DexError	err;
 	uint64_t	removed = 0;
 	int			rc = DEX_OK;
-	int			flags = DEX_KILL_PRESENT | (k->bottom_up ? DEX_KILL_BOTTOM_UP : 0);
+	int			flags = DEX_KILL_PRESENT | (k->slot.bottom_up ? DEX_KILL_BOTTOM_UP : 0);
 
 	if (apply)
 	{
 		memset(&stamp, 0, sizeof(stamp));
-		stamp.leaf = k->leaf;
+		stamp.leaf = k->slot.leaf;
 		stamp.frame = 0xFFFFFFFFu;
 		memset(&err, 0, sizeof(err));
-		if (k->bytes)
-			rc = dex_tree_kill_bytes(tree, &stamp, k->entries, k->n, flags, 0, &removed, &err);
+		if (k->slot.bytes)
+			rc = dex_tree_kill_bytes(tree, &stamp, k->entries, k->slot.n, flags, 0, &removed, &err);
 		else
-			rc = dex_tree_kill(tree, &stamp, k->keys, k->n, flags, 0, &removed, &err);
+			rc = dex_tree_kill(tree, &stamp, k->keys, k->slot.n, flags, 0, &removed, &err);
 		if (rc != DEX_OK)
 			elog(DEBUG1, "dex: deferred dead-entry hints of \"%s\" dropped: %s",
 				 RelationGetRelationName(index), err.message);
