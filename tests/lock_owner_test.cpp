@@ -74,6 +74,11 @@ TEST(ExactLockOwner, LiveHolderWhoseIdNeedsMoreThan23BitsIsWaitedFor) {
         FAIL() << "the waiter wrote a leaf whose lock a live client holds";
     } catch (const Error& e) {
         EXPECT_EQ(e.code(), ErrorCode::kTimeout) << e.what();
+        // The timeout names the node and its live holder (how a stuck
+        // client is found from the error alone).
+        const std::string msg = e.what();
+        EXPECT_NE(msg.find(tree::hex_addr(leaf_for(*t.mem, t.base->root(), K(101, 1, 1)))), std::string::npos) << msg;
+        EXPECT_NE(msg.find("client " + std::to_string(kOld23BitLimit + 5)), std::string::npos) << msg;
     }
     EXPECT_EQ(stats().lock_steals.load(), steals) << "a live holder's lock was taken over";
 }

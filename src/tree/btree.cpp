@@ -94,7 +94,7 @@ GAddr BTreeT<L>::descend_remote(KeyRef k, int level, Node& out, Path* path, cons
         GAddr a = root_ ? root_ : refresh_root();
         int expect = -1;
         while (a) {
-            dl.check();
+            dl.check("descending by remote reads");
             if (io_.read(a, out, dl) != NodeIO::Read::kOk || !valid_node(out, expect)) break;
             if (out.is_deleted()) {  // merged away: `right` forwards to the survivor
                 expect = out.level;
@@ -120,7 +120,7 @@ GAddr BTreeT<L>::descend_remote(KeyRef k, int level, Node& out, Path* path, cons
         }
         Stats::add(stats().restarts);
         root_ = 0;
-        dl.check();
+        dl.check("descending by remote reads");
         backoff(attempt++);
     }
 }
@@ -134,8 +134,14 @@ LockedNode* BTreeT<L>::lock_covering(GAddr a, int level, KeyRef k, Locks& locks,
     // once, for the first attempt (a cached copy never comes here: it may be
     // older than the one second try_lock allows).
     const Node* fresh = assist ? assist->fresh : nullptr;
+    uint64_t seen_lock = 0;  // the lock word last found held (the timeout names its owner)
     while (a) {
-        dl.check();
+        if (dl.expired()) {
+            const std::string what = "locking node " + hex_addr(a) +
+                                     (lock_held(seen_lock) ? ", held by client " + std::to_string(lock_owner(seen_lock))
+                                                           : std::string());
+            dl.check(what.c_str());
+        }
         auto t0 = std::chrono::steady_clock::now();
         NodeIO::Read rd = NodeIO::Read::kOk;
         if (fresh) {
@@ -174,6 +180,7 @@ LockedNode* BTreeT<L>::lock_covering(GAddr a, int level, KeyRef k, Locks& locks,
         LockedNode* ln = locks.try_lock(a, snap, t0, also ? assist->also : nullptr, also ? assist->n_also : 0, &sent);
         if (assist) assist->also_done = sent;  // the last CAS's: with a node returned, the locking one
         if (ln) return ln;
+        seen_lock = snap.lock;
         if (was_fresh) continue;  // changed since the descent read it: read it now
         Stats::add(stats().restarts);
         backoff(attempt++);

@@ -15,6 +15,7 @@
 // operation. Misses leave it through fetch() and read_remote().
 #include <chrono>
 #include <cstring>
+#include <string>
 
 #include "cache/cache.h"
 #include "common/stats.h"
@@ -102,6 +103,25 @@ private:
     // Re-read the path remotely, replacing cached copies (BTreeT::refresh_next_).
     bool refresh_;
     Node tmp_;  // the node read remotely
+    // Why the last walk restarted, and at which node: the timeout's message
+    // says it (a descent that never finds its node is a bug to report).
+    const char* why_ = "";
+    GAddr why_at_ = 0;
+    template <class R>
+    R again(R r, const char* why, GAddr at) {
+        why_ = why;
+        why_at_ = at;
+        return r;
+    }
+
+public:
+    void check_deadline() const {
+        if (dl_.expired()) dl_.check(last_restart().c_str());
+    }
+    std::string last_restart() const {
+        return std::string("descending to level ") + std::to_string(level_) + " (last restart: " + why_ +
+               (why_at_ ? " at " + hex_addr(why_at_) : std::string()) + (refresh_ ? ", re-reading the path" : "") + ")";
+    }
 };
 
 // Walks from the root until one walk finds the node (restarting, with
@@ -127,7 +147,7 @@ typename BTreeT<L>::Descent BTreeT<L>::descend_cached(KeyRef k, int level, Node&
         }
         Stats::add(stats().restarts);
         root_ = 0;
-        dl.check();
+        cd.check_deadline();
         backoff(attempt++);
     }
 }
@@ -139,18 +159,18 @@ typename BTreeT<L>::CachedDescent::Walk BTreeT<L>::CachedDescent::walk(Descent& 
     int expect = -1;
     Parent parent;
     while (a) {
-        dl_.check();
+        check_deadline();
         Current cur{a, kNoFrame, 0, nullptr};
         if (gaddr_is_swizzled(a)) {
             // Hot path: a local pointer. Lock coupling: read the child's
             // version, then re-validate the parent, which proves the pointer
             // was still swizzled (so the frame still held the child).
             const uint32_t f = cache::swizzled_frame(a);
-            if (f >= nframes_ || parent.f == kNoFrame) return Walk::kRestart;
+            if (f >= nframes_ || parent.f == kNoFrame) return again(Walk::kRestart, "a swizzled pointer without its parent's frame", a);
             const uint64_t v = R_.header(f).begin_read();
             cur.g = R_.header(f).gaddr.load(std::memory_order_acquire);
             if (v == FrameHeader::kRestart || !R_.validate(parent.f, parent.v) || !R_.validate(f, v))
-                return Walk::kRestart;
+                return again(Walk::kRestart, "a cached frame changed while read", cur.g);
             // Refreshing (write-through), or a leaf under the inner-only
             // policy: re-read it below like an unswizzled pointer.
             if (!((refresh_ && !t_.wb_) || (expect == 0 && !leaves_))) {
@@ -170,17 +190,17 @@ typename BTreeT<L>::CachedDescent::Walk BTreeT<L>::CachedDescent::walk(Descent& 
         // copied whole and searched in the copy (L::kCopyBytes).
         Node hdr;
         std::memcpy(static_cast<void*>(&hdr), cur.np, L::kCopyBytes);
-        if (!ok()) return Walk::kRestart;
+        if (!ok()) return again(Walk::kRestart, "a cached frame changed while read", cur.g);
         // Fences are checked for every node, cached or not: a cached copy may
         // be stale w.r.t. another compute server, or name freed memory.
-        if (!t_.valid_node(hdr, expect)) return Walk::kStale;
+        if (!t_.valid_node(hdr, expect)) return again(Walk::kStale, "not a valid node of the expected level", cur.g);
         if (hdr.is_deleted()) {  // merged away: `right` forwards to the survivor
             expect = hdr.level;
             a = hdr.right;
             parent.f = kNoFrame;
             continue;
         }
-        if (left_of_low(hdr, k_, lt_)) return Walk::kStale;
+        if (left_of_low(hdr, k_, lt_)) return again(Walk::kStale, "a node whose low fence is above the key", cur.g);
         if (!below_high(k_, hdr, lt_)) {  // B-link move right (right links are never swizzled)
             expect = hdr.level;
             a = hdr.right;
@@ -193,7 +213,7 @@ typename BTreeT<L>::CachedDescent::Walk BTreeT<L>::CachedDescent::walk(Descent& 
                 std::memcpy(static_cast<void*>(&out_), cur.np, kNodeSize);
             } else {
                 R_.copy_unswizzled(cur.f, out_);
-                if (!ok()) return Walk::kRestart;
+                if (!ok()) return again(Walk::kRestart, "a cached frame changed while copied", cur.g);
             }
             d.addr = cur.g;
             d.cached = cur.f != kNoFrame;
@@ -207,13 +227,13 @@ typename BTreeT<L>::CachedDescent::Walk BTreeT<L>::CachedDescent::walk(Descent& 
         int ci = L::child_index(L::kCopyBytes == kNodeSize ? hdr : *cur.np, hdr.count, k_, lt_);
         GAddr c = ci < 0 ? kNullGAddr
                          : (cur.f == kNoFrame ? L::child(*cur.np, ci) : cache::CacheRegion::load_child(cur.np, ci));
-        if (!ok()) return Walk::kRestart;
-        if (ci < 0 || c == kNullGAddr) return Walk::kStale;
+        if (!ok()) return again(Walk::kRestart, "a cached frame changed while read", cur.g);
+        if (ci < 0 || c == kNullGAddr) return again(Walk::kStale, "an inner node without a child for the key", cur.g);
         parent = Parent{cur.f, cur.v, ci};
         a = c;
         expect = hdr.level - 1;
     }
-    return Walk::kRestart;
+    return again(Walk::kRestart, "a right link or child pointer that is null", 0);
 }
 
 template <class L>
@@ -231,11 +251,13 @@ typename BTreeT<L>::CachedDescent::Fetch BTreeT<L>::CachedDescent::fetch(GAddr g
     } else {
         lf = R_.lookup(g);  // counts the hit / miss
     }
-    if (lf == MappingTable::kIoInProgress) return Fetch::kRestart;  // another process fetches it
+    if (lf == MappingTable::kIoInProgress)  // another process fetches it
+        return again(Fetch::kRestart, "another backend reads or changes it (I/O marker)", g);
     if (lf != kNoFrame) {
-        if (R_.header(lf).get_state() == cache::FrameState::kCooling && !R_.touch(lf, g)) return Fetch::kRestart;
+        if (R_.header(lf).get_state() == cache::FrameState::kCooling && !R_.touch(lf, g))
+            return again(Fetch::kRestart, "its cooling frame could not be touched", g);
         const uint64_t v = R_.begin_read(lf, g);
-        if (v == FrameHeader::kRestart) return Fetch::kRestart;
+        if (v == FrameHeader::kRestart) return again(Fetch::kRestart, "its frame is locked or being replaced", g);
         cur.f = lf;
         cur.v = v;
         cur.np = R_.node(lf);
@@ -256,7 +278,7 @@ typename BTreeT<L>::CachedDescent::Fetch BTreeT<L>::CachedDescent::fetch(GAddr g
         const bool frame_usable = expect != 0 || leaves_;
         switch (t_.offload_at_miss(offload_kind_, g, expect, parent.f, k_, out_, dl_, &d, frame_usable)) {
             case MissOffload::kRestart:
-                return Fetch::kRestart;
+                return again(Fetch::kRestart, "an offloaded operation asked for a restart", g);
             case MissOffload::kFinished:
                 return Fetch::kFinished;
             case MissOffload::kNotDone:
@@ -274,7 +296,8 @@ typename BTreeT<L>::CachedDescent::Fetch BTreeT<L>::CachedDescent::read_remote(G
     bool owner = false;
     if ((t_.wb_ && expect == 0) || cache.should_admit(lvl)) {
         auto b = cache.try_begin_io(g);
-        if (b == MappingTable::Begin::kIoInProgress || b == MappingTable::Begin::kCached) return Fetch::kRestart;
+        if (b == MappingTable::Begin::kIoInProgress || b == MappingTable::Begin::kCached)
+            return again(Fetch::kRestart, "admitted or marked by another backend meanwhile", g);
         owner = b == MappingTable::Begin::kOwner;  // kFull: proceed uncached
     }
     // The marker is in place before this read: a writer publishing `g` after
@@ -302,7 +325,7 @@ typename BTreeT<L>::CachedDescent::Fetch BTreeT<L>::CachedDescent::read_remote(G
     if (rd != NodeIO::Read::kOk) {
         drop_zf();
         if (owner) cache.abort_io(g);
-        return Fetch::kRestart;
+        return again(Fetch::kRestart, "its remote image was locked or torn", g);
     }
     if (owner) {
         if (!t_.valid_node(tmp_, expect) || tmp_.is_deleted()) {

@@ -126,7 +126,14 @@ NodeIO::Read NodeIO::read(GAddr a, Node& out, const Deadline& dl, bool wait_if_l
             }
         }
         Stats::add(stats().restarts);
-        dl.check("waiting for a remote index node");
+        if (dl.expired()) {
+            // Name the node and, if it stayed locked, its live holder: a lock
+            // held this long is a bug (or a stuck client) to find.
+            const std::string what = "waiting for remote index node " + hex_addr(a) +
+                                     (lock_held(w) ? " (locked by client " + std::to_string(lock_owner(w)) + ")"
+                                                   : std::string(" (unreadable image)"));
+            dl.check(what.c_str());
+        }
         backoff(attempt++);
     }
 }

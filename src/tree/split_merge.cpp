@@ -92,7 +92,7 @@ void BTreeT<L>::insert_parent(int level, KeyRef sep, GAddr child, Path& path, co
     if (pre && (lock_held(pre->lock) || !snapshot_valid(*pre))) pre = nullptr;
     int attempt = 0;
     for (;;) {
-        dl.check();
+        dl.check("inserting a separator into the parent level");
         if (!hint) {
             GAddr r = refresh_root();
             Node rn;
