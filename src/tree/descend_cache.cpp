@@ -103,6 +103,19 @@ private:
     // Re-read the path remotely, replacing cached copies (BTreeT::refresh_next_).
     bool refresh_;
     Node tmp_;  // the node read remotely
+    // Does this walk replace g's cached copy by a remote read? Only when
+    // refreshing (a node on the last walk did not cover the key), and in
+    // write-back mode only a copy that is not dirty: a dirty leaf is the
+    // newest image (W2), but a clean frame holds what remote memory holds
+    // and may be the stale or unreadable one the walk met (C8; never
+    // replacing it looped until dex.op_timeout). A frame turning dirty
+    // meanwhile is written back before it is dropped (Cache::invalidate).
+    bool replaces(GAddr g) const {
+        if (!refresh_) return false;
+        if (!t_.wb_) return true;
+        const uint32_t f = R_.table().lookup(g);
+        return f == kNoFrame || (f < nframes_ && !R_.header(f).dirty.load(std::memory_order_relaxed));
+    }
     // Why the last walk restarted, and at which node: the timeout's message
     // says it (a descent that never finds its node is a bug to report).
     const char* why_ = "";
@@ -173,7 +186,7 @@ typename BTreeT<L>::CachedDescent::Walk BTreeT<L>::CachedDescent::walk(Descent& 
                 return again(Walk::kRestart, "a cached frame changed while read", cur.g);
             // Refreshing (write-through), or a leaf under the inner-only
             // policy: re-read it below like an unswizzled pointer.
-            if (!((refresh_ && !t_.wb_) || (expect == 0 && !leaves_))) {
+            if (!(replaces(cur.g) || (expect == 0 && !leaves_))) {
                 Stats::add(stats().cache_hits);
                 cur.f = f;
                 cur.v = v;
@@ -240,9 +253,7 @@ template <class L>
 typename BTreeT<L>::CachedDescent::Fetch BTreeT<L>::CachedDescent::fetch(GAddr g, int expect, Parent& parent, Current& cur,
                                                         Descent& d) {
     uint32_t lf;
-    // Write-back mode: frames are coherent (one compute server, and a dirty
-    // leaf is the newest copy): never replaced by a remote read.
-    if (refresh_ && !t_.wb_) {  // replace whatever copy we have by the remote node
+    if (replaces(g)) {  // replace whatever copy we have by the remote node
         t_.cache_drop(g);
         Stats::add(stats().cache_misses);
         lf = kNoFrame;
