@@ -8,11 +8,12 @@
 # selects through a btree index of the same table; and ranges where the
 # primary inserts, whose dex scans all wait (the latency of that wait).
 #
-#   [WB_WITH_STANDBYS=off|on] bash bench/standby_wb_reads.sh [CHECKOUT] [SECONDS] [ROUNDS]
+#   [WB_WITH_STANDBYS=off|on|auto] bash bench/standby_wb_reads.sh [CHECKOUT] [SECONDS] [ROUNDS]
 #
 # WB_WITH_STANDBYS sets the primary's dex.write_back_with_standbys (here on
 # unless told, though the setting's default is off): off, the primary writes
-# through while the standby is attached.
+# through while the standby is attached; auto: it writes through while the
+# standby's scans ask for write-backs (dex.standby_pause_hold).
 #
 # CHECKOUT (default: this one, built) is installed into a private copy of the
 # system PostgreSQL tree (scripts/lib.sh private_pg_install). The primary's
@@ -73,7 +74,7 @@ a=$(S -c "BEGIN ISOLATION LEVEL REPEATABLE READ" -c "SET LOCAL enable_seqscan = 
       -c "SELECT count(*), sum(k) FROM kv WHERE k > 0" -c "SET LOCAL enable_indexscan = off" -c "SET LOCAL enable_seqscan = on" \
       -c "SELECT count(*), sum(k) FROM kv WHERE k > 0" -c "COMMIT" | grep '|')
 [ "$(sed -n 1p <<<"$a")" = "$(sed -n 2p <<<"$a")" ] || die "standby index scan and seqscan differ: $a"
-out="$CO/bench/results/$(date +%Y-%m-%d)-$(hostname)-standby-wb-reads$([ "${WB_WITH_STANDBYS:-on}" = off ] && printf %s -wb-with-standbys-off || true).md"
+out="$CO/bench/results/$(date +%Y-%m-%d)-$(hostname)-standby-wb-reads$([ "${WB_WITH_STANDBYS:-on}" != on ] && printf %s "-wb-with-standbys-$WB_WITH_STANDBYS" || true).md"
 python3 - "$raw" "$out" "bash bench/standby_wb_reads.sh $CO $SECS $ROUNDS" \
     "$(nproc --all) cores, $(uname -r), PostgreSQL $(pg_config --version | awk '{print $2}'), tcp loopback memory node, checkout $(git -C "$CO" rev-parse --short HEAD), primary dex.writeback_interval 1s (default), dex.write_back_with_standbys ${WB_WITH_STANDBYS:-on}" <<'PY'
 import sys, statistics as st, collections

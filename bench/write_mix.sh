@@ -17,6 +17,8 @@
 # hot_standby_feedback) is attached to the primary throughout.
 # BENCH_FSYNC=on: commits wait for their WAL on disk (production-like);
 # default off, as the test clusters.
+# PRIMARY_CONF: one more postgresql.conf line for the primary, e.g.
+# "dex.write_back_with_standbys = auto".
 set -euo pipefail
 CO=$(cd "${1:?CHECKOUT}" && pwd); ROUNDS=${2:-3}; SECS=${3:-6}; CLIENTS=${4:-4}; W=${5:-wi}; DIST=${6:-uniform}
 ROWS=${7:-200000}
@@ -32,7 +34,7 @@ trap 'stop_standby; stop_cluster wm; stop_memnode wm-mem' EXIT
 start_memnode wm-mem "$mport" 1GB --threads 2
 start_cluster wm "$pport" "tcp://127.0.0.1:$mport" "dex.cache_size = '256MB'" "shared_buffers = '256MB'" \
     "autovacuum = off" "max_wal_size = '2GB'" "wal_level = replica" "max_wal_senders = 4" "wal_keep_size = '1GB'" \
-    "fsync = ${BENCH_FSYNC:-off}"
+    "fsync = ${BENCH_FSYNC:-off}" ${PRIMARY_CONF:+"$PRIMARY_CONF"}
 P() { dpsql "$pport" -d postgres -At "$@"; }
 PB() { "$PG_BIN/pgbench" -n -h "$DEX_WORK" -p "$pport" -U postgres "$@" postgres; }
 P -q -c "create extension dex" -c "create extension pg_prewarm"
@@ -76,7 +78,7 @@ for t in mix_dex mix_btree; do
         "$((ROWS - 1))" "$ROWS" "$t" "'i'" >"$S/insert-$t.sql"
 done
 chmod -R a+r "$S"
-echo "# $(git -C "$CO" rev-parse --short HEAD) $W $DIST clients=$CLIENTS rows=$ROWS secs=$SECS standby=${WITH_STANDBY:-0} fsync=${BENCH_FSYNC:-off} with=(${DEX_WITH:-write_back = on})"
+echo "# $(git -C "$CO" rev-parse --short HEAD) $W $DIST clients=$CLIENTS rows=$ROWS secs=$SECS standby=${WITH_STANDBY:-0}${PRIMARY_CONF:+ ($PRIMARY_CONF)} fsync=${BENCH_FSYNC:-off} with=(${DEX_WITH:-write_back = on})"
 echo "# round index tps | dex per transaction: round_trips kills kills_skipped kills_refused kills_deferred"
 for r in $(seq 1 "$ROUNDS"); do
     order="mix_dex mix_btree"; [ $((r % 2)) = 0 ] && order="mix_btree mix_dex"

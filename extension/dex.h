@@ -554,7 +554,18 @@ extern int	dex_kill_min_entries;
 /* dex.cache_size (kB) and dex.writeback_interval (ms), for the dex worker */
 extern int	dex_cache_size_kb;
 extern int	dex_writeback_interval_ms;
-extern bool dex_write_back_with_standbys;	/* dex.write_back_with_standbys */
+/*
+ * dex.write_back_with_standbys: whether write-back indexes keep changes in
+ * the node cache while a hot standby is attached. off: write through (its
+ * scans never wait); on: keep them (its scans of changed ranges wait for a
+ * write-back); auto: keep them until a standby's scan asks for a write-back,
+ * then write through for dex.standby_pause_hold after the last request.
+ */
+#define DEX_WBWS_OFF	0
+#define DEX_WBWS_ON		1
+#define DEX_WBWS_AUTO	2
+extern int	dex_write_back_with_standbys;
+extern int	dex_standby_pause_hold_ms;	/* dex.standby_pause_hold */
 extern bool dex_worker_fail;	/* dex.worker_fail (testing) */
 
 /* ---- dexsession.c ----------------------------------------------------- */
@@ -664,6 +675,7 @@ extern void dex_cluster_require_writer(const char *what);
 extern bool dex_cluster_is_writer(void);
 extern uint64 dex_cluster_published_hwm(void);
 extern uint64 dex_cluster_flush_request(void);
+extern bool dex_cluster_standby_asked_within(int ms);
 extern int	dex_cluster_live_standbys(void);
 extern void dex_cluster_request_flush(uint64 lsn);
 extern uint64 dex_cluster_registry_lookup(uint64 sysid, bool create, uint64 floor,

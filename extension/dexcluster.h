@@ -35,6 +35,8 @@ typedef struct DexClusterShared
 								 * registry's removal_lsn, and writer_hwm as of a beat */
 	uint64		standby_floor;	/* min replay of live standbys; UINT64_MAX: none */
 	uint64		flush_request;	/* the registry's flush_request_lsn at the last beat or poll */
+	bool		flush_request_read; /* flush_request was read once (its first value may be old) */
+	TimestampTz flush_request_at;	/* when a standby's request last rose (0: not in this life) */
 	int			live_standbys;	/* live slots at the last beat */
 	TimestampTz primary_hurry_until;	/* a standby asked for a write-back lately: poll often until then */
 	Latch	   *worker_latch;	/* the dex worker's (NULL: none running) */
@@ -52,15 +54,22 @@ extern DexClusterShared *dex_cluster_shm;
 /*
  * The primary read the registry's flush request `lsn` at `now` (the caller
  * holds the mutex): a new one hurries the worker for DEX_PRIMARY_HURRY_MS
- * (dex_cluster_hurry).
+ * (dex_cluster_hurry) and, unless it is the first value this server read
+ * (a request of an earlier life of the cluster), says a standby's scan waits
+ * for write-backs now (dex.write_back_with_standbys = auto).
  */
 static inline void
 dex_cluster_note_flush_request(uint64 lsn, TimestampTz now)
 {
+	const bool	first = !dex_cluster_shm->flush_request_read;
+
+	dex_cluster_shm->flush_request_read = true;
 	if (lsn <= dex_cluster_shm->flush_request)
 		return;
 	dex_cluster_shm->flush_request = lsn;
 	dex_cluster_shm->primary_hurry_until = TimestampTzPlusMilliseconds(now, DEX_PRIMARY_HURRY_MS);
+	if (!first)
+		dex_cluster_shm->flush_request_at = now;
 }
 
 #endif							/* DEXCLUSTER_H */

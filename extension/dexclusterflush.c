@@ -29,6 +29,23 @@ dex_cluster_flush_request(void)
 }
 
 /*
+ * Did a hot standby's scan ask for a write-back within the last `ms`
+ * (a rise of the registry's request this server read)?
+ */
+bool
+dex_cluster_standby_asked_within(int ms)
+{
+	TimestampTz at;
+
+	if (dex_cluster_shm == NULL)
+		return false;
+	SpinLockAcquire(&dex_cluster_shm->mutex);
+	at = dex_cluster_shm->flush_request_at;
+	SpinLockRelease(&dex_cluster_shm->mutex);
+	return at != 0 && !TimestampDifferenceExceeds(at, GetCurrentTimestamp(), ms);
+}
+
+/*
  * A standby's scan of a write-back index waits for the writer's write-backs
  * to pass `lsn`: ask its worker to flush now rather than at its next
  * dex.writeback_interval. A hint: a failure only means waiting longer.

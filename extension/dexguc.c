@@ -26,11 +26,26 @@ int			dex_cache_size_kb = 64 * 1024;
 static double dex_leaf_admission = 0.1;
 static bool dex_cache_leaves = true;
 int			dex_writeback_interval_ms = 1000;
-bool		dex_write_back_with_standbys = false;
+int			dex_write_back_with_standbys = DEX_WBWS_OFF;
+int			dex_standby_pause_hold_ms = 60000;
 bool		dex_worker_fail = false;
 int			dex_kill_min_entries = 4;
 static int	dex_offload = DEX_OFFLOAD_AUTO;
 static char *dex_crash_at = NULL;
+
+/* (the boolean spellings of its former bool GUC stay accepted) */
+static const struct config_enum_entry dex_wbws_options[] = {
+	{"off", DEX_WBWS_OFF, false},
+	{"on", DEX_WBWS_ON, false},
+	{"auto", DEX_WBWS_AUTO, false},
+	{"false", DEX_WBWS_OFF, true},
+	{"true", DEX_WBWS_ON, true},
+	{"no", DEX_WBWS_OFF, true},
+	{"yes", DEX_WBWS_ON, true},
+	{"0", DEX_WBWS_OFF, true},
+	{"1", DEX_WBWS_ON, true},
+	{NULL, 0, false}
+};
 
 static const struct config_enum_entry dex_offload_options[] = {
 	{"auto", DEX_OFFLOAD_AUTO, false},
@@ -239,16 +254,30 @@ dex_define_cluster_gucs(void)
 							PGC_SIGHUP,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
-	DefineCustomBoolVariable("dex.write_back_with_standbys",
+	DefineCustomEnumVariable("dex.write_back_with_standbys",
 							 "Whether write-back indexes keep changes in the node cache while "
 							 "a hot standby is attached.",
 							 "off: while one is attached, they write through, and the standby's "
-							 "scans never wait for a write-back (writes cost a round trip).",
+							 "scans never wait for a write-back (writes cost a round trip); on: "
+							 "they keep them, and the standby's scans of changed ranges wait for "
+							 "a write-back; auto: they keep them until a standby's scan asks for "
+							 "a write-back, then write through until dex.standby_pause_hold passes "
+							 "without another request.",
 							 &dex_write_back_with_standbys,
-							 false,
+							 DEX_WBWS_OFF,
+							 dex_wbws_options,
 							 PGC_SIGHUP,
 							 0,
 							 NULL, NULL, NULL);
+	DefineCustomIntVariable("dex.standby_pause_hold",
+							"With dex.write_back_with_standbys = auto: how long write-back indexes "
+							"keep writing through after a hot standby's scan last asked for a write-back.",
+							NULL,
+							&dex_standby_pause_hold_ms,
+							60000, 0, INT_MAX,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
 	DefineCustomIntVariable("dex.standby_wait_timeout",
 							"How far a hot standby's replay may lag before the primary detaches it "
 							"(then it stops reading dex indexes until it keeps up again, and the "

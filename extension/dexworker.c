@@ -167,14 +167,30 @@ dex_worker_beat(void)
 }
 
 /*
- * dex.write_back_with_standbys = off: write-back pauses while a hot standby
- * holds a live slot (as of the last beat), for this reason only (a missing
- * fence is the other). Every change is then written through and logged as
- * such, so the standby's scans wait for no write-back of it (W11); what was
- * dirty before goes out with the next write-back rounds, and the scans that
- * meet it wait for those as before. A standby that claims its slot between
- * two beats meets a primary still writing back: its scans wait as they would
- * with the setting on, never answer without a change.
+ * Should write-back pause for the hot standbys? off: while one holds a
+ * live slot (as of the last beat); auto: while one does and a standby's
+ * scan asked for a write-back within dex.standby_pause_hold (it reads what
+ * this server changes: its scans would wait for write-backs); on: never.
+ */
+static bool
+dex_worker_standby_pause_wanted(void)
+{
+	if (dex_write_back_with_standbys == DEX_WBWS_ON || dex_cluster_live_standbys() == 0)
+		return false;
+	if (dex_write_back_with_standbys == DEX_WBWS_OFF)
+		return true;
+	return dex_cluster_standby_asked_within(dex_standby_pause_hold_ms);
+}
+
+/*
+ * Write-back pauses for the hot standbys (dex_worker_standby_pause_wanted),
+ * for this reason only (a missing fence is the other). Every change is then
+ * written through and logged as such, so the standbys' scans wait for no
+ * write-back of it (W11); what was dirty before goes out with the next
+ * write-back rounds, and the scans that meet it wait for those as before. A
+ * standby that claims its slot between two beats (or, with auto, whose scan
+ * asks between two polls) meets a primary still writing back: its scans wait
+ * as they would with the setting on, never answer without a change.
  */
 static void
 dex_worker_standby_pause(void)
@@ -184,19 +200,24 @@ dex_worker_standby_pause(void)
 
 	if (RecoveryInProgress() || dex_cache_size_kb <= 0)
 		return;
-	want = !dex_write_back_with_standbys && dex_cluster_live_standbys() > 0;
+	want = dex_worker_standby_pause_wanted();
 	paused = (dex_cache_write_back_paused() & DEX_WB_PAUSE_STANDBY) != 0;
 	if (want == paused)
 		return;
 	dex_cache_pause_write_back(DEX_WB_PAUSE_STANDBY, want ? 1 : 0);
-	if (want)
+	if (want && dex_write_back_with_standbys == DEX_WBWS_AUTO)
+		ereport(LOG,
+				(errmsg("dex: write-back indexes write through while a hot standby reads them"),
+				 errdetail("dex.write_back_with_standbys is auto and a standby's scan asked for a write-back; "
+						   "changes stay in the node cache again once dex.standby_pause_hold passes without another request.")));
+	else if (want)
 		ereport(LOG,
 				(errmsg("dex: write-back indexes write through while a hot standby is attached"),
 				 errdetail("dex.write_back_with_standbys is off: the standby's scans wait for no write-back.")));
 	else
 		ereport(LOG,
 				(errmsg("dex: write-back indexes keep changes in the node cache again"),
-				 errdetail("No hot standby is attached, or dex.write_back_with_standbys is on.")));
+				 errdetail("No hot standby is attached or reads them, or dex.write_back_with_standbys is on.")));
 }
 
 /*
