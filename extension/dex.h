@@ -558,8 +558,9 @@ extern int	dex_writeback_interval_ms;
  * dex.write_back_with_standbys: whether write-back indexes keep changes in
  * the node cache while a hot standby is attached. off: write through (its
  * scans never wait); on: keep them (its scans of changed ranges wait for a
- * write-back); auto: keep them until a standby's scan asks for a write-back,
- * then write through for dex.standby_pause_hold after the last request.
+ * write-back); auto (default): keep them until a standby's scan asks for a
+ * write-back, then write through for dex.standby_pause_hold after the last
+ * request.
  */
 #define DEX_WBWS_OFF	0
 #define DEX_WBWS_ON		1

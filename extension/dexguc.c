@@ -26,7 +26,7 @@ int			dex_cache_size_kb = 64 * 1024;
 static double dex_leaf_admission = 0.1;
 static bool dex_cache_leaves = true;
 int			dex_writeback_interval_ms = 1000;
-int			dex_write_back_with_standbys = DEX_WBWS_OFF;
+int			dex_write_back_with_standbys = DEX_WBWS_AUTO;
 int			dex_standby_pause_hold_ms = 60000;
 bool		dex_worker_fail = false;
 int			dex_kill_min_entries = 4;
@@ -257,14 +257,14 @@ dex_define_cluster_gucs(void)
 	DefineCustomEnumVariable("dex.write_back_with_standbys",
 							 "Whether write-back indexes keep changes in the node cache while "
 							 "a hot standby is attached.",
-							 "off: while one is attached, they write through, and the standby's "
+							 "auto (default): they keep them until a standby's scan asks for a "
+							 "write-back, then write through until dex.standby_pause_hold passes "
+							 "without another request; off: while one is attached, they write through, and the standby's "
 							 "scans never wait for a write-back (writes cost a round trip); on: "
 							 "they keep them, and the standby's scans of changed ranges wait for "
-							 "a write-back; auto: they keep them until a standby's scan asks for "
-							 "a write-back, then write through until dex.standby_pause_hold passes "
-							 "without another request.",
+							 "a write-back.",
 							 &dex_write_back_with_standbys,
-							 DEX_WBWS_OFF,
+							 DEX_WBWS_AUTO,
 							 dex_wbws_options,
 							 PGC_SIGHUP,
 							 0,

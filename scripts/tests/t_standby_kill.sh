@@ -26,7 +26,7 @@
 #    leaf's kill down the write-back frame path, which removed the entries
 #    remotely at once: the standby counted 0.)
 # 5. The same for a write-back index while its write-back is paused for the
-#    standby (dex.write_back_with_standbys = off, the default; W18): its
+#    standby (dex.write_back_with_standbys = off; W18): its
 #    frames take no in-place change, so its kills are deferred as a
 #    write-through index's and then written through (before, they were
 #    skipped: the primary kept every dead entry until VACUUM).
