@@ -4,6 +4,7 @@
 // compact(). A split at the placement level may move its right half to
 // another memory node instead (migration.cpp).
 #include <cstring>
+#include <string>
 
 #include "cache/cache.h"
 #include "common/stats.h"
@@ -91,28 +92,39 @@ void BTreeT<L>::insert_parent(int level, KeyRef sep, GAddr child, Path& path, co
     // A raw image: usable as the lock's snapshot only as io_.read would accept it.
     if (pre && (lock_held(pre->lock) || !snapshot_valid(*pre))) pre = nullptr;
     int attempt = 0;
+    const char* why = "none";  // the last restart's reason: the timeout names it
     for (;;) {
-        dl.check("inserting a separator into the parent level");
+        if (dl.expired()) {
+            const std::string what = "inserting a separator into level " + std::to_string(level) + " for child " +
+                                     hex_addr(child) + " (last restart: " + why + ")";
+            dl.check(what.c_str());
+        }
         if (!hint) {
             GAddr r = refresh_root();
             Node rn;
             if (!r || io_.read(r, rn, dl) != NodeIO::Read::kOk || !valid_node(rn, -1) || rn.is_deleted()) {
+                why = "the root could not be read";
                 Stats::add(stats().restarts);
                 backoff(attempt++);
                 continue;
             }
             if (rn.level < level) {
                 if (rn.level != level - 1 || !L::low_is_neg_inf(rn)) {
+                    why = "the root is below the level but not the leftmost node of the level under it";
                     Stats::add(stats().restarts);
                     backoff(attempt++);
                     continue;
                 }
                 if (grow_root(level, r, sep, child)) return;
+                why = "a new root lost its race";
                 continue;
             }
             Node snap;
             hint = descend(sep, level, snap, nullptr, dl).addr;
-            if (!hint) continue;
+            if (!hint) {
+                why = "no node at the level";
+                continue;
+            }
         }
         Locks locks(io_);
         // The child's image for the check below, read in the lock's batch
@@ -131,6 +143,7 @@ void BTreeT<L>::insert_parent(int level, KeyRef sep, GAddr child, Path& path, co
         pre = nullptr;
         LockedNode* ln = lock_covering(hint, level, sep, locks, dl, &assist);
         if (!ln) {
+            why = "the node found at the level did not cover the separator (re-reading the path)";
             hint = 0;
             Stats::add(stats().restarts);
             backoff(attempt++);
