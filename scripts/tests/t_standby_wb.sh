@@ -256,35 +256,39 @@ paused_on_primary f 100   # (the last request, before 1c, is older than the hold
 qp -c "create table td(k bigint, v int) with (autovacuum_enabled = off)" \
    -c "insert into td select g, 1 from generate_series(1, 2000) g" \
    -c "create index td_k on td using dex (k) with (write_back = on)" -c "select dex_flush()" >/dev/null
-in_place0=$(stat_p dirty_updates); through0=$(stat_p wb_paused_writes)
-qp -c "insert into td select 2000 + g, 1 from generate_series(1, 200) g" >/dev/null
-in_place=$(( $(stat_p dirty_updates) - in_place0 )); through=$(( $(stat_p wb_paused_writes) - through0 ))
+# td_insert FROM: 200 rows above FROM; sets in_place / through (changes kept in the cache / written through)
+td_insert() {
+    local i0 t0
+    i0=$(stat_p dirty_updates); t0=$(stat_p wb_paused_writes)
+    qp -c "insert into td select $1 + g, 1 from generate_series(1, 200) g" >/dev/null
+    in_place=$(( $(stat_p dirty_updates) - i0 )); through=$(( $(stat_p wb_paused_writes) - t0 ))
+}
+# td_standby_count ABOVE TIMEOUT: once replayed, the standby's index count of td above ABOVE must be 200; sets waited
+td_standby_count() {
+    local w0 n
+    wait_replay "$SB1"
+    w0=$(stat_s standby_wb_waits)
+    n=$(q1 -c "set dex.standby_wait_timeout = '$2'" -c "set enable_seqscan = off" -c "set enable_bitmapscan = off" \
+           -c "select count(*) from td where k > $1" 2>&1) || fail "the standby's scan of td failed: $n"
+    [ "$n" = 200 ] || fail "the standby counts $n rows of td above $1, expected 200"
+    waited=$(( $(stat_s standby_wb_waits) - w0 ))
+}
+td_insert 2000
 echo "standby attached, not reading: $in_place changes kept in the primary's cache, $through written through"
 [ "$in_place" -gt 0 ] && [ "$through" = 0 ] || fail "auto: write-back paused although no standby scan asked"
-wait_replay "$SB1"
 # the standby's scan of the new rows waits for their write-back and asks: write-back pauses
-waits0=$(stat_s standby_wb_waits)
-n=$(q1 -c "set dex.standby_wait_timeout = '5s'" -c "set enable_seqscan = off" -c "set enable_bitmapscan = off" \
-       -c "select count(*) from td where k > 2000" 2>&1) || fail "the standby's scan of td failed: $n"
-[ "$n" = 200 ] || fail "the standby counts $n new rows of td, expected 200"
-[ $(( $(stat_s standby_wb_waits) - waits0 )) -gt 0 ] || fail "the standby's scan of cached changes did not wait"
+td_standby_count 2000 5s
+[ "$waited" -gt 0 ] || fail "the standby's scan of cached changes did not wait"
 paused_on_primary t
-in_place0=$(stat_p dirty_updates); through0=$(stat_p wb_paused_writes)
-qp -c "insert into td select 2200 + g, 1 from generate_series(1, 200) g" >/dev/null
-in_place=$(( $(stat_p dirty_updates) - in_place0 )); through=$(( $(stat_p wb_paused_writes) - through0 ))
+td_insert 2200
 echo "after the standby's request: $through changes written through, $in_place kept in the cache"
 [ "$through" -gt 0 ] && [ "$in_place" = 0 ] || fail "auto: changes stayed in the cache after a standby's scan asked"
-wait_replay "$SB1"
-waits0=$(stat_s standby_wb_waits)
-n=$(q1 -c "set dex.standby_wait_timeout = '300ms'" -c "set enable_seqscan = off" -c "set enable_bitmapscan = off" \
-       -c "select count(*) from td where k > 2200" 2>&1) || fail "the standby's scan of td failed: $n"
-[ "$n" = 200 ] || fail "the standby counts $n rows written through, expected 200"
-[ $(( $(stat_s standby_wb_waits) - waits0 )) = 0 ] || fail "the standby's scan waited for changes written through"
+td_standby_count 2200 300ms
+[ "$waited" = 0 ] || fail "the standby's scan waited for changes written through"
 # no request for dex.standby_pause_hold: changes stay in the cache again
 paused_on_primary f 150
-in_place0=$(stat_p dirty_updates)
-qp -c "insert into td select 2400 + g, 1 from generate_series(1, 200) g" >/dev/null
-[ $(( $(stat_p dirty_updates) - in_place0 )) -gt 0 ] || fail "auto: write-back did not resume after the hold"
+td_insert 2400
+[ "$in_place" -gt 0 ] || fail "auto: write-back did not resume after the hold"
 echo "no request for dex.standby_pause_hold: changes kept in the cache again"
 qp -c "alter system reset dex.write_back_with_standbys" -c "alter system reset dex.standby_pause_hold" \
    -c "alter system reset dex.writeback_interval" -c "select pg_reload_conf()" -c "select dex_flush()" \
