@@ -91,4 +91,31 @@ TEST(WriteBackStaleFrame, UnreadableCleanLeafFrameIsReadAgain) {
     EXPECT_TRUE(t.contains(k2));
 }
 
+// A refresh may meet a frame that turned dirty after it looked, and a drop
+// of a dirty frame whose WAL is not durable cannot write it back: the frame
+// must stay as it is (the newest image), never be made unreadable.
+TEST(WriteBackStaleFrame, DirtyFrameThatCannotBeWrittenBackIsNeverMadeUnreadable) {
+    WbFixture x;
+    set_write_backs(x.handle, *x.mem, *x.reg.region, true);  // refuse frames past the durable LSN
+    DurableAt at(100);
+    auto tp = x.write_back_tree();
+    tree::BTree& t = *tp;
+    std::set<EntryKey> model;
+    for (int i = 0; i < 400; i++) {
+        EntryKey k = K(i * 3, static_cast<uint32_t>(i), 1);
+        ASSERT_TRUE(t.insert(k, 500));  // past the durable LSN: stays dirty
+        model.insert(k);
+    }
+    const std::vector<uint32_t> dirty = x.dirty_frames();
+    ASSERT_FALSE(dirty.empty());
+    const uint32_t f = dirty.front();
+    const GAddr g = x.reg.region->header(f).gaddr.load();
+    const uint32_t tree_id = x.reg.region->node(f)->tree_id;
+    tree::drop_cached_node(x.handle, g);
+    EXPECT_EQ(x.reg.region->table().lookup(g), f) << "a dirty frame was dropped without its write-back";
+    EXPECT_EQ(x.reg.region->node(f)->tree_id, tree_id) << "a dirty frame was made unreadable";
+    EXPECT_TRUE(x.reg.region->header(f).dirty.load());
+    expect_every_key_found(t, model);
+}
+
 }  // namespace

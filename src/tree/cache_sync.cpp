@@ -111,16 +111,21 @@ void drop_cached_node(cache::Cache& c, GAddr a) {
             else h.unlock_unchanged();
         }
         if (c.invalidate(a)) return;
+        // A dirty frame that could not be written back (its WAL is not
+        // durable yet, W6) is the newest image of the node (W2): it stays,
+        // readable. (Callers that free the node clean its frame first.)
+        if (h.dirty.load(std::memory_order_relaxed) && h.gaddr.load(std::memory_order_acquire) == a) return;
         unsigned spin = 0;
         cache::spin_backoff(spin);
     }
     // Still pinned or busy: make its image unreadable instead (readers fail its
-    // tree-id check and re-read the path remotely, replacing it).
+    // tree-id check and re-read the path remotely, replacing it) -- never a
+    // dirty one's, whose changes remote memory does not hold.
     uint32_t f = R.table().lookup(a);
     if (f == cache::kNoFrame || f == cache::MappingTable::kIoInProgress) return;
     cache::FrameHeader& h = R.header(f);
     h.lock();
-    if (h.gaddr.load(std::memory_order_relaxed) == a) {
+    if (h.gaddr.load(std::memory_order_relaxed) == a && !h.dirty.load(std::memory_order_relaxed)) {
         R.node(f)->tree_id = 0;
         h.unlock();
     } else {

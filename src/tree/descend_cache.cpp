@@ -184,7 +184,7 @@ typename BTreeT<L>::CachedDescent::Walk BTreeT<L>::CachedDescent::walk(Descent& 
             cur.g = R_.header(f).gaddr.load(std::memory_order_acquire);
             if (v == FrameHeader::kRestart || !R_.validate(parent.f, parent.v) || !R_.validate(f, v))
                 return again(Walk::kRestart, "a cached frame changed while read", cur.g);
-            // Refreshing (write-through), or a leaf under the inner-only
+            // Refreshing (replaces()), or a leaf under the inner-only
             // policy: re-read it below like an unswizzled pointer.
             if (!(replaces(cur.g) || (expect == 0 && !leaves_))) {
                 Stats::add(stats().cache_hits);
