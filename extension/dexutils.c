@@ -13,6 +13,7 @@
 #include "access/xlog_internal.h"
 #include "access/xloginsert.h"
 #include "miscadmin.h"
+#include "postmaster/walwriter.h"
 #include "storage/bufmgr.h"
 #include "storage/lmgr.h"
 #include "utils/builtins.h"
@@ -79,12 +80,12 @@ dex_wal_insert_boundary(void)
  * with `wait` (a backend that waits for the horizon anyway): flushed first.
  * Without (the dex worker's beat, every 20 ms): the end seen at an earlier
  * call once the flush pointer passed it -- flushed by this call only if
- * nothing else did for DEX_BOUNDARY_FLUSH_MS, so that with asynchronous
- * commits the beat does not flush WAL more often than the WAL writer does.
+ * nothing else did for wal_writer_delay, so that the beat never flushes
+ * WAL more often than the WAL writer does (with asynchronous commits, a
+ * user's choice of wal_writer_delay bounds how often WAL is flushed; it
+ * also keeps the crash tests' rows in wal_buffers, t_crash_bytes).
  * 0 on a standby.
  */
-#define DEX_BOUNDARY_FLUSH_MS 200
-
 uint64
 dex_wal_durable_boundary(bool wait)
 {
@@ -116,7 +117,7 @@ dex_wal_durable_boundary(bool wait)
 		pending = ins;
 		pending_at = GetCurrentTimestamp();
 	}
-	else if (TimestampDifferenceExceeds(pending_at, GetCurrentTimestamp(), DEX_BOUNDARY_FLUSH_MS))
+	else if (TimestampDifferenceExceeds(pending_at, GetCurrentTimestamp(), WalWriterDelay))
 	{
 		XLogFlush(pending);
 		known = Max(known, pending);

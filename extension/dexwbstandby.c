@@ -70,8 +70,9 @@ typedef struct DexWbsShared
 	uint64		replay_start;	/* where this server's replay began */
 	uint64		overflow;		/* last entries position of trees not in trees[] */
 	DexWbsTree	trees[DEX_WBS_TREES];
-	/* primary: the L of the last XLOG_DEX_WB_FLUSHED logged */
+	/* primary: the L of the last XLOG_DEX_WB_FLUSHED logged, and its end */
 	uint64		logged_l;
+	uint64		logged_end;
 	ConditionVariable flushed_cv;	/* broadcast when `flushed` moves */
 } DexWbsShared;
 
@@ -120,22 +121,36 @@ dex_wbs_log_flushed(uint64 gen, XLogRecPtr l)
 	 */
 	if (l <= wbss->logged_l || important < wbss->logged_l)
 	{
+		rec = wbss->logged_end;
 		SpinLockRelease(&wbss->mutex);
-		return;
 	}
-	wbss->logged_l = l;
-	SpinLockRelease(&wbss->mutex);
-	XLogBeginInsert();
-	XLogSetRecordFlags(XLOG_MARK_UNIMPORTANT);
-	XLogRegisterData((char *) payload, sizeof(payload));
-	rec = XLogInsert(DEX_RMGR_ID, XLOG_DEX_WB_FLUSHED);
+	else
+	{
+		wbss->logged_l = l;
+		SpinLockRelease(&wbss->mutex);
+		XLogBeginInsert();
+		XLogSetRecordFlags(XLOG_MARK_UNIMPORTANT);
+		XLogRegisterData((char *) payload, sizeof(payload));
+		rec = XLogInsert(DEX_RMGR_ID, XLOG_DEX_WB_FLUSHED);
+		SpinLockAcquire(&wbss->mutex);
+		wbss->logged_end = Max(wbss->logged_end, rec);
+		SpinLockRelease(&wbss->mutex);
+	}
 	/*
-	 * Sent now: walsenders send only flushed WAL, and on a primary that
-	 * writes nothing else the WAL writer may leave this record's partial page
-	 * in wal_buffers -- a standby's scan waiting for it would wait for the
-	 * next commit.
+	 * Sent now while a standby uses dex: walsenders send only flushed WAL,
+	 * and on a primary that writes nothing else the WAL writer may leave the
+	 * record's partial page in wal_buffers for good (it flushes whole pages
+	 * and commits) -- a standby's scan waiting for it would wait for the
+	 * next commit. So also the last record logged, when none is logged now:
+	 * it may have been logged while no standby was counted. Not while no
+	 * standby uses dex: the flush would make every open transaction's WAL
+	 * durable at each write-back round, more often than wal_writer_delay
+	 * (with asynchronous commits a user's choice). A standby's first scan
+	 * claims its slot before it waits, and its flush request reaches a beat
+	 * that counts it (dexclusterflush.c).
 	 */
-	XLogFlush(rec);
+	if (rec != InvalidXLogRecPtr && dex_cluster_live_standbys() > 0)
+		XLogFlush(rec);
 }
 
 /* Startup process, beginning of any recovery: where this replay begins. */
