@@ -83,8 +83,9 @@ for t in "$DEX_ROOT"/scripts/tests/t_*.sh; do
     name=$(basename "$t" .sh)
     want "$name" || continue
     start_part "shell test $name"
-    DEX_WORK="$DEX_WORK/$name" bash "$t"
-    record "$name" $?
+    # (its output kept: a failure's last lines are repeated after the summary)
+    DEX_WORK="$DEX_WORK/$name" bash "$t" 2>&1 | tee "$DEX_WORK/$name.out"
+    record "$name" "${PIPESTATUS[0]}"
 done
 
 if want check-rdma; then
@@ -105,5 +106,15 @@ if [ "$failed" = 0 ]; then
     [ -n "$own_work" ] && { cleanup; rm -rf "$own_work"; }
     exit 0
 fi
+# Why each shell test failed, at the very end (CI shows the end of a run):
+# its last lines and the errors its servers logged.
+for f in "${failures[@]+"${failures[@]}"}"; do
+    [ -f "$DEX_WORK/$f.out" ] || continue
+    echo "== $f: its last lines"
+    grep -v '^[[:space:]]*$' "$DEX_WORK/$f.out" | tail -n 25 | cut -c1-400
+    echo "== $f: errors its servers logged (last 15)"
+    find "$DEX_WORK/$f" -name '*.log' -type f -exec grep -h "ERROR\|FATAL\|PANIC\|TRAP" {} + 2>/dev/null \
+        | tail -n 15 | cut -c1-400 || true
+done
 echo "work directory (clusters, logs): $DEX_WORK"
 exit 1
