@@ -40,6 +40,7 @@ extern void dex_wb_standby_wait(Relation index, DexTree *tree, uint64 owner_word
 								int timeout_ms, uint64 *checked_life, void (*ask_flush) (uint64 lsn),
 								const DexWbsPlaces *places);
 extern void dex_wbs_log_flushed(uint64 gen, uint64 l);
+extern void dex_wbs_note_standbys(bool live);
 #if PG_VERSION_NUM >= 150000
 struct XLogReaderState;
 extern void dex_wbs_redo_startup(void);

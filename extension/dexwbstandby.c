@@ -73,6 +73,7 @@ typedef struct DexWbsShared
 	/* primary: the L of the last XLOG_DEX_WB_FLUSHED logged, and its end */
 	uint64		logged_l;
 	uint64		logged_end;
+	bool		standbys_live;	/* a standby held a live slot at the worker's last beat */
 	ConditionVariable flushed_cv;	/* broadcast when `flushed` moves */
 } DexWbsShared;
 
@@ -109,11 +110,13 @@ dex_wbs_log_flushed(uint64 gen, XLogRecPtr l)
 	uint64		payload[2] = {gen, (uint64) l};
 	XLogRecPtr	important;
 	XLogRecPtr	rec;
+	bool		standbys_live;
 
 	if (wbss == NULL || !XLogStandbyInfoActive() || RecoveryInProgress())
 		return;
 	important = GetLastImportantRecPtr();	/* (takes LWLocks: not under the spinlock) */
 	SpinLockAcquire(&wbss->mutex);
+	standbys_live = wbss->standbys_live;
 	/*
 	 * Only if L moved and something important was written at or after the
 	 * L logged last (entries it did not cover, a checkpoint a standby may
@@ -147,10 +150,21 @@ dex_wbs_log_flushed(uint64 gen, XLogRecPtr l)
 	 * durable at each write-back round, more often than wal_writer_delay
 	 * (with asynchronous commits a user's choice). A standby's first scan
 	 * claims its slot before it waits, and its flush request reaches a beat
-	 * that counts it (dexclusterflush.c).
+	 * that counts it (dex_wbs_note_standbys).
 	 */
-	if (rec != InvalidXLogRecPtr && dex_cluster_live_standbys() > 0)
+	if (rec != InvalidXLogRecPtr && standbys_live)
 		XLogFlush(rec);
+}
+
+/* Primary, dex worker, each beat: does a standby hold a live slot? */
+void
+dex_wbs_note_standbys(bool live)
+{
+	if (wbss == NULL)
+		return;
+	SpinLockAcquire(&wbss->mutex);
+	wbss->standbys_live = live;
+	SpinLockRelease(&wbss->mutex);
 }
 
 /* Startup process, beginning of any recovery: where this replay begins. */
@@ -346,6 +360,11 @@ dex_wb_standby_wait(Relation index, DexTree *tree, uint64 owner_word, uint32 nod
 
 void
 dex_wbs_log_flushed(uint64 gen, uint64 l)
+{
+}
+
+void
+dex_wbs_note_standbys(bool live)
 {
 }
 

@@ -350,6 +350,7 @@ dex_writeback_main(Datum arg)
 			ereport(ERROR,
 					(errmsg("dex worker: failing after a beat, as dex.worker_fail asks (testing)")));
 		dex_worker_standby_pause();
+		dex_wbs_note_standbys(dex_cluster_live_standbys() > 0);	/* (flushes FLUSHED for them) */
 		/* checkpoints wait for the write-back of what was dirty before them */
 		dex_ckpt_fence_poll(dex_cache_size_kb > 0, dex_worker_flush, dex_worker_beat, &dex_wb_stop);
 		if (!RecoveryInProgress() &&
