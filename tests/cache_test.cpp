@@ -549,6 +549,42 @@ TEST(CachePathAware, EvictionAfterCoolingAndUnswizzle) {
     EXPECT_EQ(per_level[0], 7);
 }
 
+// Invalidating a dirty leaf writes it back under its own latch only: the
+// write-back may wait for the remote lock up to dex.op_timeout, and its
+// parent's latch held meanwhile made every descent through the parent
+// restart (a reader timed out behind it in t_crash_wb_offload). A failed
+// write-back keeps the frame; one that succeeds drops it and unswizzles.
+TEST(CachePathAware, DirtyLeafIsWrittenBackWithoutItsParentsLatch) {
+    RegionFixture rf(64);
+    CacheRegion& r = *rf.region;
+    Cache c(r, 5);
+    FakeTree t(r, c);
+    const uint32_t leaf = t.leaves[1][2], parent = t.inner[1];
+    int calls = 0, parent_latched = 0, leaf_latched = 0;
+    bool succeed = false;
+    c.set_write_back([&](uint32_t f, const Node&) {
+        calls++;
+        EXPECT_EQ(f, leaf);
+        if (r.header(parent).is_locked()) parent_latched++;
+        if (r.header(leaf).is_locked()) leaf_latched++;
+        return succeed;
+    });
+    r.mark_dirty(leaf);
+    EXPECT_FALSE(c.invalidate(t.gaddr[leaf]));  // could not write it: kept, dirty, still swizzled
+    EXPECT_EQ(r.lookup(t.gaddr[leaf]), leaf);
+    EXPECT_TRUE(r.header(leaf).dirty.load());
+    EXPECT_EQ(r.header(parent).swizzled_children.load(), 3u);
+    succeed = true;
+    EXPECT_TRUE(c.invalidate(t.gaddr[leaf]));
+    EXPECT_EQ(r.lookup(t.gaddr[leaf]), kNoFrame);
+    EXPECT_EQ(CacheRegion::load_child(r.node(parent), 2), t.gaddr[leaf]);
+    EXPECT_EQ(r.header(parent).swizzled_children.load(), 2u);
+    EXPECT_EQ(calls, 2);
+    EXPECT_EQ(leaf_latched, 2);    // the frame's own latch: nobody changes it during the write
+    EXPECT_EQ(parent_latched, 0);  // never the parent's
+    EXPECT_FALSE(r.header(parent).is_locked());
+}
+
 // ---- eviction under pressure, across processes --------------------------------
 
 TEST(CacheEviction, PressureAcrossProcesses) {

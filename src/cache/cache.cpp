@@ -373,6 +373,18 @@ bool Cache::invalidate(GAddr g, bool write_back) {
         uint32_t f = r_.table().lookup(g);
         if (f == kNoFrame || f == MappingTable::kIoInProgress) return f == kNoFrame;
         FrameHeader& h = r_.header(f);
+        if (write_back && h.dirty.load(std::memory_order_acquire)) {
+            // Written back under the frame's latch alone, then dropped clean:
+            // a write-back may wait for the remote lock up to dex.op_timeout,
+            // and the parent's latch held that long would make every descent
+            // through the parent restart (and cache_update() of the parent
+            // spin) meanwhile.
+            h.lock();  // we hold nothing else
+            const bool ok = h.gaddr.load(std::memory_order_relaxed) != g || write_back_locked(f);
+            h.unlock_unchanged();
+            if (!ok) return false;
+            continue;
+        }
         uint32_t p = h.parent.load(std::memory_order_acquire);
         if (p != kNoFrame) r_.header(p).lock();  // parent before child; we hold nothing else
         h.lock();
@@ -389,11 +401,12 @@ bool Cache::invalidate(GAddr g, bool write_back) {
             unlock_all();
             return false;
         }
-        // A dirty frame (write-back mode) is written back first (write_back =
-        // false: the node is gone, e.g. its namespace was dropped).
-        if (write_back && !write_back_locked(f)) {
+        // A dirty frame (write-back mode) is written back first, above
+        // (write_back = false: the node is gone, e.g. its namespace was
+        // dropped); dirtied again since: once more, never under the parent's latch.
+        if (write_back && h.dirty.load(std::memory_order_relaxed)) {
             unlock_all();
-            return false;
+            continue;
         }
         FrameState s = h.get_state();
         if (s == FrameState::kCooling) {

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <new>
@@ -136,8 +137,10 @@ bool ComputeProcess::write_back_frame(uint32_t f, const Node& img) {
         std::memcpy(static_cast<void*>(&copy), &img, kNodeSize);
         std::vector<Node*> one{&copy};
         if (tree::write_back_nodes(mem(), gaddr_node(g), {g}, one, o.log_changes)[0]) return true;
+        // Under the frame's latch: a short wait (tree::kLatchedWriteBackMs);
+        // a live holder's lock leaves the frame dirty for a later write-back.
         tree::NodeIO io(mem(), gaddr_node(g), o);
-        tree::write_back_node(io, g, img, tree::Deadline(o.op_timeout_ms));
+        tree::write_back_node(io, g, img, tree::Deadline(std::min(o.op_timeout_ms, tree::kLatchedWriteBackMs)));
         return true;
     } catch (...) {
         return false;

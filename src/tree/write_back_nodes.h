@@ -18,6 +18,14 @@ namespace dex::tree {
 // pointers) at `a` with the remote-lock protocol (read, CAS, publish batch).
 // Returns the published body_version.
 uint64_t write_back_node(NodeIO& io, GAddr a, const Node& img, const Deadline& dl);
+// How long write_back_node may wait for the leaf's remote lock while its
+// caller holds the frame's latch (eviction, invalidation, wb_acquire): every
+// reader of the leaf restarts meanwhile, and a writer of this server holding
+// the leaf's remote lock may be spinning for that latch -- a cycle only a
+// timeout ends. Long enough for a dead holder's lock to be taken over
+// (NodeIO's lock_grace_ms, then one CLIENT_ALIVE); a live holder's lock
+// makes the caller let the latch go (the frame stays dirty, or retries).
+constexpr int kLatchedWriteBackMs = 1000;
 // The write-back of many dirty leaves of memory node `node` (a flush), in two
 // round trips instead of three per leaf: one batch of CASes taking each
 // leaf's lock at the version its image holds, one batch publishing those it

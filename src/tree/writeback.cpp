@@ -2,6 +2,7 @@
 // kept in a dirty cached frame (wb_modify), the exclusive right to change a
 // leaf while writing through (wb_acquire, WbGuard), and writing a dirty
 // frame back with the remote-lock protocol (write_back_node).
+#include <algorithm>
 #include <cstring>
 #include <exception>
 
@@ -374,7 +375,18 @@ void BTreeT<L>::wb_acquire(GAddr a, WbGuard& g, const Deadline& dl, bool keep_di
         if (h.dirty.load(std::memory_order_relaxed) && !keep_dirty) {
             Node img;
             R.copy_unswizzled(f, img);
-            write_back_node(io_, a, img, dl);
+            try {
+                // (a short wait under the latch, kLatchedWriteBackMs: a live
+                // holder of the remote lock -- the latch goes, then again)
+                write_back_node(io_, a, img, Deadline(std::min(opts_.op_timeout_ms, kLatchedWriteBackMs)));
+            } catch (const Error& e) {
+                if (e.code() != ErrorCode::kTimeout) throw;  // (the guard unlocks the frame)
+                g.t = nullptr;
+                g.frame = cache::kNoFrame;
+                h.unlock_unchanged();
+                backoff(attempt++);
+                continue;
+            }
             R.mark_clean(f);
         }
         return;
