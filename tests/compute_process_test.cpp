@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cstring>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "cluster/compute_process.h"
@@ -421,4 +422,53 @@ TEST(ComputeProcess, SharedAndPrivateStats) {
     p.stats_private(false);  // the shared one is still remembered
     EXPECT_EQ(static_cast<void*>(&stats()), static_cast<void*>(shm.data()));
     set_stats(nullptr);
+}
+
+// A write-back under a frame's latch (eviction, invalidation, a busy frame a
+// flush retries alone) waits for the leaf's remote lock only briefly
+// (tree::kLatchedWriteBackMs), not dex.op_timeout: readers of the leaf
+// restart while it waits, and a cycle through the latch is ended by a
+// timeout only (t_crash_wb_offload: a scan timed out behind such a wait). A
+// live holder's lock leaves the frame dirty. Here the holder lets go on its
+// own after 4 s, within the 8 s op timeout: a write-back that waited for it
+// would succeed, clean the frame, and fail the test.
+TEST(ComputeProcess, LatchedWriteBackGivesUpOnALiveHoldersLock) {
+    InprocNodes nodes;
+    Block block;
+    auto p = process(nodes, "tcp://inproc:1", &block);
+    p->client().configure("tcp://inproc:1", "", 1000, 8000);
+    WbTree w0(*p, 40);
+    tree::BTree& t = *w0.t;
+    ASSERT_TRUE(t.insert(K(5)));
+    GAddr leaf = 0;
+    p->cache().region()->for_each_frame([&](const cache::FrameInfo& i) {
+        if (i.dirty) leaf = i.gaddr;
+    });
+    ASSERT_NE(leaf, 0u);
+    const uint32_t f = p->cache().region()->table().lookup(leaf);
+    ASSERT_LT(f, p->cache().region()->frame_count());
+    // Another live client holds the leaf's remote lock.
+    auto q = process(nodes, "tcp://inproc:1", nullptr);
+    Transport& qt = q->mem().node(0);
+    Node n;
+    q->mem().read(leaf, &n, kNodeSize);
+    const uint64_t locked = make_lock_word(n.body_version, qt.client_id(), true);
+    ASSERT_EQ(qt.cas(gaddr_offset(leaf), n.lock, locked), n.lock);
+    std::atomic<bool> release{false}, let_go{false};
+    std::thread holder([&] {
+        for (int i = 0; i < 400 && !release.load(); i++) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        qt.cas(gaddr_offset(leaf), locked, n.lock);
+        let_go = true;
+    });
+    const bool wrote = p->cache().process_cache()->flush_frame(f);
+    const bool still_dirty = p->cache().region()->header(f).dirty.load() != 0;
+    const bool still_held = !let_go.load();
+    release = true;
+    holder.join();
+    EXPECT_FALSE(wrote) << "the write-back waited for the live holder's lock";
+    EXPECT_TRUE(still_dirty);
+    EXPECT_TRUE(still_held);
+    // Once the holder let go, the next write-back goes through.
+    EXPECT_TRUE(p->cache().process_cache()->flush_frame(f));
+    EXPECT_EQ(p->cache().region()->header(f).dirty.load(), 0);
 }
