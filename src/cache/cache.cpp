@@ -375,10 +375,11 @@ bool Cache::invalidate(GAddr g, bool write_back) {
         FrameHeader& h = r_.header(f);
         if (write_back && h.dirty.load(std::memory_order_acquire)) {
             // Written back under the frame's latch alone, then dropped clean:
-            // a write-back may wait for the remote lock up to dex.op_timeout,
-            // and the parent's latch held that long would make every descent
-            // through the parent restart (and cache_update() of the parent
-            // spin) meanwhile.
+            // a write-back may wait for the leaf's remote lock (up to 1 s,
+            // tree::kLatchedWriteBackMs; dex.op_timeout until 2026-12-02), and
+            // the parent's latch held meanwhile made every descent through the
+            // parent restart and a subtree migration (which holds the leaf's
+            // remote lock) spin for it -- a cycle.
             h.lock();  // we hold nothing else
             const bool ok = h.gaddr.load(std::memory_order_relaxed) != g || write_back_locked(f);
             h.unlock_unchanged();

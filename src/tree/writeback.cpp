@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <exception>
+#include <string>
 
 #include "cache/cache.h"
 #include "common/stats.h"
@@ -334,8 +335,9 @@ template <class L>
 void BTreeT<L>::wb_acquire(GAddr a, WbGuard& g, const Deadline& dl, bool keep_dirty) {
     cache::CacheRegion& R = cache_->region();
     int attempt = 0;
+    std::string busy;  // why the last write-back let the latch go: the timeout names it
     for (;;) {
-        dl.check("waiting for a cached leaf in write-back mode");
+        if (dl.expired()) dl.check(("waiting for a cached leaf in write-back mode" + busy).c_str());
         uint32_t f = R.table().lookup(a);
         if (f == cache::MappingTable::kIoInProgress) {
             backoff(attempt++);
@@ -381,6 +383,7 @@ void BTreeT<L>::wb_acquire(GAddr a, WbGuard& g, const Deadline& dl, bool keep_di
                 write_back_node(io_, a, img, Deadline(std::min(opts_.op_timeout_ms, kLatchedWriteBackMs)));
             } catch (const Error& e) {
                 if (e.code() != ErrorCode::kTimeout) throw;  // (the guard unlocks the frame)
+                busy = std::string(" (its write-back: ") + e.what() + ")";
                 g.t = nullptr;
                 g.frame = cache::kNoFrame;
                 h.unlock_unchanged();
