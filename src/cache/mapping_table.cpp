@@ -64,7 +64,14 @@ uint32_t MappingTable::find_locked(Bucket& b, GAddr g, std::atomic<uint32_t>** l
     return IndexStack::kNil;
 }
 
+namespace {
+thread_local uint64_t t_lookups = 0;
+}  // namespace
+
+uint64_t MappingTable::lookups_by_this_thread() { return t_lookups; }
+
 uint32_t MappingTable::lookup(GAddr g) {
+    t_lookups++;
     Bucket& b = bucket_of(g);
     SpinGuard guard(b.lock);
     uint32_t i = find_locked(b, g, nullptr);

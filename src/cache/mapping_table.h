@@ -45,6 +45,10 @@ public:
 
     // Frame index, kIoInProgress (also for a stale marker), or kNotFound.
     uint32_t lookup(GAddr g);
+    // How many lookups this thread made: a test's and a profile's question
+    // (which paths still take a bucket's spin lock). Thread-local, so
+    // counting writes no line another backend or thread reads.
+    static uint64_t lookups_by_this_thread();
 
     enum class Begin {
         kOwner,         // marker inserted: the caller fetches the node, then publish() or abort_io()

@@ -299,7 +299,8 @@ bool BTreeT<L>::insert_reserved(KeyRef key, uint64_t lsn, bool journal, bool may
         if (wb_) {
             Key tmp;
             LeafFull at;
-            int r = wb_modify(a, as_array(key, tmp), 1, true, nullptr, nullptr, full ? &at : nullptr);
+            int r = wb_modify(a, as_array(key, tmp), 1, true, nullptr, nullptr, full ? &at : nullptr,
+                              d.cached && a == d.addr ? d.frame : cache::kNoFrame);
             if (r != 0) return r > 0;
             if (full && at.leaf) {  // bottom-up deletion first: nothing changed
                 *full = at;

@@ -474,8 +474,9 @@ private:
     // possible (no frame, not covering, full leaf): write through instead.
     // `full_at` (insert only): when it answers 0 because the leaf is full,
     // the frame and its version word then (a bottom-up pass's stamp).
+    // `frame_hint`: the frame the descent found `a` in (checked, not trusted).
     int wb_modify(GAddr a, const Key* keys, size_t n, bool insert, size_t* used, uint64_t* deleted,
-                  LeafFull* full_at = nullptr);
+                  LeafFull* full_at = nullptr, uint32_t frame_hint = 0xFFFFFFFFu);
     void wb_note_full(const cache::FrameHeader& h, const Node& n, GAddr a, uint32_t f, LeafFull* full_at);
     // read_leaf() from frame `f` while its version word is `fv`.
     bool wb_read_leaf(GAddr a, uint32_t f, uint64_t fv, std::vector<Key>& out);
@@ -826,6 +827,12 @@ private:
     TreeOptions opts_;
     NodeIO io_;
     GAddr root_ = 0;
+    // The frame this handle last found root_ in: a hint that spares every
+    // descent the mapping table's lookup of the root -- a bucket spin lock
+    // that every backend's every descent would otherwise write. Checked like
+    // a lookup's answer (the frame still holds root_, not obsolete, by its
+    // version), so a stale hint only costs that lookup (CachedDescent::walk).
+    uint32_t root_frame_ = 0xFFFFFFFFu;  // (cache::kNoFrame)
     cache::Cache* cache_ = nullptr;
     bool wb_ = false;  // write-back mode (opts_.write_back with a cache)
     // Set when a node reached through the cache did not cover the search key

@@ -83,6 +83,23 @@ private:
     };
     enum class Fetch { kOk, kRestart, kFinished };
 
+    // The root (cur.g, not yet read): from the frame this handle last found
+    // it in, if that frame still holds it at a readable version and is hot
+    // (a cooling one goes through fetch(), which touches it), and no refresh
+    // wants it re-read. As safe as a mapping-table lookup, whose answer may
+    // be just as old by the time its frame is read: begin_read() checks the
+    // frame's address and version, and the walk validates that version.
+    bool root_hint(Current& cur) {
+        const uint32_t f = t_.root_frame_;
+        if (f >= nframes_ || refresh_) return false;
+        if (R_.header(f).get_state() != cache::FrameState::kHot) return false;
+        const uint64_t v = R_.begin_read(f, cur.g);
+        if (v == FrameHeader::kRestart) return false;
+        cur.f = f;
+        cur.v = v;
+        cur.np = R_.node(f);
+        return true;
+    }
     // `g` was not reached through a usable swizzled pointer: its frame
     // through the mapping table, else offload or read it remotely.
     Fetch fetch(GAddr g, int expect, Parent& parent, Current& cur, Descent& d);
@@ -193,10 +210,12 @@ typename BTreeT<L>::CachedDescent::Walk BTreeT<L>::CachedDescent::walk(Descent& 
                 cur.np = R_.node(f);
             }
         }
+        if (!cur.np && expect < 0 && root_hint(cur)) Stats::add(stats().cache_hits);
         if (!cur.np) {
             Fetch r = fetch(cur.g, expect, parent, cur, d);
             if (r == Fetch::kRestart) return Walk::kRestart;
             if (r == Fetch::kFinished) return Walk::kFound;
+            if (expect < 0) t_.root_frame_ = cur.f;  // (kNoFrame: read remotely)
         }
         auto ok = [&] { return cur.f == kNoFrame || R_.validate(cur.f, cur.v); };
         // The fixed layout's header holds its fences; a slotted node is

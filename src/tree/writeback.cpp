@@ -130,14 +130,26 @@ std::vector<bool> write_back_nodes(RemoteMemory& mem, uint32_t node, const std::
 
 template <class L>
 int BTreeT<L>::wb_modify(GAddr a, const Key* keys, size_t n, bool insert, size_t* used, uint64_t* deleted,
-                         LeafFull* full_at) {
+                         LeafFull* full_at, uint32_t frame_hint) {
     cache::CacheRegion& R = cache_->region();
-    uint32_t f = R.table().lookup(a);
+    // The descent's frame, if it still names `a`, instead of a lookup (its
+    // bucket's spin lock): checked again under the frame's lock below, as a
+    // lookup's answer is, and a frame that is not hot or cooling -- being
+    // filled or evicted -- is looked up as before.
+    uint32_t f = cache::kNoFrame;
+    if (frame_hint < R.frame_count()) {
+        const cache::FrameState st = R.header(frame_hint).get_state();
+        if ((st == cache::FrameState::kHot || st == cache::FrameState::kCooling) &&
+            R.header(frame_hint).gaddr.load(std::memory_order_acquire) == a)
+            f = frame_hint;
+    }
+    if (f == cache::kNoFrame) f = R.table().lookup(a);
     if (f == cache::kNoFrame || f == cache::MappingTable::kIoInProgress) return 0;
     cache::FrameHeader& h = R.header(f);
     h.lock();  // we hold no other frame lock
     Node* nd = R.node(f);
-    if (!frame_holds_leaf(h, *nd, a) || !covers(*nd, keys[0], false)) {
+    if (!frame_holds_leaf(h, *nd, a) || !covers(*nd, keys[0], false) ||
+        (f == frame_hint && h.get_state() != cache::FrameState::kHot && h.get_state() != cache::FrameState::kCooling)) {
         h.unlock_unchanged();
         return 0;
     }
