@@ -28,19 +28,8 @@ namespace {
 // ---- zero remote operations on a cached path -----------------------------------
 
 TEST(TreeCache, FullyCachedLookupIssuesNoRemoteOps) {
-    auto engine = make_engine(128ull << 20);
-    auto mem = make_mem(*engine);
-    uint64_t ns = ns_create(mem->node(0));
-    Region reg(1u << 14, {true, 1.0});
-    cache::Cache c(*reg.region, 1);
-    tree::TreeOptions o;
-    o.cache = &c;
-    BTree t(*mem, 0, ns, o);
-    {
-        BTree::BulkLoader bl(t, 0.9);
-        for (int i = 0; i < 100000; i++) bl.add(K(i, 1, 1));
-        bl.finish();
-    }
+    CachedBulkTree ct(100000);
+    auto& [engine, mem, ns, reg, c, o, t] = ct;
     const uint32_t height = t.check().height;
     ASSERT_GE(height, 3u);
     auto ops = [&](int i) {

@@ -144,6 +144,36 @@ struct Region {
     }
 };
 
+// A tree of n keys K(0..n-1, 1, 1), bulk-loaded (fill 0.9) through a cache
+// of `frames` frames that admits every node (one process's handle). A test
+// binds its parts: auto& [engine, mem, ns, reg, c, o, t] = bulk_tree;
+struct CachedBulkTree {
+    std::unique_ptr<memnode::Engine> engine;
+    std::unique_ptr<RemoteMemory> mem;
+    uint64_t ns;
+    Region reg;
+    cache::Cache c;
+    tree::TreeOptions o;
+    tree::BTree t;
+    explicit CachedBulkTree(int n, uint32_t frames = 1u << 14)
+        : engine(make_engine(128ull << 20)),
+          mem(make_mem(*engine)),
+          ns(ns_create(mem->node(0))),
+          reg(frames, {true, 1.0}),
+          c(*reg.region, 1),
+          o(options(c)),
+          t(*mem, 0, ns, o) {
+        tree::BTree::BulkLoader bl(t, 0.9);
+        for (int i = 0; i < n; i++) bl.add(K(i, 1, 1));
+        bl.finish();
+    }
+    static tree::TreeOptions options(cache::Cache& cache) {
+        tree::TreeOptions opts;
+        opts.cache = &cache;
+        return opts;
+    }
+};
+
 // The process-wide remote-operation and cache counters (dex::stats()) at one
 // moment, to count what an operation cost.
 struct Snapshot {

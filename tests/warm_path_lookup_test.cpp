@@ -28,19 +28,8 @@ namespace {
 uint64_t lookups() { return MappingTable::lookups_by_this_thread(); }
 
 TEST(WarmPathLookups, CachedLookupsTakeNoBucketLockAndAStaleRootHintIsCaught) {
-    auto engine = make_engine(128ull << 20);
-    auto mem = make_mem(*engine);
-    uint64_t ns = ns_create(mem->node(0));
-    Region reg(1u << 14, {true, 1.0});
-    cache::Cache c(*reg.region, 1);
-    tree::TreeOptions o;
-    o.cache = &c;
-    BTree t(*mem, 0, ns, o);
-    {
-        BTree::BulkLoader bl(t, 0.9);
-        for (int i = 0; i < 50000; i++) bl.add(K(i, 1, 1));
-        bl.finish();
-    }
+    CachedBulkTree ct(50000);
+    auto& [engine, mem, ns, reg, c, o, t] = ct;
     ASSERT_GE(t.check().height, 3u);
     // Warm, twice: a node is swizzled into its parent when a descent comes
     // to it from the parent's frame, which the first pass may only have
@@ -122,29 +111,25 @@ TEST(WarmPathLookups, CachedLookupsTakeNoBucketLockAndAStaleRootHintIsCaught) {
 // leaves that have room, and nothing splits meanwhile.)
 TEST(WarmPathLookups, WriteBackInsertIntoACachedLeafTakesNoBucketLock) {
     WbFixture x;
-    std::unique_ptr<tree::BTree> tp = x.write_back_tree();
-    tree::BTree& t = *tp;
     std::set<EntryKey> model;
     std::mt19937_64 rng(7);
-    for (int i = 0; i < 5000; i++) {
-        EntryKey k = K(static_cast<int64_t>(rng() % 100000), static_cast<uint32_t>(i), 1);
-        ASSERT_EQ(t.insert(k), model.insert(k).second);
-    }
+    std::unique_ptr<tree::BTree> t = x.write_back_tree();
+    insert_random(*t, model, 5000, 100000, rng);
     std::vector<EntryKey> out;  // every 10th entry, to be put back
     size_t n = 0;
     for (const EntryKey& k : model)
         if (n++ % 10 == 0) out.push_back(k);
-    for (const EntryKey& k : out) ASSERT_EQ(t.remove(&k, 1), 1u);
+    for (const EntryKey& k : out) ASSERT_EQ(t->remove(&k, 1), 1u);
     // Every node swizzled into its cached parent (two passes, see above).
     for (int pass = 0; pass < 2; pass++)
-        for (const EntryKey& k : model) ASSERT_EQ(t.contains(k), !std::binary_search(out.begin(), out.end(), k));
+        for (const EntryKey& k : model) ASSERT_EQ(t->contains(k), !std::binary_search(out.begin(), out.end(), k));
     const uint64_t dirty0 = stats().dirty_updates.load(), splits0 = stats().memnode_splits.load();
     const uint64_t l0 = lookups();
-    for (const EntryKey& k : out) ASSERT_TRUE(t.insert(k));
+    for (const EntryKey& k : out) ASSERT_TRUE(t->insert(k));
     ASSERT_EQ(stats().memnode_splits.load(), splits0);
     ASSERT_EQ(stats().dirty_updates.load() - dirty0, out.size()) << "not every insert went into its cached leaf";
     EXPECT_EQ(lookups() - l0, 0u) << out.size() << " inserts into cached leaves looked frames up";
-    EXPECT_EQ(scan_all(t, KMin(0), KMax(1 << 30), false), std::vector<EntryKey>(model.begin(), model.end()));
+    EXPECT_EQ(scan_all(*t, KMin(0), KMax(1 << 30), false), std::vector<EntryKey>(model.begin(), model.end()));
 }
 
 }  // namespace

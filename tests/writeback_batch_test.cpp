@@ -23,10 +23,7 @@ namespace {
 // A write-back tree with `n` random keys, every leaf cached and most dirty.
 void fill(WbFixture& x, tree::BTree& t, std::set<EntryKey>& model, int n, uint64_t seed) {
     std::mt19937_64 rng(seed);
-    for (int i = 0; i < n; i++) {
-        EntryKey k = K(static_cast<int64_t>(rng() % 100000), static_cast<uint32_t>(i), 1);
-        ASSERT_EQ(t.insert(k), model.insert(k).second);
-    }
+    insert_random(t, model, n, 100000, rng);
 }
 
 TEST(WriteBackBatch, FlushOfManyLeavesTakesTwoRoundTripsPerBatch) {

@@ -43,10 +43,7 @@ TEST(WriteBackPause, PausedWritesGoThroughAndNoFrameTurnsDirty) {
     tree::BTree& t = *tp;
     std::set<EntryKey> model;
     std::mt19937_64 rng(11);
-    for (int i = 0; i < 4000; i++) {
-        EntryKey k = K(static_cast<int64_t>(rng() % 50000), static_cast<uint32_t>(i), 1);
-        ASSERT_EQ(t.insert(k), model.insert(k).second);
-    }
+    insert_random(t, model, 4000, 50000, rng);
     const std::set<uint32_t> dirty_before = as_set(x.dirty_frames());
     ASSERT_GE(dirty_before.size(), 4u);
 

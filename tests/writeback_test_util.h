@@ -92,6 +92,16 @@ struct DurableAt {
 
 inline std::vector<EntryKey> all_of(const std::set<EntryKey>& m) { return {m.begin(), m.end()}; }
 
+// Inserts n keys K(rng() % range, first_block + i, 1) into t and the model
+// (a duplicate must be refused by both).
+template <class Rng>
+void insert_random(tree::BTree& t, std::set<EntryKey>& model, int n, uint64_t range, Rng& rng, uint32_t first_block = 0) {
+    for (int i = 0; i < n; i++) {
+        EntryKey k = K(static_cast<int64_t>(rng() % range), first_block + static_cast<uint32_t>(i), 1);
+        ASSERT_EQ(t.insert(k), model.insert(k).second);
+    }
+}
+
 // The change log (TreeOptions::log_changes) a write-back calls.
 inline std::vector<GAddr>& logged_nodes() {
     static std::vector<GAddr> v;
