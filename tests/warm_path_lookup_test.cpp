@@ -133,3 +133,41 @@ TEST(WarmPathLookups, WriteBackInsertIntoACachedLeafTakesNoBucketLock) {
 }
 
 }  // namespace
+
+namespace {
+
+// A split replaces its parent's cached image (the new separator); the
+// parent's other children stay swizzled at their new slots, so the descents
+// after the split look up only the nodes the splits created. (Until
+// 2026-12-02 every child of the parent was unswizzled: a bulk load made
+// about one mapping-table lookup per row, each followed by the parent's
+// exclusive lock to swizzle the child again.)
+TEST(WarmPathLookups, ASplitKeepsItsParentsOtherChildrenSwizzled) {
+    WbFixture x;
+    std::set<EntryKey> model;
+    std::mt19937_64 rng(11);
+    std::unique_ptr<tree::BTree> t = x.write_back_tree();
+    insert_random(*t, model, 20000, 1000000, rng);
+    auto warm = [&] {
+        for (int pass = 0; pass < 2; pass++)
+            for (const EntryKey& k : model) ASSERT_TRUE(t->contains(k));
+    };
+    warm();
+    const tree::TreeInfo before = t->check();
+    ASSERT_GE(before.height, 3u);
+    // Inserts that split leaves here and there (each split's parent gets a
+    // new image), then one pass over every key.
+    insert_random(*t, model, 600, 1000000, rng, 20000);
+    const tree::TreeInfo after = t->check();
+    const uint64_t created = (after.leaves + after.inner_nodes) - (before.leaves + before.inner_nodes);
+    ASSERT_GE(created, 5u) << "the inserts split too few leaves to tell";
+    const uint64_t l0 = lookups();
+    for (const EntryKey& k : model) ASSERT_TRUE(t->contains(k));
+    // Each created node is looked up once (then swizzled); a parent that
+    // dropped its children's swizzles would cost a lookup per child reached.
+    EXPECT_LE(lookups() - l0, created + 2) << created << " nodes created";
+    warm();
+    expect_flushed_remote_holds(x, model);
+}
+
+}  // namespace

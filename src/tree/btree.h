@@ -414,6 +414,9 @@ private:
     // the caller has locked too). False: f holds a previous life of that memory
     // (other tree or level): the caller drops it after unlocking.
     bool install_locked(uint32_t f, const Node& fresh, const std::vector<uint32_t>& held);
+    // (install_locked: how many swizzled children one inner frame can keep, either layout)
+    static constexpr size_t kMaxKeptSwizzles = std::max(max_inner_slots(false), max_inner_slots(true));
+    static int child_slot_of(const Node& inner, GAddr g, uint32_t& from);
     // The cached frames of nodes whose entries a structure modification moves
     // (a split's left half, both leaves of a merge, a migrated subtree) are
     // locked from before the remote publish until the new images are
@@ -596,6 +599,8 @@ private:
     // whole insert on the compute side (a batched attempt already asked the
     // memory node and got "needs a split").
     bool insert_reserved(KeyRef key, uint64_t lsn, bool journal, bool may_offload, LeafFull* full = nullptr);
+    bool insert_unlogged(KeyRef key, uint64_t lsn, uint64_t durable, LeafFull* full, bool* through);
+    void insert_each_logged(const Key* keys, const uint64_t* lsns, size_t n, uint64_t durable, size_t* done);
     // Write-back mode: tell TreeOptions::log_entries of entry changes made;
     // `through` as there (callers compare in_place_changes_ before and after).
     void log_entry_changes(bool insert, bool through, const Key* keys, size_t n);

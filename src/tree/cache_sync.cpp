@@ -30,31 +30,70 @@ bool BTreeT<L>::install_locked(uint32_t f, const Node& fresh, const std::vector<
     Node* n = R.node(f);
     if (n->tree_id != fresh.tree_id || n->level != fresh.level) return false;  // a previous life of this memory
     if (n->body_version >= fresh.body_version) return true;                     // already as new (monotonic)
-    // Children may move between nodes (splits, merges, migrations): drop every
-    // swizzle first; later traversals swizzle again. A child frame the caller
-    // holds locked itself is unswizzled without taking its lock.
+    // Children may move between nodes (splits, merges, migrations): a child
+    // the fresh image no longer holds is unswizzled; one it still holds keeps
+    // its frame, swizzled at its new slot -- a split's new separator replaced
+    // the parent of some 60 leaves, and each unswizzled one cost the next
+    // descent to it a mapping-table lookup and the parent's exclusive lock to
+    // swizzle it again (a bulk load: about one per row). The child's `parent`
+    // stays f throughout (we hold f's lock; an evicter looks the child up in
+    // f's slots under it). A child frame the caller holds locked itself is
+    // unswizzled without taking its lock.
     // (Stop once the count is 0, as unswizzle_all does: a stale copy of a
     // swizzled pointer may linger past `count` after a shift and must not be
     // counted twice.)
+    struct Kept {
+        uint32_t slot, frame;
+    };
+    Kept kept[kMaxKeptSwizzles];
+    size_t nkept = 0;
+    uint32_t search_from = 0;
     if (n->level > 0) {
         const uint32_t slots = cache::CacheRegion::child_slots(n);
         for (uint32_t i = 0; i < slots && R.header(f).swizzled_children.load(std::memory_order_acquire) > 0; i++) {
             GAddr c = cache::CacheRegion::load_child(n, i);
             if (!gaddr_is_swizzled(c)) continue;
             uint32_t cf = cache::swizzled_frame(c);
-            if (std::find(held.begin(), held.end(), cf) == held.end()) {
+            cache::FrameHeader& ch = R.header(cf);
+            const GAddr g = ch.gaddr.load(std::memory_order_relaxed);
+            const bool held_by_caller = std::find(held.begin(), held.end(), cf) != held.end();
+            const int at = held_by_caller || nkept == kMaxKeptSwizzles ? -1 : child_slot_of(fresh, g, search_from);
+            if (at < 0 && !held_by_caller) {
                 R.unswizzle(f, static_cast<uint16_t>(i));
                 continue;
             }
-            cache::FrameHeader& ch = R.header(cf);
-            cache::CacheRegion::store_child(n, i, ch.gaddr.load(std::memory_order_relaxed));
-            ch.parent.store(cache::kNoFrame, std::memory_order_relaxed);
+            cache::CacheRegion::store_child(n, i, g);
             R.header(f).swizzled_children.fetch_sub(1, std::memory_order_relaxed);
+            if (at >= 0)
+                kept[nkept++] = Kept{static_cast<uint32_t>(at), cf};
+            else
+                ch.parent.store(cache::kNoFrame, std::memory_order_relaxed);
         }
     }
     std::memcpy(static_cast<void*>(n), &fresh, kNodeSize);
     R.header(f).level.store(fresh.level, std::memory_order_relaxed);
+    for (size_t k = 0; k < nkept; k++) {
+        cache::CacheRegion::store_child(n, kept[k].slot, cache::swizzled_ref(kept[k].frame));
+        R.header(f).swizzled_children.fetch_add(1, std::memory_order_relaxed);
+    }
     return true;
+}
+
+// The slot of an inner image whose child is g, or -1. Searched from `from`
+// on, then from the start: children keep their order across splits (a new
+// one comes in between), so asking in slot order costs one pass in all.
+template <class L>
+int BTreeT<L>::child_slot_of(const Node& inner, GAddr g, uint32_t& from) {
+    if (inner.level == 0 || gaddr_is_swizzled(g)) return -1;
+    const uint32_t c = cache::CacheRegion::entries_in_use(&inner);
+    for (uint32_t k = 0; k < c; k++) {
+        const uint32_t j = (from + k) % c;
+        if (cache::CacheRegion::load_child(&inner, j) == g) {
+            from = j + 1;
+            return static_cast<int>(j);
+        }
+    }
+    return -1;
 }
 
 template <class L>

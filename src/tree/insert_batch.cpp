@@ -47,7 +47,10 @@ void BTreeT<L>::insert_batch(const Key* keys, const uint64_t* lsns, size_t n, ui
     if (!batch_allowed()) {
         // One at a time: each insert reserves its journal slots before it
         // changes anything, so a NeedDurable leaves exactly the prefix done.
-        for (; *done < n; ++*done) insert(keys[*done], lsns[*done], durable);
+        if (wb_)
+            insert_each_logged(keys, lsns, n, durable, done);
+        else
+            for (; *done < n; ++*done) insert(keys[*done], lsns[*done], durable);
         return;
     }
     while (*done < n) {
