@@ -18,6 +18,22 @@
 #include "tree/key_bytes.h"
 
 /*
+ * As nbtree: a bottom-up pass for an UPDATE's version of an unchanged key --
+ * the churn it is for. A write-back index passes every entry written at once
+ * whose leaf is full: its give-up happens in the leaf's cache frame (no round
+ * trip, K5), its removals go in place, while the split it may spare is a
+ * round trip. Key-changing UPDATEs leave their old versions in leaves no
+ * scan revisits (the new key lies next to the old one as often as not), and
+ * those leaves split round after round. A pass that finds nothing costs one
+ * heap block's visit (the heap AM stops at a block that frees nothing).
+ */
+static bool
+dex_insert_bottom_up(DexTree *tree, bool indexUnchanged)
+{
+	return dex_bottom_up && (indexUnchanged || dex_tree_is_write_back(tree));
+}
+
+/*
  * Puts one entry into the tree. bottom_up: if the leaf is full, look for dead
  * entries there once before letting it split.
  */
@@ -107,9 +123,9 @@ dex_write_entry_bytes(Relation index, Relation heapRel, DexTree *tree, const Dex
  * aminsert's answer.
  */
 static bool
-dex_insert_bytes(Relation index, Relation heapRel, DexTree *tree, Datum *values, bool *isnull,
+dex_insert_bytes(Relation index, Relation heapRel, Datum *values, bool *isnull,
 				 ItemPointer tid, IndexUniqueCheck checkUnique, IndexInfo *indexInfo,
-				 bool bottom_up)
+				 bool indexUnchanged)
 {
 	DexKeyBuf	kb;
 	DexError	err;
@@ -118,6 +134,8 @@ dex_insert_bytes(Relation index, Relation heapRel, DexTree *tree, Datum *values,
 	bool		check = checkUnique != UNIQUE_CHECK_NO;
 	bool		unique = check;	/* NULL keys are unique, as in nbtree */
 	BlockNumber lockblk = InvalidBlockNumber;
+	DexTree    *tree;
+	bool		bottom_up;
 
 	dex_kb_init_palloc(&kb);
 	keylen = dex_entry_build(index, values, isnull, tid, &kb);	/* may ERROR: key too long */
@@ -125,8 +143,10 @@ dex_insert_bytes(Relation index, Relation heapRel, DexTree *tree, Datum *values,
 		dex_pending_add_bytes(index, heapRel, kb.data, kb.len))
 	{
 		pfree(kb.data);
-		return false;			/* held back */
+		return false;			/* held back (no handle needed: see dexinsert) */
 	}
+	tree = dex_open_tree(index);
+	bottom_up = dex_insert_bottom_up(tree, indexUnchanged);
 	dex_kill_apply_deferred(index, tree);	/* (bottom-up passes' deferred removals) */
 	for (int i = 0; check && i < IndexRelationGetNumberOfKeyAttributes(index); i++)
 		if (isnull[i] && !DEX_NULLS_NOT_DISTINCT(indexInfo))
@@ -156,23 +176,9 @@ dexinsert(Relation index, Datum *values, bool *isnull,
 	DexKey		key;
 	bool		bottom_up;
 
-	/* opened even for a held-back entry: a lost tree fails this row's statement */
-	tree = dex_open_tree(index);
-	/*
-	 * As nbtree: a bottom-up pass for an UPDATE's version of an unchanged
-	 * key -- the churn it is for. A write-back index passes every entry
-	 * written at once whose leaf is full: its give-up happens in the leaf's
-	 * cache frame (no round trip, K5), its removals go in place, while the
-	 * split it may spare is a round trip. Key-changing UPDATEs leave their
-	 * old versions in leaves no scan revisits (the new key lies next to the
-	 * old one as often as not), and those leaves split round after round.
-	 * A pass that finds nothing costs one heap block's visit (the heap AM
-	 * stops at a block that frees nothing).
-	 */
-	bottom_up = dex_bottom_up && (indexUnchanged || dex_tree_is_write_back(tree));
 	if (dex_index_is_bytes(index))
-		return dex_insert_bytes(index, heapRel, tree, values, isnull, ht_ctid,
-								checkUnique, indexInfo, bottom_up);
+		return dex_insert_bytes(index, heapRel, values, isnull, ht_ctid,
+								checkUnique, indexInfo, indexUnchanged);
 	dex_make_key(&key, index, values[0], isnull[0], ht_ctid);
 	/*
 	 * A multi-row statement's entries from the second on are held back and
@@ -180,10 +186,19 @@ dexinsert(Relation index, Datum *values, bool *isnull,
 	 * keeps its one round trip per batch, and its leaves split as a batch's
 	 * do. The bottom-up pass is for entries written at once -- single-row
 	 * UPDATEs, the churn of OLTP hot rows.
+	 *
+	 * A held-back entry needs no handle: the batch's write opens the tree
+	 * (writer role, lost memory: dex_open_tree's checks), within
+	 * dex.insert_batch rows or at the statement's end, so a lost tree still
+	 * fails the statement that inserted. Opening it for each row cost a bulk
+	 * load about 4% of its backend's CPU (a clock read for the writer lease,
+	 * the cached metapage, the handle's hash table).
 	 */
 	if (dex_pending_allowed(index, checkUnique, indexInfo) &&
 		dex_pending_add(index, heapRel, &key))
 		return false;			/* held back */
+	tree = dex_open_tree(index);
+	bottom_up = dex_insert_bottom_up(tree, indexUnchanged);
 	/* an index only inserted into applies its bottom-up passes' deferred removals */
 	dex_kill_apply_deferred(index, tree);
 

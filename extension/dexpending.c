@@ -187,11 +187,17 @@ dex_pending_tree_of(Relation index)
 	return dex_index_tree_ns(index);
 }
 
-static int
-dex_pending_cmp(const void *a, const void *b)
-{
-	return dex_key_cmp(&((const DexPendingEntry *) a)->key, &((const DexPendingEntry *) b)->key);
-}
+/*
+ * A batch's entries in the core's key order: PostgreSQL's sort template with
+ * the key comparison inlined (qsort's call through a pointer per comparison
+ * was about 2% of a bulk load's backend CPU).
+ */
+#define ST_SORT dex_pending_sort
+#define ST_ELEMENT_TYPE DexPendingEntry
+#define ST_COMPARE(a, b) DEX_KEY_COMPARE(&(a)->key, &(b)->key)
+#define ST_SCOPE static
+#define ST_DEFINE
+#include "lib/sort_template.h"
 
 /* A byte-string entry and its row's LSN, for sorting. */
 typedef struct DexPendingBytes
@@ -294,7 +300,7 @@ dex_pending_write_keys(Relation index, DexPendingIndex *p, int n)
 	uint64_t   *lsns = palloc(sizeof(uint64_t) * n);
 	int			m = 0;
 
-	qsort(p->entries, n, sizeof(DexPendingEntry), dex_pending_cmp);
+	dex_pending_sort(p->entries, n);
 	for (int i = 0; i < n; i++)
 	{
 		/* (key, TID) is unique: a repeat can only be the same entry */
