@@ -1,0 +1,4 @@
+\set r random(0, 199999)
+\set lo 4 * :r
+\set c random(0, 25)
+UPDATE ycsb_btree SET k = k # 1, v = repeat(chr(97 + :c), 100) WHERE k BETWEEN :lo AND :lo + 1;
