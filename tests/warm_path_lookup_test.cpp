@@ -27,6 +27,15 @@ namespace {
 
 uint64_t lookups() { return MappingTable::lookups_by_this_thread(); }
 
+// A write-back tree of n random keys in [0, range) (model: what it holds).
+std::unique_ptr<tree::BTree> random_write_back_tree(WbFixture& x, std::set<EntryKey>& model, int n, uint64_t range,
+                                                    uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    std::unique_ptr<tree::BTree> t = x.write_back_tree();
+    insert_random(*t, model, n, range, rng);
+    return t;
+}
+
 TEST(WarmPathLookups, CachedLookupsTakeNoBucketLockAndAStaleRootHintIsCaught) {
     CachedBulkTree ct(50000);
     auto& [engine, mem, ns, reg, c, o, t] = ct;
@@ -105,16 +114,13 @@ TEST(WarmPathLookups, CachedLookupsTakeNoBucketLockAndAStaleRootHintIsCaught) {
 }
 
 // A write-back insert into a cached leaf: the descent's root by its hint,
-// the leaf's frame by the descent's answer -- no lookup. (A split's new
-// separator replaces the parent's cached image, whose children are then
-// swizzled again one descent at a time: the keys put back here go into
-// leaves that have room, and nothing splits meanwhile.)
+// the leaf's frame by the descent's answer -- no lookup. (The keys put back
+// here go into leaves that have room: nothing splits meanwhile, which would
+// create nodes to look up once.)
 TEST(WarmPathLookups, WriteBackInsertIntoACachedLeafTakesNoBucketLock) {
     WbFixture x;
     std::set<EntryKey> model;
-    std::mt19937_64 rng(7);
-    std::unique_ptr<tree::BTree> t = x.write_back_tree();
-    insert_random(*t, model, 5000, 100000, rng);
+    std::unique_ptr<tree::BTree> t = random_write_back_tree(x, model, 5000, 100000, 7);
     std::vector<EntryKey> out;  // every 10th entry, to be put back
     size_t n = 0;
     for (const EntryKey& k : model)
@@ -146,8 +152,7 @@ TEST(WarmPathLookups, ASplitKeepsItsParentsOtherChildrenSwizzled) {
     WbFixture x;
     std::set<EntryKey> model;
     std::mt19937_64 rng(11);
-    std::unique_ptr<tree::BTree> t = x.write_back_tree();
-    insert_random(*t, model, 20000, 1000000, rng);
+    std::unique_ptr<tree::BTree> t = random_write_back_tree(x, model, 20000, 1000000, 12);
     auto warm = [&] {
         for (int pass = 0; pass < 2; pass++)
             for (const EntryKey& k : model) ASSERT_TRUE(t->contains(k));
