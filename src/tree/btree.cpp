@@ -243,7 +243,7 @@ bool BTreeT<L>::insert_unlogged(KeyRef key, uint64_t lsn, uint64_t durable, Leaf
 
 // A write-back tree's batch, one entry at a time, its entry changes told in
 // one record per run of equal `through` (a bulk load: one per batch) instead
-// of one per entry -- a WAL record per row was about 4% of a bulk load's
+// of one per entry -- a WAL record per row was about 3% of a bulk load's
 // backend CPU. Each is told after it was made, as insert() tells it, only
 // later within the batch: the record still follows its row's heap record
 // (no stray comes back at redo), the frame turned dirty before it (the
